@@ -1,0 +1,134 @@
+#include "ir/tensor.h"
+
+#include <cassert>
+
+#include "ir/float16.h"
+
+namespace kiln {
+
+Tensor::Tensor(TensorType type)
+    : type_(std::move(type)), bytes_(type_.numElements() * dtypeSize(type_.dtype), 0) {}
+
+Tensor Tensor::fromFloats(DType dtype, Shape shape, const std::vector<float> &values,
+                          OverflowMode mode) {
+  Tensor t(TensorType{dtype, std::move(shape)});
+  assert(static_cast<int64_t>(values.size()) == t.numElements());
+  for (size_t i = 0; i < values.size(); ++i)
+    t.setFloat(static_cast<int64_t>(i), values[i], mode);
+  return t;
+}
+
+Tensor Tensor::fromInts(DType dtype, Shape shape, const std::vector<int64_t> &values) {
+  Tensor t(TensorType{dtype, std::move(shape)});
+  assert(static_cast<int64_t>(values.size()) == t.numElements());
+  for (size_t i = 0; i < values.size(); ++i)
+    t.setInt(static_cast<int64_t>(i), values[i]);
+  return t;
+}
+
+Tensor Tensor::scalar(DType dtype, double value, OverflowMode mode) {
+  Tensor t(TensorType{dtype, {}});
+  if (isFloat(dtype))
+    t.setFloat(0, static_cast<float>(value), mode);
+  else
+    t.setInt(0, static_cast<int64_t>(value));
+  return t;
+}
+
+float Tensor::getFloat(int64_t i) const {
+  switch (type_.dtype) {
+  case DType::F32:
+    return dataAs<float>()[i];
+  case DType::F16:
+    return halfToFloat(dataAs<uint16_t>()[i]);
+  case DType::BF16:
+    return bfloat16ToFloat(dataAs<uint16_t>()[i]);
+  case DType::I32:
+    return static_cast<float>(dataAs<int32_t>()[i]);
+  case DType::I64:
+    return static_cast<float>(dataAs<int64_t>()[i]);
+  case DType::Bool:
+    return dataAs<uint8_t>()[i] ? 1.0f : 0.0f;
+  }
+  return 0.0f;
+}
+
+void Tensor::setFloat(int64_t i, float value, OverflowMode mode) {
+  switch (type_.dtype) {
+  case DType::F32:
+    dataAs<float>()[i] = roundToDType(value, DType::F32, mode);
+    break;
+  case DType::F16:
+    dataAs<uint16_t>()[i] = floatToHalf(value, mode);
+    break;
+  case DType::BF16:
+    dataAs<uint16_t>()[i] = floatToBFloat16(value, mode);
+    break;
+  case DType::I32:
+    dataAs<int32_t>()[i] = static_cast<int32_t>(value);
+    break;
+  case DType::I64:
+    dataAs<int64_t>()[i] = static_cast<int64_t>(value);
+    break;
+  case DType::Bool:
+    dataAs<uint8_t>()[i] = value != 0.0f;
+    break;
+  }
+}
+
+int64_t Tensor::getInt(int64_t i) const {
+  switch (type_.dtype) {
+  case DType::I32:
+    return dataAs<int32_t>()[i];
+  case DType::I64:
+    return dataAs<int64_t>()[i];
+  case DType::Bool:
+    return dataAs<uint8_t>()[i];
+  default:
+    return static_cast<int64_t>(getFloat(i));
+  }
+}
+
+void Tensor::setInt(int64_t i, int64_t value) {
+  switch (type_.dtype) {
+  case DType::I32:
+    dataAs<int32_t>()[i] = static_cast<int32_t>(value);
+    break;
+  case DType::I64:
+    dataAs<int64_t>()[i] = value;
+    break;
+  case DType::Bool:
+    dataAs<uint8_t>()[i] = value != 0;
+    break;
+  default:
+    setFloat(i, static_cast<float>(value), OverflowMode::InfNan);
+  }
+}
+
+std::vector<float> Tensor::toFloats() const {
+  std::vector<float> out(numElements());
+  for (int64_t i = 0; i < numElements(); ++i)
+    out[i] = getFloat(i);
+  return out;
+}
+
+Tensor Tensor::castTo(DType dtype, OverflowMode mode) const {
+  Tensor out(TensorType{dtype, type_.shape});
+  const bool integral = !isFloat(dtype) && !isFloat(type_.dtype);
+  for (int64_t i = 0; i < numElements(); ++i) {
+    if (integral)
+      out.setInt(i, getInt(i));
+    else
+      out.setFloat(i, getFloat(i), mode);
+  }
+  return out;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  assert(kiln::numElements(shape) == numElements());
+  Tensor out = *this;
+  out.type_.shape = std::move(shape);
+  return out;
+}
+
+} // namespace kiln

@@ -1,0 +1,61 @@
+#include "ir/verifier.h"
+
+#include <unordered_set>
+
+namespace kiln {
+
+Status verifyStructure(const Graph &graph) {
+  const std::string where = "graph '" + graph.name() + "'";
+  std::vector<bool> defined(graph.numValues(), false);
+  std::unordered_set<std::string> names;
+  for (const GraphInput &in : graph.inputs()) {
+    if (in.name.empty())
+      return Error(where + ": a graph input has an empty name");
+    if (!names.insert(in.name).second)
+      return Error(where + ": duplicate name '" + in.name + "'");
+    if (in.value < 0 || static_cast<size_t>(in.value) >= graph.numValues())
+      return Error(where + ": input '" + in.name + "' refers to no value");
+    defined[in.value] = true;
+  }
+  for (size_t i = 0; i < graph.numNodes(); ++i) {
+    const Node &node = graph.node(static_cast<NodeId>(i));
+    if (node.name.empty())
+      return Error(where + ": node #" + std::to_string(i) + " (" + node.op + ") has no name");
+    if (node.op.empty())
+      return Error(where + ": node '" + node.name + "' has no op");
+    if (!names.insert(node.name).second)
+      return Error(where + ": duplicate name '" + node.name + "'");
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      ValueId in = node.inputs[k];
+      if (in < 0 || static_cast<size_t>(in) >= graph.numValues())
+        return Error(where + ": node '" + node.name + "' input " + std::to_string(k) +
+                     " refers to no value");
+      if (!defined[in])
+        return Error(where + ": node '" + node.name + "' uses '" + graph.valueName(in) +
+                     "' before it is defined (nodes must be in topological order)");
+    }
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      ValueId out = node.outputs[k];
+      const Value &v = graph.value(out);
+      if (v.producer != static_cast<NodeId>(i) || v.index != static_cast<int32_t>(k))
+        return Error(where + ": node '" + node.name + "' output " + std::to_string(k) +
+                     " is not recorded as produced by it");
+      for (int64_t d : v.type.shape)
+        if (d < 0)
+          return Error(where + ": node '" + node.name + "' output has negative dimension in " +
+                       typeToString(v.type));
+      defined[out] = true;
+    }
+  }
+  std::unordered_set<std::string> output_names;
+  for (const GraphOutput &out : graph.outputs()) {
+    if (!output_names.insert(out.name).second)
+      return Error(where + ": duplicate output name '" + out.name + "'");
+    if (out.value < 0 || static_cast<size_t>(out.value) >= graph.numValues() ||
+        !defined[out.value])
+      return Error(where + ": output '" + out.name + "' refers to no defined value");
+  }
+  return Status::ok();
+}
+
+} // namespace kiln

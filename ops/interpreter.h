@@ -1,0 +1,30 @@
+// The reference interpreter: runs any graph node by node with the ops'
+// reference kernels. Simple and exact; the oracle for passes and kernels.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "ops/op_registry.h"
+
+namespace kiln::ops {
+
+using TensorMap = std::map<std::string, Tensor>;
+
+struct InterpretOptions {
+  OverflowMode overflow = OverflowMode::InfNan;
+  // Called after each node with its outputs; an error stops the run.
+  std::function<Status(const Node &node, const std::vector<Tensor> &outputs)> after_node;
+};
+
+// `inputs` must hold every graph input by name with exactly its type. Returns
+// the graph outputs by name. Values are freed after their last use.
+Expected<TensorMap> interpret(const Graph &graph, const TensorMap &inputs,
+                              const InterpretOptions &options = {},
+                              const OpRegistry &registry = OpRegistry::global());
+
+} // namespace kiln::ops

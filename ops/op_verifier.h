@@ -1,0 +1,15 @@
+// Checks every node against its op definition: known op, input count and
+// dtypes, attributes, and that the recorded output types are what shape
+// inference gives.
+#pragma once
+
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "ops/op_registry.h"
+
+namespace kiln::ops {
+
+// Structural checks (ir/verifier.h) plus the op checks above.
+Status verifyGraph(const Graph &graph, const OpRegistry &registry = OpRegistry::global());
+
+} // namespace kiln::ops

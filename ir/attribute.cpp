@@ -51,6 +51,30 @@ std::string doubleToString(double v) {
   return s;
 }
 
+// Quotes a string so that the text form stays one line per node and reads back unambiguously.
+std::string quoteString(const std::string &v) {
+  static const char *kHex = "0123456789abcdef";
+  std::string s = "\"";
+  for (char c : v) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      s += '\\';
+      s += c;
+    } else if (c == '\n') {
+      s += "\\n";
+    } else if (c == '\t') {
+      s += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      s += "\\x";
+      s += kHex[u >> 4];
+      s += kHex[u & 15];
+    } else {
+      s += c;
+    }
+  }
+  return s + "\"";
+}
+
 } // namespace
 
 std::string attrValueToString(const AttrValue &value) {
@@ -58,7 +82,7 @@ std::string attrValueToString(const AttrValue &value) {
     std::string operator()(bool v) const { return v ? "true" : "false"; }
     std::string operator()(int64_t v) const { return std::to_string(v); }
     std::string operator()(double v) const { return doubleToString(v); }
-    std::string operator()(const std::string &v) const { return "\"" + v + "\""; }
+    std::string operator()(const std::string &v) const { return quoteString(v); }
     std::string operator()(const std::vector<int64_t> &v) const {
       std::string s = "[";
       for (size_t i = 0; i < v.size(); ++i)

@@ -13,8 +13,8 @@
 
 namespace kiln {
 
-using AttrValue =
-    std::variant<bool, int64_t, double, std::string, std::vector<int64_t>, std::vector<double>, DType>;
+using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>,
+                               std::vector<double>, DType>;
 
 enum class AttrKind { Bool, Int, Float, String, Ints, Floats, DType };
 

@@ -4,21 +4,46 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
-#include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace kiln {
 
 Expected<std::string> readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  // POSIX calls rather than iostreams: a stream reads a folder as an empty file
+  // and hides read errors.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
     return Error(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad())
-    return Error(path + ": read failed");
-  return ss.str();
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    std::string why = std::strerror(errno);
+    ::close(fd);
+    return Error(path + ": cannot read: " + why);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return Error(path + ": cannot read: is a directory, not a file");
+  }
+  std::string out;
+  if (S_ISREG(st.st_mode))
+    out.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      std::string why = std::strerror(errno);
+      ::close(fd);
+      return Error(path + ": read failed: " + why);
+    }
+    if (n == 0)
+      break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 Status writeFileAtomic(const std::string &path, std::string_view contents) {
@@ -43,8 +68,11 @@ Status writeFileAtomic(const std::string &path, std::string_view contents) {
     p += n;
     left -= static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    std::string why = std::strerror(errno);
+  // Close even when fsync fails, or the descriptor leaks.
+  int sync_errno = ::fsync(fd) != 0 ? errno : 0;
+  int close_errno = ::close(fd) != 0 ? errno : 0;
+  if (sync_errno != 0 || close_errno != 0) {
+    std::string why = std::strerror(sync_errno != 0 ? sync_errno : close_errno);
     ::unlink(tmp.c_str());
     return Error(path + ": write failed: " + why);
   }
@@ -59,12 +87,12 @@ Status writeFileAtomic(const std::string &path, std::string_view contents) {
 Expected<nlohmann::json> parseJson(std::string_view text, std::string_view source) {
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error &e) {
+  } catch (const nlohmann::json::exception &e) {
     // e.what() reads "[json.exception.parse_error.101] parse error at line 1, column 2: ...".
     std::string what = e.what();
     auto pos = what.find("] ");
-    return Error(std::string(source) + ": invalid JSON: " +
-                 (pos == std::string::npos ? what : what.substr(pos + 2)));
+    return Error(std::string(source) +
+                 ": invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
   }
 }
 

@@ -72,12 +72,19 @@ const GraphOutput *Graph::findOutput(std::string_view name) const {
 }
 
 NodeId Graph::findNode(std::string_view name) const {
-  if (node_index_.size() != nodes_.size()) {
+  auto rebuild = [this] {
     node_index_.clear();
     for (size_t i = 0; i < nodes_.size(); ++i)
       node_index_.emplace(nodes_[i].name, static_cast<NodeId>(i));
-  }
+  };
+  if (node_index_.size() != nodes_.size())
+    rebuild();
   auto it = node_index_.find(std::string(name));
+  // node(id) hands out mutable nodes, so a rename can leave the index stale: check the hit.
+  if (it != node_index_.end() && nodes_[it->second].name != name) {
+    rebuild();
+    it = node_index_.find(std::string(name));
+  }
   return it == node_index_.end() ? kNoNode : it->second;
 }
 
@@ -105,7 +112,7 @@ std::vector<std::vector<NodeId>> Graph::computeUsers() const {
   std::vector<std::vector<NodeId>> users(values_.size());
   for (size_t i = 0; i < nodes_.size(); ++i)
     for (ValueId in : nodes_[i].inputs)
-      if (in >= 0)
+      if (in >= 0 && static_cast<size_t>(in) < values_.size())
         users[in].push_back(static_cast<NodeId>(i));
   return users;
 }

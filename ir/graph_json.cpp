@@ -96,6 +96,10 @@ public:
   Expected<int64_t> integer(const json &v, const std::string &path) const {
     if (!v.is_number_integer())
       return error(path, "expected an integer");
+    // get<int64_t> would wrap values in [2^63, 2^64) to negative numbers.
+    if (v.is_number_unsigned() &&
+        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return error(path, "integer " + v.dump() + " does not fit in 64 bits");
     return v.get<int64_t>();
   }
 
@@ -108,7 +112,8 @@ public:
     TensorType t{*dtype, {}};
     double elements = 1;
     for (size_t i = 0; i < dims->size(); ++i) {
-      KILN_ASSIGN_OR_RETURN(int64_t d, integer((*dims)[i], path + ".shape[" + std::to_string(i) + "]"));
+      KILN_ASSIGN_OR_RETURN(int64_t d,
+                            integer((*dims)[i], path + ".shape[" + std::to_string(i) + "]"));
       if (d < 0)
         return error(path + ".shape[" + std::to_string(i) + "]", "negative dimension");
       elements *= static_cast<double>(d);
@@ -150,7 +155,8 @@ public:
         return error(body_path, "expected an array");
       std::vector<int64_t> out;
       for (size_t i = 0; i < body.size(); ++i) {
-        KILN_ASSIGN_OR_RETURN(int64_t x, integer(body[i], body_path + "[" + std::to_string(i) + "]"));
+        KILN_ASSIGN_OR_RETURN(int64_t x,
+                              integer(body[i], body_path + "[" + std::to_string(i) + "]"));
         out.push_back(x);
       }
       return AttrValue(std::move(out));
@@ -239,7 +245,8 @@ Expected<Graph> graphFromJson(const json &j, std::string_view source) {
     KILN_ASSIGN_OR_RETURN(std::string role_name, r.string(e, path, "role"));
     auto role = parseInputRole(role_name);
     if (!role)
-      return r.error(path + ".role", "unknown role '" + role_name + "' (data, param, state, hyper)");
+      return r.error(path + ".role",
+                     "unknown role '" + role_name + "' (data, param, state, hyper)");
     if (values.count(in_name))
       return r.error(path + ".name", "duplicate value name '" + in_name + "'");
     values[in_name] = graph.addInput(in_name, type, *role);
@@ -266,7 +273,8 @@ Expected<Graph> graphFromJson(const json &j, std::string_view source) {
     std::vector<TensorType> out_types;
     KILN_ASSIGN_OR_RETURN(const json *outs, r.array(n, path, "outputs"));
     for (size_t k = 0; k < outs->size(); ++k) {
-      KILN_ASSIGN_OR_RETURN(TensorType t, r.type((*outs)[k], path + ".outputs[" + std::to_string(k) + "]"));
+      KILN_ASSIGN_OR_RETURN(TensorType t,
+                            r.type((*outs)[k], path + ".outputs[" + std::to_string(k) + "]"));
       out_types.push_back(std::move(t));
     }
     AttrMap attrs;

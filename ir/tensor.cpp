@@ -1,10 +1,30 @@
 #include "ir/tensor.h"
 
 #include <cassert>
+#include <cmath>
+#include <limits>
 
 #include "ir/float16.h"
 
 namespace kiln {
+
+namespace {
+
+// Float to integer truncates toward zero and saturates, NaN becoming 0, as NPU
+// conversions do; a plain cast is undefined behaviour outside the range.
+template <typename Int, typename Float> Int floatToInt(Float value) {
+  if (std::isnan(value))
+    return 0;
+  // -2^(bits-1) is exact in float; 2^(bits-1) is the first value past the maximum.
+  constexpr Float kLimit = -static_cast<Float>(std::numeric_limits<Int>::min());
+  if (value >= kLimit)
+    return std::numeric_limits<Int>::max();
+  if (value < -kLimit)
+    return std::numeric_limits<Int>::min();
+  return static_cast<Int>(value);
+}
+
+} // namespace
 
 Tensor::Tensor(TensorType type)
     : type_(std::move(type)), bytes_(type_.numElements() * dtypeSize(type_.dtype), 0) {}
@@ -30,8 +50,12 @@ Tensor Tensor::scalar(DType dtype, double value, OverflowMode mode) {
   Tensor t(TensorType{dtype, {}});
   if (isFloat(dtype))
     t.setFloat(0, static_cast<float>(value), mode);
+  else if (dtype == DType::I32)
+    t.setInt(0, floatToInt<int32_t>(value));
+  else if (dtype == DType::I64)
+    t.setInt(0, floatToInt<int64_t>(value)); // from double: exact up to 2^53
   else
-    t.setInt(0, static_cast<int64_t>(value));
+    t.setInt(0, value != 0.0);
   return t;
 }
 
@@ -65,10 +89,10 @@ void Tensor::setFloat(int64_t i, float value, OverflowMode mode) {
     dataAs<uint16_t>()[i] = floatToBFloat16(value, mode);
     break;
   case DType::I32:
-    dataAs<int32_t>()[i] = static_cast<int32_t>(value);
+    dataAs<int32_t>()[i] = floatToInt<int32_t>(value);
     break;
   case DType::I64:
-    dataAs<int64_t>()[i] = static_cast<int64_t>(value);
+    dataAs<int64_t>()[i] = floatToInt<int64_t>(value);
     break;
   case DType::Bool:
     dataAs<uint8_t>()[i] = value != 0.0f;
@@ -85,7 +109,7 @@ int64_t Tensor::getInt(int64_t i) const {
   case DType::Bool:
     return dataAs<uint8_t>()[i];
   default:
-    return static_cast<int64_t>(getFloat(i));
+    return floatToInt<int64_t>(getFloat(i));
   }
 }
 

@@ -15,6 +15,12 @@ Status verifyStructure(const Graph &graph) {
       return Error(where + ": duplicate name '" + in.name + "'");
     if (in.value < 0 || static_cast<size_t>(in.value) >= graph.numValues())
       return Error(where + ": input '" + in.name + "' refers to no value");
+    if (graph.value(in.value).producer != kNoNode || defined[in.value])
+      return Error(where + ": input '" + in.name + "' refers to a value it does not own");
+    for (int64_t d : graph.type(in.value).shape)
+      if (d < 0)
+        return Error(where + ": input '" + in.name + "' has negative dimension in " +
+                     typeToString(graph.type(in.value)));
     defined[in.value] = true;
   }
   for (size_t i = 0; i < graph.numNodes(); ++i) {
@@ -36,6 +42,9 @@ Status verifyStructure(const Graph &graph) {
     }
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       ValueId out = node.outputs[k];
+      if (out < 0 || static_cast<size_t>(out) >= graph.numValues())
+        return Error(where + ": node '" + node.name + "' output " + std::to_string(k) +
+                     " refers to no value");
       const Value &v = graph.value(out);
       if (v.producer != static_cast<NodeId>(i) || v.index != static_cast<int32_t>(k))
         return Error(where + ": node '" + node.name + "' output " + std::to_string(k) +
@@ -44,6 +53,10 @@ Status verifyStructure(const Graph &graph) {
         if (d < 0)
           return Error(where + ": node '" + node.name + "' output has negative dimension in " +
                        typeToString(v.type));
+      // "<node>#<k>" names must stay unique too, or text and JSON become ambiguous.
+      if (node.outputs.size() > 1 && !names.insert(graph.valueName(out)).second)
+        return Error(where + ": value name '" + graph.valueName(out) + "' of node '" + node.name +
+                     "' is already taken");
       defined[out] = true;
     }
   }
@@ -51,8 +64,7 @@ Status verifyStructure(const Graph &graph) {
   for (const GraphOutput &out : graph.outputs()) {
     if (!output_names.insert(out.name).second)
       return Error(where + ": duplicate output name '" + out.name + "'");
-    if (out.value < 0 || static_cast<size_t>(out.value) >= graph.numValues() ||
-        !defined[out.value])
+    if (out.value < 0 || static_cast<size_t>(out.value) >= graph.numValues() || !defined[out.value])
       return Error(where + ": output '" + out.name + "' refers to no defined value");
   }
   return Status::ok();

@@ -14,8 +14,7 @@ Expected<TensorMap> interpret(const Graph &graph, const TensorMap &inputs,
                    typeToString(graph.type(in.value)) + ")");
     if (!(it->second.type() == graph.type(in.value)))
       return Error("graph '" + graph.name() + "': input '" + in.name + "' must be " +
-                   typeToString(graph.type(in.value)) + ", got " +
-                   typeToString(it->second.type()));
+                   typeToString(graph.type(in.value)) + ", got " + typeToString(it->second.type()));
     values[in.value] = it->second;
   }
 

@@ -11,8 +11,7 @@ Expected<Shape> broadcastShapes(const Shape &a, const Shape &b) {
     int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1)
-      return Error("shapes " + shapeToString(a) + " and " + shapeToString(b) +
-                   " do not broadcast");
+      return Error("shapes " + shapeToString(a) + " and " + shapeToString(b) + " do not broadcast");
     out[i] = da == 1 ? db : da;
   }
   return out;

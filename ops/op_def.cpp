@@ -227,7 +227,8 @@ Expected<std::vector<OpDef>> parseOpDefs(std::string_view xml, std::string_view 
   return defs;
 }
 
-Status checkInputs(const OpDef &def, const std::vector<TensorType> &inputs, std::string_view where) {
+Status checkInputs(const OpDef &def, const std::vector<TensorType> &inputs,
+                   std::string_view where) {
   const std::string w(where);
   if (inputs.size() < def.minInputs() || (def.maxInputs() && inputs.size() > *def.maxInputs())) {
     std::string expected = std::to_string(def.minInputs());

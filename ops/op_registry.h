@@ -46,9 +46,9 @@ struct KernelContext {
 };
 // Reference kernel: `outputs` arrive allocated (zeroed) with the inferred types.
 // Computes in f32 (or wider) and rounds each stored result per ctx.overflow.
-using KernelFn = std::function<Status(const KernelContext &ctx,
-                                      const std::vector<const Tensor *> &inputs,
-                                      std::vector<Tensor> &outputs, const AttrMap &attrs)>;
+using KernelFn =
+    std::function<Status(const KernelContext &ctx, const std::vector<const Tensor *> &inputs,
+                         std::vector<Tensor> &outputs, const AttrMap &attrs)>;
 
 struct OpImpl {
   InferFn infer;

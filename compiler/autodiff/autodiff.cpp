@@ -44,8 +44,8 @@ Expected<std::vector<ValueId>> gradients(ops::OpBuilder &b, ValueId target,
                                          const std::vector<ValueId> &wrt) {
   Graph &graph = b.graph();
   if (graph.type(target).numElements() != 1 || !isFloat(graph.type(target).dtype))
-    return Error("autodiff: target '" + graph.valueName(target) +
-                 "' must be a float scalar, got " + typeToString(graph.type(target)));
+    return Error("autodiff: target '" + graph.valueName(target) + "' must be a float scalar, got " +
+                 typeToString(graph.type(target)));
   const size_t num_forward = graph.numNodes();
   const std::vector<bool> on_path = nodesOnPath(graph, target, wrt, num_forward);
 

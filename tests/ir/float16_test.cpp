@@ -50,12 +50,12 @@ TEST(BFloat16, RoundingAndOverflow) {
   // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even.
   EXPECT_EQ(bfloat16ToFloat(floatToBFloat16(1.0f + std::ldexp(1.0f, -8), OverflowMode::InfNan)),
             1.0f);
-  EXPECT_EQ(bfloat16ToFloat(floatToBFloat16(std::numeric_limits<float>::max(),
-                                            OverflowMode::InfNan)),
-            kInf);
-  EXPECT_EQ(bfloat16ToFloat(floatToBFloat16(std::numeric_limits<float>::max(),
-                                            OverflowMode::Saturation)),
-            kBF16Max);
+  EXPECT_EQ(
+      bfloat16ToFloat(floatToBFloat16(std::numeric_limits<float>::max(), OverflowMode::InfNan)),
+      kInf);
+  EXPECT_EQ(
+      bfloat16ToFloat(floatToBFloat16(std::numeric_limits<float>::max(), OverflowMode::Saturation)),
+      kBF16Max);
   EXPECT_EQ(bfloat16ToFloat(floatToBFloat16(std::nanf(""), OverflowMode::Saturation)), 0.0f);
   EXPECT_TRUE(std::isnan(bfloat16ToFloat(floatToBFloat16(std::nanf(""), OverflowMode::InfNan))));
 }

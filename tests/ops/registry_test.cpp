@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "ops/op_docs.h"
 #include "ops/op_registry.h"
 
 namespace kiln::ops {
@@ -26,6 +31,29 @@ TEST(OpDefs, AttributeDefaultsAreTyped) {
                           "bad.xml");
   ASSERT_FALSE(defs);
   EXPECT_NE(defs.message().find("default 'abc'"), std::string::npos) << defs.message();
+}
+
+// docs/ops.md is generated from the definitions; regenerate it with
+// `kiln ops --format markdown > docs/ops.md` when an op changes.
+TEST(OpDocs, DocsOpsMdIsUpToDate) {
+  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/docs/ops.md");
+  std::stringstream file;
+  file << in.rdbuf();
+  EXPECT_EQ(file.str(), opsToMarkdown(OpRegistry::global()))
+      << "docs/ops.md is stale: run kiln ops --format markdown > docs/ops.md";
+}
+
+// Every op is differentiable except those whose definition says why not.
+TEST(OpRegistry, EveryFloatOpHasAGradientUnlessItIsAGradientItself) {
+  const std::set<std::string> not_differentiable = {
+      "AdamW", "CrossEntropyLossGrad", "EmbeddingGrad", "RsqrtGrad", "SiluGrad", "SoftmaxGrad"};
+  for (const std::string &name : OpRegistry::global().names()) {
+    if (OpRegistry::global().find(name)->def.inputs.empty())
+      continue; // generators: nothing to differentiate
+    EXPECT_EQ(static_cast<bool>(OpRegistry::global().find(name)->impl.grad),
+              !not_differentiable.count(name))
+        << name;
+  }
 }
 
 } // namespace

@@ -49,7 +49,7 @@ double weightedSum(const TensorMap &outputs, const TensorMap &cotangents) {
   TensorMap cotangents;
   std::vector<ValueId> output_grads;
   for (size_t k = 0; k < outs->size(); ++k) {
-    const TensorType &t = graph.type((*outs)[k]);
+    const TensorType t = graph.type((*outs)[k]); // a copy: addInput below grows the graph
     std::string out_name = "out_" + std::to_string(k);
     graph.addOutput(out_name, (*outs)[k]);
     if (!isFloat(t.dtype)) {
@@ -70,9 +70,8 @@ double weightedSum(const TensorMap &outputs, const TensorMap &cotangents) {
   if (!b.status())
     return ::testing::AssertionFailure() << "gradient of " << op << ": " << b.status().message();
   if (grads->size() != inputs.size())
-    return ::testing::AssertionFailure()
-           << op << " gradient returned " << grads->size() << " values for " << inputs.size()
-           << " inputs";
+    return ::testing::AssertionFailure() << op << " gradient returned " << grads->size()
+                                         << " values for " << inputs.size() << " inputs";
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].differentiable)
       continue;
@@ -113,8 +112,8 @@ double weightedSum(const TensorMap &outputs, const TensorMap &cotangents) {
       auto lm = ops::interpret(graph, minus);
       if (!lp || !lm)
         return ::testing::AssertionFailure() << "running " << op << " perturbed";
-      double numeric = (weightedSum(*lp, cotangents) - weightedSum(*lm, cotangents)) /
-                       (2 * options.eps);
+      double numeric =
+          (weightedSum(*lp, cotangents) - weightedSum(*lm, cotangents)) / (2 * options.eps);
       double exact = grad.getFloat(j);
       double tol = options.atol + options.rtol * std::max(std::abs(numeric), std::abs(exact));
       if (!(std::abs(numeric - exact) <= tol) && failed++ < 5)

@@ -1,9 +1,43 @@
 // kiln: the command-line driver. Each subcommand lives in its own file.
-#include <CLI/CLI.hpp>
+#include <cstdlib>
+
+#include <spdlog/cfg/helpers.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "tools/kiln/cli_common.h"
 
 int main(int argc, char **argv) {
-  CLI::App app{"kiln: ahead-of-time graph compiler for LLM training on Ascend-class NPUs"};
+  // Log to stderr so that stdout carries only a command's own output.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("kiln"));
+  spdlog::set_pattern("kiln: %l: %v");
+  if (const char *level = std::getenv("KILN_LOG_LEVEL"))
+    spdlog::cfg::helpers::load_levels(level);
+
+  CLI::App app{"kiln: an ahead-of-time graph compiler and fusion-pass manager for training\n"
+               "large language models on Ascend-class NPUs (kernels run on the host CPU\n"
+               "with the NPU's numerics)."};
   app.require_subcommand(1);
-  CLI11_PARSE(app, argc, argv);
-  return 0;
+  app.set_version_flag("--version", "kiln 0.1.0");
+  kiln::cli::Action action;
+  kiln::cli::registerGraphCommand(app, action);
+  kiln::cli::registerInitCommand(app, action);
+  kiln::cli::registerRunCommand(app, action);
+  kiln::cli::registerMakeInputsCommand(app, action);
+  kiln::cli::registerOpsCommand(app, action);
+  if (argc > 1 && argv[1][0] != '-' &&
+      app.get_subcommands([&](const CLI::App *c) { return c->check_name(argv[1]); }).empty()) {
+    // CLI11 would only say "a subcommand is required"; name the word it did not know.
+    std::cerr << "kiln: error: unknown command '" << argv[1]
+              << "' (run 'kiln --help' for the list)\n";
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    if (e.get_exit_code() != 0)
+      std::cerr << "kiln: error: " << e.what() << "\n";
+    return e.get_exit_code() == 0 ? app.exit(e) : 2;
+  }
+  return action ? action() : 0;
 }

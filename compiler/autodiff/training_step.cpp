@@ -1,0 +1,79 @@
+#include "compiler/autodiff/training_step.h"
+
+#include "compiler/autodiff/autodiff.h"
+#include "ops/op_builder.h"
+#include "ops/op_verifier.h"
+
+namespace kiln::autodiff {
+
+Expected<Graph> buildTrainingStep(const Graph &forward, const TrainingStepOptions &options) {
+  const GraphOutput *loss = forward.findOutput("loss");
+  if (!loss)
+    return Error("graph '" + forward.name() + "' has no output named 'loss' to train on");
+  Graph graph = forward;
+  graph.setName(forward.name() + "_train");
+  const ValueId loss_value = loss->value;
+  std::vector<GraphOutput> &outputs = graph.mutableOutputs();
+  std::erase_if(outputs, [&](const GraphOutput &out) {
+    return out.name != "loss" && !(options.keep_logits && out.name == "logits");
+  });
+
+  std::vector<GraphInput> params;
+  for (const GraphInput &in : forward.inputs())
+    if (in.role == InputRole::Parameter)
+      params.push_back(in);
+  std::vector<ValueId> wrt;
+  for (const GraphInput &p : params)
+    wrt.push_back(p.value);
+
+  ops::OpBuilder b(graph);
+  KILN_ASSIGN_OR_RETURN(std::vector<ValueId> grads, gradients(b, loss_value, wrt));
+
+  {
+    auto scope = b.scope("grad_norm");
+    std::vector<ValueId> squares;
+    for (size_t i = 0; i < params.size(); ++i) {
+      ValueId g = grads[i];
+      if (graph.type(g).dtype != DType::F32)
+        g = b.create("Cast", "cast", {g}, {{"dtype", DType::F32}});
+      squares.push_back(b.create("ReduceSum", "sumsq", {b.create("Mul", "square", {g, g})}));
+    }
+    ValueId total = squares.size() == 1 ? squares[0] : b.create("AddN", "total", squares);
+    graph.addOutput("grad_norm", b.create("Sqrt", "sqrt", {total}));
+  }
+  if (options.output_gradients)
+    for (size_t i = 0; i < params.size(); ++i)
+      graph.addOutput(gradientName(params[i].name), grads[i]);
+
+  if (options.optimizer) {
+    ValueId step =
+        graph.addInput(kAdamStepName, TensorType{DType::I64, {}}, InputRole::OptimizerState);
+    ValueId lr =
+        graph.addInput(kLearningRateName, TensorType{DType::F32, {}}, InputRole::Hyperparameter);
+    auto scope = b.scope("optimizer");
+    ValueId t = b.create("Add", "step", {step, b.constant(1, DType::I64, "one")});
+    graph.addOutput(kAdamStepName, t);
+    const AttrMap adam_attrs{{"beta1", options.beta1},
+                             {"beta2", options.beta2},
+                             {"eps", options.eps},
+                             {"weight_decay", options.weight_decay}};
+    for (size_t i = 0; i < params.size(); ++i) {
+      const TensorType state{DType::F32, graph.type(params[i].value).shape};
+      ValueId m = graph.addInput(adamMomentName(params[i].name), state, InputRole::OptimizerState);
+      ValueId v =
+          graph.addInput(adamVelocityName(params[i].name), state, InputRole::OptimizerState);
+      std::vector<ValueId> updated = b.createMulti(
+          "AdamW", params[i].name, {params[i].value, grads[i], m, v, lr, t}, adam_attrs);
+      if (updated.size() != 3)
+        break; // the builder holds the error
+      graph.addOutput(params[i].name, updated[0]);
+      graph.addOutput(adamMomentName(params[i].name), updated[1]);
+      graph.addOutput(adamVelocityName(params[i].name), updated[2]);
+    }
+  }
+  KILN_RETURN_IF_ERROR(b.status());
+  KILN_RETURN_IF_ERROR(ops::verifyGraph(graph));
+  return graph;
+}
+
+} // namespace kiln::autodiff

@@ -1,0 +1,83 @@
+#include "compiler/driver/reference_run.h"
+
+#include <spdlog/spdlog.h>
+
+#include "compiler/autodiff/training_step.h"
+#include "compiler/frontend/model_loader.h"
+
+namespace kiln::driver {
+
+Expected<ops::TensorMap> bindModelInputs(const Graph &graph, const ops::TensorMap &weights,
+                                         const std::string &weights_source,
+                                         const ops::TensorMap &data, const std::string &data_source,
+                                         OverflowMode overflow) {
+  ops::TensorMap bound;
+  for (const GraphInput &in : graph.inputs()) {
+    const TensorType &want = graph.type(in.value);
+    const bool is_param = in.role == InputRole::Parameter;
+    const ops::TensorMap &from = is_param ? weights : data;
+    const std::string &source = is_param ? weights_source : data_source;
+    auto it = from.find(in.name);
+    if (it == from.end() && in.name == "labels")
+      it = data.find("input_ids");
+    if (it == from.end())
+      return Error(source + ": no tensor '" + in.name + "' (the model needs " + typeToString(want) +
+                   ")");
+    const Tensor &t = it->second;
+    if (t.shape() != want.shape)
+      return Error(source + ": tensor '" + it->first + "' has shape " + shapeToString(t.shape()) +
+                   ", the model needs " + shapeToString(want.shape));
+    if (isFloat(t.dtype()) != isFloat(want.dtype))
+      return Error(source + ": tensor '" + it->first + "' is " + std::string(dtypeName(t.dtype())) +
+                   ", the model needs " + std::string(dtypeName(want.dtype)));
+    bound[in.name] = t.dtype() == want.dtype ? t : t.castTo(want.dtype, overflow);
+  }
+  for (const auto &[name, t] : weights)
+    if (!graph.findInput(name))
+      spdlog::warn("{}: tensor '{}' is not a parameter of the model; ignored", weights_source,
+                   name);
+  return bound;
+}
+
+Expected<ops::TensorMap> runReference(const ReferenceRunRequest &request) {
+  KILN_ASSIGN_OR_RETURN(SafetensorsFile data, readSafetensors(request.inputs_path));
+  auto ids = data.tensors.find("input_ids");
+  if (ids == data.tensors.end())
+    return Error(request.inputs_path + ": no tensor 'input_ids'");
+  if (ids->second.dtype() != DType::I64 || ids->second.shape().size() != 2)
+    return Error(request.inputs_path + ": 'input_ids' must be i64 [batch, seq], got " +
+                 typeToString(ids->second.type()));
+
+  frontend::ModelOptions model_options;
+  model_options.batch = ids->second.shape()[0];
+  model_options.seq = ids->second.shape()[1];
+  model_options.dtype = request.dtype;
+  KILN_ASSIGN_OR_RETURN(frontend::LoadedModel model,
+                        frontend::loadModel(request.model, model_options));
+  Graph graph = std::move(model.graph);
+  if (request.training) {
+    autodiff::TrainingStepOptions options;
+    options.optimizer = false;
+    options.output_gradients = true;
+    options.keep_logits = true;
+    KILN_ASSIGN_OR_RETURN(graph, autodiff::buildTrainingStep(graph, options));
+  }
+
+  KILN_ASSIGN_OR_RETURN(SafetensorsFile weights, readSafetensors(request.weights_path));
+  KILN_ASSIGN_OR_RETURN(ops::TensorMap bound,
+                        bindModelInputs(graph, weights.tensors, request.weights_path, data.tensors,
+                                        request.inputs_path, request.overflow));
+  ops::InterpretOptions run_options;
+  run_options.overflow = request.overflow;
+  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, ops::interpret(graph, bound, run_options));
+
+  ops::TensorMap result;
+  for (auto &[name, t] : outputs) {
+    if (name != "logits" && name != "loss" && name != "grad_norm" && name.rfind("grad.", 0) != 0)
+      continue;
+    result[name] = t.dtype() == DType::F32 ? std::move(t) : t.castTo(DType::F32);
+  }
+  return result;
+}
+
+} // namespace kiln::driver

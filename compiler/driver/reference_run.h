@@ -1,0 +1,34 @@
+// Runs a model on the reference interpreter from safetensors weights and
+// inputs, forward only or forward and backward: what `kiln run` does.
+#pragma once
+
+#include <string>
+
+#include "ir/error.h"
+#include "ir/safetensors.h"
+#include "ops/interpreter.h"
+
+namespace kiln::driver {
+
+struct ReferenceRunRequest {
+  std::string model;        // config.json, a folder holding it, or a kiln graph JSON
+  std::string weights_path; // safetensors with the parameters by their HF names
+  std::string inputs_path;  // safetensors with input_ids (i64 [B,S]) and optional labels
+  bool training = false;    // also compute grad.<param> for every parameter
+  DType dtype = DType::F32; // compute dtype of the model
+  OverflowMode overflow = OverflowMode::InfNan;
+};
+
+// Outputs: "logits" (f32 [B,S,V]) and "loss" (f32 []), and with training
+// "grad_norm" and "grad.<param>" (f32) per parameter.
+Expected<ops::TensorMap> runReference(const ReferenceRunRequest &request);
+
+// Binds graph inputs from weights and data: every Parameter from `weights`
+// (converted to the graph's dtype), "labels" defaulting to "input_ids". Errors
+// name `weights_source` and the missing or ill-shaped tensor.
+Expected<ops::TensorMap> bindModelInputs(const Graph &graph, const ops::TensorMap &weights,
+                                         const std::string &weights_source,
+                                         const ops::TensorMap &data, const std::string &data_source,
+                                         OverflowMode overflow);
+
+} // namespace kiln::driver

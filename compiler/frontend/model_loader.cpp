@@ -1,0 +1,66 @@
+// Tells Hugging Face configs from kiln graph files and loads either.
+#include "compiler/frontend/model_loader.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "ir/file_io.h"
+#include "ir/graph_json.h"
+#include "ops/op_verifier.h"
+
+namespace kiln::frontend {
+
+namespace {
+
+constexpr const char *kGraphFormat = "kiln.graph";
+
+Expected<LoadedModel> loadGraphFile(const nlohmann::json &doc, const std::string &file) {
+  KILN_ASSIGN_OR_RETURN(Graph graph, graphFromJson(doc, file));
+  Status verified = ops::verifyGraph(graph);
+  if (!verified)
+    return verified.error().withContext(file);
+  return LoadedModel{std::move(graph), std::nullopt};
+}
+
+Expected<LoadedModel> loadConfigFile(const nlohmann::json &doc, const std::string &file,
+                                     const ModelOptions &options) {
+  KILN_ASSIGN_OR_RETURN(QwenConfig config, parseQwenConfig(doc, file));
+  auto graph = buildQwenForward(config, options);
+  if (!graph)
+    return graph.error().withContext(file);
+  return LoadedModel{std::move(graph).value(), std::move(config)};
+}
+
+} // namespace
+
+Expected<LoadedModel> loadModel(const std::string &path, const ModelOptions &options) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string file = path;
+  if (fs::is_directory(path, ec)) {
+    file = (fs::path(path) / "config.json").string();
+    if (!fs::exists(file, ec))
+      return Error(path + ": a model folder must hold config.json (a Hugging Face "
+                          "QWenLMHeadModel config); none found");
+  } else if (!fs::exists(path, ec)) {
+    return Error(path + ": no such file or folder (expected a config.json, a folder holding "
+                        "one, or a kiln graph JSON)");
+  }
+  KILN_ASSIGN_OR_RETURN(nlohmann::json doc, readJsonFile(file));
+  if (!doc.is_object())
+    return Error(file + ": expected a JSON object (a Hugging Face config or a kiln graph)");
+
+  auto format = doc.find("format");
+  if (format != doc.end()) {
+    if (*format != kGraphFormat)
+      return Error(file + ": field 'format': expected \"" + std::string(kGraphFormat) +
+                   "\" (a kiln graph), got " + format->dump());
+    return loadGraphFile(doc, file);
+  }
+  if (!doc.contains("architectures") && !doc.contains("model_type"))
+    return Error(file + ": neither a kiln graph (no \"format\": \"" + std::string(kGraphFormat) +
+                 "\") nor a Hugging Face config (no \"architectures\")");
+  return loadConfigFile(doc, file, options);
+}
+
+} // namespace kiln::frontend

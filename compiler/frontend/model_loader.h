@@ -1,0 +1,25 @@
+// Loads the MODEL argument: a Hugging Face config.json (or a folder holding
+// one), built into the Qwen forward graph, or a kiln graph JSON file.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "compiler/frontend/qwen_config.h"
+#include "compiler/frontend/qwen_model.h"
+#include "ir/error.h"
+#include "ir/graph.h"
+
+namespace kiln::frontend {
+
+struct LoadedModel {
+  Graph graph;
+  std::optional<QwenConfig> config; // set for Hugging Face configs only
+};
+
+// `path` is a directory holding config.json, a config.json file, or a graph
+// JSON ({"format": "kiln.graph", ...}), which is verified against the op
+// definitions; `options` applies to configs only. Errors name the path.
+Expected<LoadedModel> loadModel(const std::string &path, const ModelOptions &options);
+
+} // namespace kiln::frontend

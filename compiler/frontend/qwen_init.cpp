@@ -1,0 +1,69 @@
+// Deterministic, per-parameter-seeded initialisation of Qwen weights.
+#include "compiler/frontend/qwen_init.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string_view>
+
+#include "compiler/frontend/qwen_model.h"
+
+namespace kiln::frontend {
+
+namespace {
+
+// FNV-1a: stable across platforms and standard libraries, unlike std::hash.
+uint64_t hashName(std::string_view name) {
+  uint64_t h = 14695981039346656037ull;
+  for (char c : name) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// splitmix64 finaliser, so nearby seeds give unrelated streams.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+bool endsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+} // namespace
+
+std::map<std::string, Tensor> initQwenWeights(const QwenConfig &config, uint64_t seed) {
+  const double std_dev = config.initializer_range;
+  const double proj_std =
+      config.initializer_range / std::sqrt(2.0 * static_cast<double>(config.num_hidden_layers));
+  std::map<std::string, Tensor> weights;
+  for (const ParamSpec &p : qwenParameters(config)) {
+    Tensor t(TensorType{DType::F32, p.shape});
+    float *data = t.dataAs<float>();
+    const int64_t n = t.numElements();
+    switch (p.kind) {
+    case ParamKind::Norm:
+      std::fill(data, data + n, 1.0f);
+      break;
+    case ParamKind::Bias:
+      break; // zero-filled already
+    case ParamKind::Embedding:
+    case ParamKind::Weight: {
+      std::mt19937_64 rng(mix(seed ^ mix(hashName(p.name))));
+      std::normal_distribution<double> dist(0.0,
+                                            endsWith(p.name, "c_proj.weight") ? proj_std : std_dev);
+      for (int64_t i = 0; i < n; ++i)
+        data[i] = static_cast<float>(dist(rng));
+      break;
+    }
+    }
+    weights.emplace(p.name, std::move(t));
+  }
+  return weights;
+}
+
+} // namespace kiln::frontend

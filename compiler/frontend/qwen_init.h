@@ -1,0 +1,21 @@
+// Fresh Qwen weights initialised as QWenPreTrainedModel._init_weights does.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "compiler/frontend/qwen_config.h"
+#include "ir/tensor.h"
+
+namespace kiln::frontend {
+
+// One f32 tensor per parameter of qwenParameters(), by Hugging Face name:
+// embeddings and linear weights normal(0, initializer_range), every
+// "c_proj.weight" normal(0, initializer_range / sqrt(2 * num_hidden_layers)),
+// RMSNorm weights 1, biases 0. Each tensor draws from its own generator seeded
+// by `seed` and its name, so adding or removing a parameter leaves the others
+// unchanged.
+std::map<std::string, Tensor> initQwenWeights(const QwenConfig &config, uint64_t seed);
+
+} // namespace kiln::frontend

@@ -1,0 +1,296 @@
+// Builds the Qwen forward graph node by node, mirroring modeling_qwen.py.
+//
+// Training graph only: use_logn_attn and use_dynamic_ntk change attention
+// just when generating past seq_length, so they are read but not applied here.
+#include "compiler/frontend/qwen_model.h"
+
+#include <cassert>
+#include <cmath>
+#include <unordered_map>
+
+#include "ops/op_builder.h"
+
+namespace kiln::frontend {
+
+namespace {
+
+constexpr int64_t kMaxTokens = (int64_t{1} << 31) - 1;
+
+// torch.finfo(dtype).min, the value modeling_qwen.py fills masked scores with.
+double lowestFinite(DType dtype) {
+  switch (dtype) {
+  case DType::F16:
+    return -65504.0;
+  case DType::BF16:
+    return -3.3895313892515355e38;
+  default:
+    return -3.4028234663852886e38;
+  }
+}
+
+std::string layerPrefix(int64_t i) { return "transformer.h." + std::to_string(i) + "."; }
+
+class ForwardBuilder {
+public:
+  ForwardBuilder(Graph &graph, const QwenConfig &config, const ModelOptions &options, int64_t seq,
+                 std::unordered_map<std::string, ValueId> params)
+      : b_(graph), config_(config), dt_(options.dtype), B_(options.batch), S_(seq),
+        H_(config.hidden_size), heads_(config.num_attention_heads), hd_(config.kv_channels),
+        rot_(config.rotaryDim()), params_(std::move(params)) {
+    b_.setProvenance(Provenance{"frontend", {}});
+  }
+
+  Status build(ValueId input_ids, ValueId labels) {
+    Graph &g = b_.graph();
+    ValueId x;
+    {
+      auto transformer = b_.scope("transformer");
+      x = b_.create("Gather", "wte", {param("transformer.wte.weight"), input_ids});
+      rotaryTables();
+      for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+        auto layer = b_.scope("h." + std::to_string(i));
+        x = block(i, x);
+      }
+      x = rmsNorm(x, param("transformer.ln_f.weight"), "ln_f");
+    }
+    ValueId lm_w =
+        config_.tie_word_embeddings ? param("transformer.wte.weight") : param("lm_head.weight");
+    ValueId logits = linear("lm_head", x, H_, config_.vocab_size, lm_w, kNoValue);
+    logits = cast(logits, dt_, DType::F32, "lm_head.to_f32");
+    ValueId loss = shiftedLoss(logits, labels);
+    KILN_RETURN_IF_ERROR(b_.status());
+    g.addOutput("logits", logits);
+    g.addOutput("loss", loss);
+    return Status::ok();
+  }
+
+private:
+  ValueId param(const std::string &name) const {
+    auto it = params_.find(name);
+    assert(it != params_.end() && "qwenParameters() and the builder disagree");
+    return it->second;
+  }
+  // kNoValue when the model has no such parameter (biases under no_bias).
+  ValueId optionalParam(const std::string &name) const {
+    auto it = params_.find(name);
+    return it == params_.end() ? kNoValue : it->second;
+  }
+
+  // No node when the dtype already matches.
+  ValueId cast(ValueId x, DType from, DType to, std::string_view name) {
+    if (from == to)
+      return x;
+    return b_.create("Cast", name, {x}, {{"dtype", to}});
+  }
+
+  ValueId reshape(ValueId x, Shape shape, std::string_view name) {
+    return b_.create("Reshape", name, {x}, {{"shape", std::move(shape)}});
+  }
+
+  // x [B,S,in] -> [B,S,out] through nn.Linear (weight [out,in]).
+  ValueId linear(const std::string &name, ValueId x, int64_t in, int64_t out, ValueId weight,
+                 ValueId bias) {
+    ValueId flat = reshape(x, {B_ * S_, in}, name + ".flatten");
+    ValueId y = b_.create("MatMul", name, {flat, weight}, {{"transpose_b", true}});
+    if (bias != kNoValue)
+      y = b_.create("BiasAdd", name + ".bias_add", {y, bias});
+    return reshape(y, {B_, S_, out}, name + ".unflatten");
+  }
+
+  // RMSNorm in f32: x * rsqrt(mean(x^2) + eps), cast back, times weight.
+  ValueId rmsNorm(ValueId x, ValueId weight, std::string_view name) {
+    auto s = b_.scope(name);
+    ValueId xf = cast(x, dt_, DType::F32, "to_f32");
+    ValueId sq = b_.create("Mul", "square", {xf, xf});
+    ValueId ms = b_.create("ReduceMean", "mean", {sq},
+                           {{"axes", std::vector<int64_t>{2}}, {"keepdims", true}});
+    ValueId eps = b_.constant(config_.layer_norm_epsilon, DType::F32, "eps");
+    ValueId inv = b_.create("Rsqrt", "rsqrt", {b_.create("Add", "add_eps", {ms, eps})});
+    ValueId y = cast(b_.create("Mul", "normalize", {xf, inv}), DType::F32, dt_, "to_dtype");
+    return b_.create("Mul", "mul_weight", {y, weight});
+  }
+
+  // transformer.rotary_emb: cos/sin [S, D] in f32, shaped [1,S,1,D] to
+  // broadcast over [B,S,heads,D].
+  void rotaryTables() {
+    std::vector<ValueId> cs =
+        b_.createMulti("RotaryCosSin", "rotary_emb", {},
+                       {{"seq_len", S_}, {"dim", rot_}, {"base", config_.rotary_emb_base}});
+    if (cs.size() != 2) {
+      if (!cs.empty())
+        b_.fail(Error(b_.scopedName("rotary_emb") + ": RotaryCosSin gave " +
+                      std::to_string(cs.size()) + " outputs, expected cos and sin"));
+      return;
+    }
+    cos_ = reshape(cs[0], {1, S_, 1, rot_}, "rotary_emb.cos");
+    sin_ = reshape(cs[1], {1, S_, 1, rot_}, "rotary_emb.sin");
+  }
+
+  // apply_rotary_pos_emb on [B,S,heads,hd] in f32; with rotary_pct < 1 only
+  // the first D channels turn, the rest pass through.
+  ValueId rotary(ValueId x, std::string_view name) {
+    auto s = b_.scope(name);
+    ValueId xf = cast(x, dt_, DType::F32, "to_f32");
+    bool partial = rot_ < hd_;
+    ValueId rot = xf;
+    ValueId pass = kNoValue;
+    if (partial) {
+      rot = b_.create("Slice", "rot", {xf},
+                      {{"begin", std::vector<int64_t>{0, 0, 0, 0}},
+                       {"end", std::vector<int64_t>{B_, S_, heads_, rot_}}});
+      pass = b_.create("Slice", "pass", {xf},
+                       {{"begin", std::vector<int64_t>{0, 0, 0, rot_}},
+                        {"end", std::vector<int64_t>{B_, S_, heads_, hd_}}});
+    }
+    ValueId with_cos = b_.create("Mul", "mul_cos", {rot, cos_});
+    ValueId half = b_.create("RotateHalf", "rotate_half", {rot});
+    ValueId with_sin = b_.create("Mul", "mul_sin", {half, sin_});
+    ValueId y = b_.create("Add", "add", {with_cos, with_sin});
+    if (partial)
+      y = b_.create("Concat", "concat", {y, pass}, {{"axis", int64_t{3}}});
+    return cast(y, DType::F32, dt_, "to_dtype");
+  }
+
+  ValueId attention(int64_t i, ValueId x) {
+    auto s = b_.scope("attn");
+    const std::string p = layerPrefix(i) + "attn.";
+    ValueId qkv =
+        linear("c_attn", x, H_, 3 * H_, param(p + "c_attn.weight"), param(p + "c_attn.bias"));
+    std::vector<ValueId> parts =
+        b_.createMulti("Split", "split", {qkv},
+                       {{"axis", int64_t{2}}, {"sizes", std::vector<int64_t>{H_, H_, H_}}});
+    if (parts.size() != 3) {
+      if (!parts.empty())
+        b_.fail(Error(b_.scopedName("split") + ": Split gave " + std::to_string(parts.size()) +
+                      " outputs, expected q, k and v"));
+      return kNoValue;
+    }
+    const Shape heads_shape = {B_, S_, heads_, hd_};
+    const AttrMap to_bhsd = {{"perm", std::vector<int64_t>{0, 2, 1, 3}}};
+    ValueId q = rotary(reshape(parts[0], heads_shape, "q_heads"), "rotary_q");
+    ValueId k = rotary(reshape(parts[1], heads_shape, "k_heads"), "rotary_k");
+    ValueId v = reshape(parts[2], heads_shape, "v_heads");
+    q = b_.create("Transpose", "q_transpose", {q}, to_bhsd);
+    k = b_.create("Transpose", "k_transpose", {k}, to_bhsd);
+    v = b_.create("Transpose", "v_transpose", {v}, to_bhsd);
+
+    ValueId scores = b_.create("BatchMatMul", "scores", {q, k}, {{"transpose_b", true}});
+    if (config_.scale_attn_weights) {
+      ValueId norm = b_.constant(std::sqrt(static_cast<double>(hd_)), dt_, "scale_factor");
+      scores = b_.create("Div", "scale", {scores, norm});
+    }
+    scores = b_.create("CausalMask", "causal_mask", {scores}, {{"fill", lowestFinite(dt_)}});
+    const DType softmax_dt = config_.softmax_in_fp32 ? DType::F32 : dt_;
+    scores = cast(scores, dt_, softmax_dt, "softmax_to_f32");
+    ValueId probs = b_.create("Softmax", "softmax", {scores}, {{"axis", int64_t{3}}});
+    probs = cast(probs, softmax_dt, dt_, "softmax_to_dtype");
+
+    ValueId ctx = b_.create("BatchMatMul", "context", {probs, v});
+    ctx = b_.create("Transpose", "context_transpose", {ctx}, to_bhsd);
+    ctx = reshape(ctx, {B_, S_, H_}, "merge_heads");
+    return linear("c_proj", ctx, H_, H_, param(p + "c_proj.weight"),
+                  optionalParam(p + "c_proj.bias"));
+  }
+
+  // w1(x) * silu(w2(x)), then c_proj.
+  ValueId mlp(int64_t i, ValueId x) {
+    auto s = b_.scope("mlp");
+    const std::string p = layerPrefix(i) + "mlp.";
+    const int64_t F = config_.mlpWidth();
+    ValueId a = linear("w1", x, H_, F, param(p + "w1.weight"), optionalParam(p + "w1.bias"));
+    ValueId g = linear("w2", x, H_, F, param(p + "w2.weight"), optionalParam(p + "w2.bias"));
+    ValueId m = b_.create("Mul", "mul", {a, b_.create("Silu", "act", {g})});
+    return linear("c_proj", m, F, H_, param(p + "c_proj.weight"), optionalParam(p + "c_proj.bias"));
+  }
+
+  ValueId block(int64_t i, ValueId x) {
+    const std::string p = layerPrefix(i);
+    ValueId attn = attention(i, rmsNorm(x, param(p + "ln_1.weight"), "ln_1"));
+    ValueId h = b_.create("Add", "attn_residual", {x, attn});
+    ValueId m = mlp(i, rmsNorm(h, param(p + "ln_2.weight"), "ln_2"));
+    return b_.create("Add", "mlp_residual", {h, m});
+  }
+
+  // Cross entropy of logits[:, :-1] against labels[:, 1:].
+  ValueId shiftedLoss(ValueId logits, ValueId labels) {
+    const int64_t V = config_.vocab_size;
+    ValueId sl = b_.create(
+        "Slice", "loss.shift_logits", {logits},
+        {{"begin", std::vector<int64_t>{0, 0, 0}}, {"end", std::vector<int64_t>{B_, S_ - 1, V}}});
+    ValueId tl =
+        b_.create("Slice", "loss.shift_labels", {labels},
+                  {{"begin", std::vector<int64_t>{0, 1}}, {"end", std::vector<int64_t>{B_, S_}}});
+    sl = reshape(sl, {B_ * (S_ - 1), V}, "loss.flatten_logits");
+    tl = reshape(tl, {B_ * (S_ - 1)}, "loss.flatten_labels");
+    return b_.create("CrossEntropyLoss", "loss", {sl, tl});
+  }
+
+  ops::OpBuilder b_;
+  const QwenConfig &config_;
+  DType dt_;
+  int64_t B_, S_, H_, heads_, hd_, rot_;
+  std::unordered_map<std::string, ValueId> params_;
+  ValueId cos_ = kNoValue, sin_ = kNoValue;
+};
+
+} // namespace
+
+std::vector<ParamSpec> qwenParameters(const QwenConfig &config) {
+  const int64_t H = config.hidden_size, F = config.mlpWidth(), V = config.vocab_size;
+  const bool bias = !config.no_bias;
+  std::vector<ParamSpec> params;
+  params.push_back({"transformer.wte.weight", {V, H}, ParamKind::Embedding});
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const std::string p = layerPrefix(i);
+    params.push_back({p + "ln_1.weight", {H}, ParamKind::Norm});
+    params.push_back({p + "attn.c_attn.weight", {3 * H, H}, ParamKind::Weight});
+    params.push_back({p + "attn.c_attn.bias", {3 * H}, ParamKind::Bias});
+    params.push_back({p + "attn.c_proj.weight", {H, H}, ParamKind::Weight});
+    if (bias)
+      params.push_back({p + "attn.c_proj.bias", {H}, ParamKind::Bias});
+    params.push_back({p + "ln_2.weight", {H}, ParamKind::Norm});
+    for (const char *w : {"w1", "w2"}) {
+      params.push_back({p + "mlp." + w + ".weight", {F, H}, ParamKind::Weight});
+      if (bias)
+        params.push_back({p + "mlp." + w + ".bias", {F}, ParamKind::Bias});
+    }
+    params.push_back({p + "mlp.c_proj.weight", {H, F}, ParamKind::Weight});
+    if (bias)
+      params.push_back({p + "mlp.c_proj.bias", {H}, ParamKind::Bias});
+  }
+  params.push_back({"transformer.ln_f.weight", {H}, ParamKind::Norm});
+  if (!config.tie_word_embeddings)
+    params.push_back({"lm_head.weight", {V, H}, ParamKind::Weight});
+  return params;
+}
+
+Expected<Graph> buildQwenForward(const QwenConfig &config, const ModelOptions &options) {
+  KILN_RETURN_IF_ERROR(validateQwenConfig(config, "Qwen config"));
+  if (!isFloat(options.dtype))
+    return Error("Qwen forward: dtype " + std::string(dtypeName(options.dtype)) +
+                 ": expected f32, f16 or bf16");
+  const int64_t seq = options.seq == 0 ? config.seq_length : options.seq;
+  if (seq < 2 || seq > config.max_position_embeddings)
+    return Error("Qwen forward: sequence length " + std::to_string(seq) +
+                 ": expected at least 2 (the loss predicts each next token) and at most "
+                 "max_position_embeddings (" +
+                 std::to_string(config.max_position_embeddings) + ")");
+  if (options.batch < 1 || options.batch > kMaxTokens / seq)
+    return Error("Qwen forward: batch " + std::to_string(options.batch) +
+                 ": expected at least 1 and batch * sequence length at most " +
+                 std::to_string(kMaxTokens));
+
+  Graph graph("qwen");
+  const Shape tokens = {options.batch, seq};
+  ValueId input_ids = graph.addInput("input_ids", {DType::I64, tokens}, InputRole::Data);
+  ValueId labels = graph.addInput("labels", {DType::I64, tokens}, InputRole::Data);
+  std::unordered_map<std::string, ValueId> params;
+  for (ParamSpec &p : qwenParameters(config))
+    params[p.name] = graph.addInput(p.name, {options.dtype, p.shape}, InputRole::Parameter);
+
+  ForwardBuilder builder(graph, config, options, seq, std::move(params));
+  KILN_RETURN_IF_ERROR(builder.build(input_ids, labels));
+  return graph;
+}
+
+} // namespace kiln::frontend

@@ -1,0 +1,42 @@
+// The Qwen (QWenLMHeadModel) forward graph with its loss, as modeling_qwen.py computes it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/frontend/qwen_config.h"
+#include "ir/dtype.h"
+#include "ir/error.h"
+#include "ir/graph.h"
+
+namespace kiln::frontend {
+
+struct ModelOptions {
+  int64_t batch = 1;
+  int64_t seq = 0; // 0: the config's seq_length
+  DType dtype = DType::F32;
+};
+
+// What a parameter is, which decides its initialisation.
+enum class ParamKind { Embedding, Weight, Norm, Bias };
+
+struct ParamSpec {
+  std::string name; // the Hugging Face state-dict name
+  Shape shape;      // PyTorch layout: [out, in] for linear weights
+  ParamKind kind;
+};
+
+// Every parameter of the model in Hugging Face order (wte, the layers, ln_f,
+// lm_head unless tied). Biases of attn.c_proj and the MLP exist only when
+// no_bias is false; c_attn always has one.
+std::vector<ParamSpec> qwenParameters(const QwenConfig &config);
+
+// Inputs: "input_ids" and "labels" (i64 [B,S], data), then every parameter of
+// qwenParameters() in options.dtype. Outputs: "logits" (f32 [B,S,V]) and
+// "loss" (f32 [], next-token cross entropy). Node names are the Hugging Face
+// module paths ("transformer.h.3.attn.softmax"). Builds types only; no tensor
+// is allocated.
+Expected<Graph> buildQwenForward(const QwenConfig &config, const ModelOptions &options);
+
+} // namespace kiln::frontend

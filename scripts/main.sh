@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Sets everything up, builds kiln and runs its main job: the Qwen-14B training
+# graph summary, then one training step of a tiny Qwen on the reference
+# interpreter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+kiln=build/tools/kiln/kiln
+
+echo "== Qwen-14B training step (seq 2048, batch 1): graph summary"
+"$kiln" graph examples/qwen-14b/config.json --training --seq 2048 --batch 1 --format stats
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+echo "== tiny Qwen: init, then forward + backward on the reference interpreter"
+"$kiln" init examples/qwen-tiny/config.json -o "$work/weights.safetensors" --seed 0
+"$kiln" make-inputs examples/qwen-tiny/config.json --batch 2 --seq 16 --seed 1 -o "$work/inputs.safetensors"
+"$kiln" run examples/qwen-tiny/config.json --weights "$work/weights.safetensors" \
+  --inputs "$work/inputs.safetensors" --outputs "$work/outputs.safetensors" --training

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs kiln's Debian 12 build dependencies that are missing, then
+# configures and builds kiln in ./build. Safe to run again: it only does what
+# is not done yet.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  cmake ninja-build g++ pkg-config
+  llvm-19-dev
+  nlohmann-json3-dev libtinyxml2-dev libspdlog-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+build_type="${KILN_BUILD_TYPE:-Release}"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
+cmake --build build -j"$(nproc)"

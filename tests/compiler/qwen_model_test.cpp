@@ -1,0 +1,400 @@
+// Tests of the Qwen forward graph: HF parameter names and shapes, node names,
+// and numerics on the reference interpreter against a plain-loop transcription
+// of modeling_qwen.py.
+#include "compiler/frontend/qwen_model.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "compiler/frontend/qwen_init.h"
+#include "ops/interpreter.h"
+#include "ops/op_verifier.h"
+#include "tests/support/random.h"
+
+namespace kiln::frontend {
+namespace {
+
+QwenConfig loadConfig(const std::string &name) {
+  auto config = readQwenConfig(std::string(KILN_SOURCE_DIR) + "/examples/" + name + "/config.json");
+  EXPECT_TRUE(config.isOk()) << config.message();
+  return config.isOk() ? *config : QwenConfig{};
+}
+
+Graph build(const QwenConfig &config, const ModelOptions &options) {
+  auto graph = buildQwenForward(config, options);
+  EXPECT_TRUE(graph.isOk()) << graph.message();
+  return graph.isOk() ? std::move(graph).value() : Graph();
+}
+
+const Node &nodeNamed(const Graph &g, const std::string &name) {
+  NodeId id = g.findNode(name);
+  EXPECT_NE(id, kNoNode) << "no node " << name;
+  static const Node kMissing;
+  return id == kNoNode ? kMissing : g.node(id);
+}
+
+TEST(QwenModelTest, Qwen14BParametersMatchHuggingFace) {
+  Graph g = build(loadConfig("qwen-14b"), ModelOptions{});
+  EXPECT_EQ(g.parameterCount(), 14167290880);
+
+  const auto &in = g.inputs();
+  ASSERT_EQ(in.size(), 2u + 1 + 40 * 8 + 2);
+  EXPECT_EQ(in[0].name, "input_ids");
+  EXPECT_EQ(in[1].name, "labels");
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(in[i].role, InputRole::Data);
+    EXPECT_EQ(g.type(in[i].value), (TensorType{DType::I64, {1, 2048}}));
+  }
+  auto expectParam = [&](size_t index, const std::string &name, Shape shape) {
+    ASSERT_LT(index, in.size());
+    EXPECT_EQ(in[index].name, name) << "input " << index;
+    EXPECT_EQ(in[index].role, InputRole::Parameter) << name;
+    EXPECT_EQ(g.type(in[index].value), (TensorType{DType::F32, shape})) << name;
+  };
+  expectParam(2, "transformer.wte.weight", {152064, 5120});
+  for (int layer : {0, 39}) {
+    const size_t base = 3 + static_cast<size_t>(layer) * 8;
+    const std::string p = "transformer.h." + std::to_string(layer) + ".";
+    expectParam(base + 0, p + "ln_1.weight", {5120});
+    expectParam(base + 1, p + "attn.c_attn.weight", {15360, 5120});
+    expectParam(base + 2, p + "attn.c_attn.bias", {15360});
+    expectParam(base + 3, p + "attn.c_proj.weight", {5120, 5120});
+    expectParam(base + 4, p + "ln_2.weight", {5120});
+    expectParam(base + 5, p + "mlp.w1.weight", {13696, 5120});
+    expectParam(base + 6, p + "mlp.w2.weight", {13696, 5120});
+    expectParam(base + 7, p + "mlp.c_proj.weight", {5120, 13696});
+  }
+  expectParam(in.size() - 2, "transformer.ln_f.weight", {5120});
+  expectParam(in.size() - 1, "lm_head.weight", {152064, 5120});
+
+  ASSERT_EQ(g.outputs().size(), 2u);
+  EXPECT_EQ(g.outputs()[0].name, "logits");
+  EXPECT_EQ(g.type(g.outputs()[0].value), (TensorType{DType::F32, {1, 2048, 152064}}));
+  EXPECT_EQ(g.outputs()[1].name, "loss");
+  EXPECT_EQ(g.type(g.outputs()[1].value), (TensorType{DType::F32, {}}));
+  Status verified = ops::verifyGraph(g);
+  EXPECT_TRUE(verified.isOk()) << verified.message();
+}
+
+TEST(QwenModelTest, NodeNamesFollowHuggingFacePaths) {
+  Graph g = build(loadConfig("qwen-tiny"), ModelOptions{});
+  EXPECT_EQ(nodeNamed(g, "transformer.wte").op, "Gather");
+  EXPECT_EQ(nodeNamed(g, "transformer.h.1.ln_1.rsqrt").op, "Rsqrt");
+  EXPECT_EQ(nodeNamed(g, "transformer.h.1.attn.c_attn").op, "MatMul");
+  EXPECT_EQ(nodeNamed(g, "transformer.h.1.attn.c_attn.bias_add").op, "BiasAdd");
+  EXPECT_EQ(nodeNamed(g, "transformer.h.1.attn.causal_mask").op, "CausalMask");
+  EXPECT_EQ(nodeNamed(g, "transformer.h.1.attn.softmax").op, "Softmax");
+  EXPECT_EQ(nodeNamed(g, "transformer.h.1.attn.c_proj").op, "MatMul");
+  EXPECT_EQ(nodeNamed(g, "transformer.h.1.mlp.act").op, "Silu");
+  EXPECT_EQ(nodeNamed(g, "transformer.ln_f.mul_weight").op, "Mul");
+  EXPECT_EQ(nodeNamed(g, "lm_head").op, "MatMul");
+  EXPECT_EQ(nodeNamed(g, "loss").op, "CrossEntropyLoss");
+  EXPECT_EQ(g.findNode("transformer.h.2.attn.softmax"), kNoNode); // two layers only
+
+  // SiLU gates w2, not w1 (modeling_qwen.py: w1(x) * silu(w2(x))).
+  const Node &act = nodeNamed(g, "transformer.h.1.mlp.act");
+  ASSERT_EQ(act.inputs.size(), 1u);
+  EXPECT_EQ(g.valueName(act.inputs[0]), "transformer.h.1.mlp.w2.unflatten");
+  for (const Node &n : g.nodes())
+    EXPECT_EQ(n.provenance.pass, "frontend") << n.name;
+}
+
+// Casts appear only where the dtype changes.
+TEST(QwenModelTest, CastsOnlyWhereTheDtypeChanges) {
+  QwenConfig config = loadConfig("qwen-tiny");
+  Graph f32 = build(config, ModelOptions{1, 8, DType::F32});
+  for (const Node &n : f32.nodes())
+    EXPECT_NE(n.op, "Cast") << n.name;
+
+  for (bool softmax_in_fp32 : {false, true}) {
+    config.softmax_in_fp32 = softmax_in_fp32;
+    Graph g = build(config, ModelOptions{1, 8, DType::F16});
+    int casts = 0;
+    for (const Node &n : g.nodes()) {
+      if (n.op != "Cast")
+        continue;
+      ++casts;
+      EXPECT_NE(g.type(n.inputs[0]).dtype, g.type(n.outputs[0]).dtype) << n.name;
+    }
+    // Per layer: 2 RMSNorms x 2, 2 rotaries x 2, softmax 0 or 2; ln_f 2; logits 1.
+    EXPECT_EQ(casts, 2 * (8 + (softmax_in_fp32 ? 2 : 0)) + 3);
+    const Node &softmax = nodeNamed(g, "transformer.h.0.attn.softmax");
+    EXPECT_EQ(g.type(softmax.inputs[0]).dtype, softmax_in_fp32 ? DType::F32 : DType::F16);
+    EXPECT_EQ(g.type(g.outputs()[0].value).dtype, DType::F32);
+    Status verified = ops::verifyGraph(g);
+    EXPECT_TRUE(verified.isOk()) << verified.message();
+  }
+}
+
+TEST(QwenModelTest, BiasesAndTiedEmbeddings) {
+  QwenConfig config = loadConfig("qwen-tiny");
+  config.no_bias = false;
+  config.tie_word_embeddings = true;
+  Graph g = build(config, ModelOptions{1, 4, DType::BF16});
+  auto typeOf = [&](const std::string &name) {
+    const GraphInput *in = g.findInput(name);
+    EXPECT_NE(in, nullptr) << name;
+    return in ? g.type(in->value) : TensorType{};
+  };
+  EXPECT_EQ(typeOf("transformer.h.0.attn.c_proj.bias"), (TensorType{DType::BF16, {64}}));
+  EXPECT_EQ(typeOf("transformer.h.0.mlp.w1.bias"), (TensorType{DType::BF16, {128}}));
+  EXPECT_EQ(typeOf("transformer.h.0.mlp.w2.bias"), (TensorType{DType::BF16, {128}}));
+  EXPECT_EQ(typeOf("transformer.h.0.mlp.c_proj.bias"), (TensorType{DType::BF16, {64}}));
+  EXPECT_EQ(g.findInput("lm_head.weight"), nullptr);
+  const Node &lm_head = nodeNamed(g, "lm_head");
+  ASSERT_EQ(lm_head.inputs.size(), 2u);
+  EXPECT_EQ(lm_head.inputs[1], g.findInput("transformer.wte.weight")->value);
+  EXPECT_EQ(g.parameterCount(), 512 * 64 + 64 +
+                                    2 * (2 * 64 + 192 * 64 + 192 + 64 * 64 + 64 +
+                                         2 * (128 * 64 + 128) + 64 * 128 + 64));
+  Status verified = ops::verifyGraph(g);
+  EXPECT_TRUE(verified.isOk()) << verified.message();
+}
+
+TEST(QwenModelTest, SequenceLengthAndOptionsAreChecked) {
+  QwenConfig config = loadConfig("qwen-tiny");
+  Graph g = build(config, ModelOptions{3, 0, DType::F32});
+  EXPECT_EQ(g.type(g.findInput("input_ids")->value).shape, (Shape{3, 32}));
+
+  auto expectError = [&](ModelOptions options, const std::string &fragment) {
+    auto result = buildQwenForward(config, options);
+    ASSERT_FALSE(result.isOk()) << fragment;
+    EXPECT_NE(result.message().find(fragment), std::string::npos) << result.message();
+  };
+  expectError({1, 1, DType::F32}, "sequence length 1: expected at least 2");
+  expectError({1, 65, DType::F32}, "max_position_embeddings (64)");
+  expectError({0, 8, DType::F32}, "batch 0");
+  expectError({1, 8, DType::I64}, "dtype i64");
+  config.seq_length = 100; // the default exceeds max_position_embeddings
+  expectError({1, 0, DType::F32}, "sequence length 100");
+  config.kv_channels = 8;
+  expectError({1, 8, DType::F32}, "field 'kv_channels'");
+}
+
+// ---- numerics on the reference interpreter ----
+
+ops::TensorMap bindInputs(const Graph &g, const std::map<std::string, Tensor> &weights, DType dtype,
+                          const Tensor &ids) {
+  ops::TensorMap inputs{{"input_ids", ids}, {"labels", ids}};
+  for (const auto &[name, t] : weights)
+    inputs[name] = t.castTo(dtype);
+  return inputs;
+}
+
+Tensor randomIds(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed) {
+  return testing::randomIndices(TensorType{DType::I64, {batch, seq}}, seed, vocab);
+}
+
+TEST(QwenModelTest, TinyFreshInitLossIsLogVocab) {
+  QwenConfig config = loadConfig("qwen-tiny");
+  auto weights = initQwenWeights(config, 7);
+  Tensor ids = randomIds(2, 32, 512, 11);
+  double f32_loss = 0;
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(std::string(dtypeName(dtype)));
+    Graph g = build(config, ModelOptions{2, 0, dtype});
+    auto out = ops::interpret(g, bindInputs(g, weights, dtype, ids));
+    ASSERT_TRUE(out.isOk()) << out.message();
+    const Tensor &logits = out->at("logits");
+    EXPECT_EQ(logits.type(), (TensorType{DType::F32, {2, 32, 512}}));
+    double loss = out->at("loss").getFloat(0);
+    ASSERT_TRUE(std::isfinite(loss));
+    EXPECT_NEAR(loss, std::log(512.0), 0.1);
+    if (dtype == DType::F32)
+      f32_loss = loss;
+    else
+      EXPECT_NEAR(loss, f32_loss, 1e-2 * f32_loss);
+  }
+}
+
+// modeling_qwen.py's forward written out with plain loops in double precision.
+class ReferenceQwen {
+public:
+  using Mat = std::vector<double>; // row-major
+  ReferenceQwen(const QwenConfig &c, const std::map<std::string, Tensor> &w) : c_(c), w_(w) {}
+
+  // Returns logits [B*S, V] and the shifted cross-entropy loss.
+  std::pair<Mat, double> forward(const Tensor &ids) {
+    B_ = ids.shape()[0], S_ = ids.shape()[1];
+    const int64_t R = B_ * S_, H = c_.hidden_size, V = c_.vocab_size, F = c_.mlpWidth();
+    const bool bias = !c_.no_bias;
+    Mat x(R * H);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t h = 0; h < H; ++h)
+        x[r * H + h] = w("transformer.wte.weight")[ids.getInt(r) * H + h];
+    for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
+      const std::string p = "transformer.h." + std::to_string(i) + ".";
+      Mat n = rmsNorm(x, p + "ln_1.weight");
+      Mat qkv = linear(n, H, 3 * H, p + "attn.c_attn.weight", p + "attn.c_attn.bias");
+      Mat a = linear(attention(qkv), H, H, p + "attn.c_proj.weight",
+                     bias ? p + "attn.c_proj.bias" : "");
+      for (size_t k = 0; k < x.size(); ++k)
+        x[k] += a[k];
+      n = rmsNorm(x, p + "ln_2.weight");
+      Mat g1 = linear(n, H, F, p + "mlp.w1.weight", bias ? p + "mlp.w1.bias" : "");
+      Mat g2 = linear(n, H, F, p + "mlp.w2.weight", bias ? p + "mlp.w2.bias" : "");
+      for (size_t k = 0; k < g1.size(); ++k)
+        g1[k] *= g2[k] / (1.0 + std::exp(-g2[k]));
+      Mat m = linear(g1, F, H, p + "mlp.c_proj.weight", bias ? p + "mlp.c_proj.bias" : "");
+      for (size_t k = 0; k < x.size(); ++k)
+        x[k] += m[k];
+    }
+    x = rmsNorm(x, "transformer.ln_f.weight");
+    Mat logits =
+        linear(x, H, V, c_.tie_word_embeddings ? "transformer.wte.weight" : "lm_head.weight", "");
+    double loss = 0;
+    for (int64_t b = 0; b < B_; ++b)
+      for (int64_t s = 0; s + 1 < S_; ++s) {
+        const double *row = &logits[(b * S_ + s) * V];
+        double mx = *std::max_element(row, row + V), sum = 0;
+        for (int64_t v = 0; v < V; ++v)
+          sum += std::exp(row[v] - mx);
+        loss += mx + std::log(sum) - row[ids.getInt(b * S_ + s + 1)];
+      }
+    return {logits, loss / static_cast<double>(B_ * (S_ - 1))};
+  }
+
+private:
+  const float *w(const std::string &name) const { return w_.at(name).dataAs<float>(); }
+
+  Mat linear(const Mat &x, int64_t in, int64_t out, const std::string &weight,
+             const std::string &bias) const {
+    const int64_t rows = static_cast<int64_t>(x.size()) / in;
+    const float *W = w(weight);
+    Mat y(rows * out);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < out; ++o) {
+        double acc = bias.empty() ? 0.0 : w(bias)[o];
+        for (int64_t i = 0; i < in; ++i)
+          acc += x[r * in + i] * W[o * in + i];
+        y[r * out + o] = acc;
+      }
+    return y;
+  }
+
+  Mat rmsNorm(const Mat &x, const std::string &weight) const {
+    const int64_t H = c_.hidden_size;
+    Mat y(x.size());
+    for (size_t r = 0; r < x.size() / H; ++r) {
+      double ms = 0;
+      for (int64_t h = 0; h < H; ++h)
+        ms += x[r * H + h] * x[r * H + h];
+      double inv = 1.0 / std::sqrt(ms / H + c_.layer_norm_epsilon);
+      for (int64_t h = 0; h < H; ++h)
+        y[r * H + h] = x[r * H + h] * inv * w(weight)[h];
+    }
+    return y;
+  }
+
+  // Rotary on the first D channels of one head vector at position s (rotate_half, non-interleaved).
+  void rotate(double *v, int64_t s) const {
+    const int64_t D = c_.rotaryDim(), half = D / 2;
+    std::vector<double> out(D);
+    for (int64_t d = 0; d < D; ++d) {
+      double angle = s * std::pow(c_.rotary_emb_base, -2.0 * (d % half) / D);
+      double rotated = d < half ? -v[d + half] : v[d - half];
+      out[d] = v[d] * std::cos(angle) + rotated * std::sin(angle);
+    }
+    std::copy(out.begin(), out.end(), v);
+  }
+
+  // qkv [B*S, 3H] -> context [B*S, H], causal, per head.
+  Mat attention(Mat qkv) const {
+    const int64_t H = c_.hidden_size, hd = c_.kv_channels;
+    auto at = [&](int64_t b, int64_t s, int64_t part, int64_t head) {
+      return &qkv[(b * S_ + s) * 3 * H + part * H + head * hd];
+    };
+    for (int64_t b = 0; b < B_; ++b)
+      for (int64_t s = 0; s < S_; ++s)
+        for (int64_t head = 0; head < c_.num_attention_heads; ++head)
+          for (int64_t part : {0, 1})
+            rotate(at(b, s, part, head), s);
+    const double scale = c_.scale_attn_weights ? 1.0 / std::sqrt(static_cast<double>(hd)) : 1.0;
+    Mat ctx(B_ * S_ * H, 0.0);
+    for (int64_t b = 0; b < B_; ++b)
+      for (int64_t head = 0; head < c_.num_attention_heads; ++head)
+        for (int64_t i = 0; i < S_; ++i) {
+          std::vector<double> p(i + 1);
+          for (int64_t j = 0; j <= i; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < hd; ++d)
+              dot += at(b, i, 0, head)[d] * at(b, j, 1, head)[d];
+            p[j] = dot * scale;
+          }
+          double mx = *std::max_element(p.begin(), p.end()), sum = 0;
+          for (double &e : p)
+            sum += (e = std::exp(e - mx));
+          for (int64_t j = 0; j <= i; ++j)
+            for (int64_t d = 0; d < hd; ++d)
+              ctx[(b * S_ + i) * H + head * hd + d] += p[j] / sum * at(b, j, 2, head)[d];
+        }
+    return ctx;
+  }
+
+  const QwenConfig &c_;
+  const std::map<std::string, Tensor> &w_;
+  int64_t B_ = 0, S_ = 0;
+};
+
+// Weights large enough that attention, rotary and the gate all shape the output.
+std::map<std::string, Tensor> largeRandomWeights(const QwenConfig &config) {
+  std::map<std::string, Tensor> weights;
+  uint64_t seed = 100;
+  for (const ParamSpec &p : qwenParameters(config)) {
+    TensorType type{DType::F32, p.shape};
+    float lo = -0.25f, hi = 0.25f;
+    if (p.kind == ParamKind::Norm)
+      lo = 0.5f, hi = 1.5f;
+    else if (p.kind == ParamKind::Bias)
+      lo = -0.2f, hi = 0.2f;
+    else if (p.kind == ParamKind::Embedding)
+      lo = -1.0f, hi = 1.0f;
+    weights[p.name] = testing::randomTensor(type, seed++, lo, hi);
+  }
+  return weights;
+}
+
+struct Variant {
+  const char *name;
+  double rotary_pct;
+  bool no_bias, tie, scale;
+};
+
+class QwenReferenceTest : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(QwenReferenceTest, MatchesPlainLoopForward) {
+  const Variant &v = GetParam();
+  QwenConfig config = loadConfig("qwen-tiny");
+  config.rotary_pct = v.rotary_pct;
+  config.no_bias = v.no_bias;
+  config.tie_word_embeddings = v.tie;
+  config.scale_attn_weights = v.scale;
+  auto weights = largeRandomWeights(config);
+  Tensor ids = randomIds(2, 9, config.vocab_size, 5);
+
+  Graph g = build(config, ModelOptions{2, 9, DType::F32});
+  auto out = ops::interpret(g, bindInputs(g, weights, DType::F32, ids));
+  ASSERT_TRUE(out.isOk()) << out.message();
+  auto [logits, loss] = ReferenceQwen(config, weights).forward(ids);
+
+  const Tensor &got = out->at("logits");
+  ASSERT_EQ(got.numElements(), static_cast<int64_t>(logits.size()));
+  double max_err = 0, max_abs = 0;
+  for (size_t k = 0; k < logits.size(); ++k) {
+    max_err = std::max(max_err, std::abs(got.getFloat(static_cast<int64_t>(k)) - logits[k]));
+    max_abs = std::max(max_abs, std::abs(logits[k]));
+  }
+  EXPECT_GT(max_abs, 0.5); // the comparison is not between near-zero numbers
+  EXPECT_LT(max_err, 1e-3 * max_abs);
+  EXPECT_NEAR(out->at("loss").getFloat(0), loss, 1e-4 * loss);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, QwenReferenceTest,
+                         ::testing::Values(Variant{"Tiny", 1.0, true, false, true},
+                                           Variant{"PartialRotaryBiasesTied", 0.5, false, true,
+                                                   false}),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+} // namespace
+} // namespace kiln::frontend

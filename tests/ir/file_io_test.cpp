@@ -1,0 +1,175 @@
+// File I/O: whole-file reads, atomic replacement without leftovers, JSON errors with positions.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ir/file_io.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FileIo : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "kiln_file_io_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string &name) const { return (dir_ / name).string(); }
+  std::set<std::string> entries() const {
+    std::set<std::string> names;
+    for (const auto &e : fs::directory_iterator(dir_))
+      names.insert(e.path().filename().string());
+    return names;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(FileIo, WriteThenReadBinary) {
+  const std::string contents("bytes\0with\xff nul\n", 16);
+  ASSERT_TRUE(writeFileAtomic(path("a.bin"), contents).isOk());
+  auto read = readFile(path("a.bin"));
+  ASSERT_TRUE(read.isOk()) << read.message();
+  EXPECT_EQ(*read, contents);
+  ASSERT_TRUE(writeFileAtomic(path("empty"), "").isOk());
+  EXPECT_EQ(*readFile(path("empty")), "");
+}
+
+TEST_F(FileIo, LargerThanOneReadBuffer) {
+  std::string big(300'000, 'x');
+  for (size_t i = 0; i < big.size(); i += 7)
+    big[i] = static_cast<char>(i % 251);
+  ASSERT_TRUE(writeFileAtomic(path("big"), big).isOk());
+  EXPECT_EQ(*readFile(path("big")), big);
+}
+
+TEST_F(FileIo, LeavesNoTemporaryFileBehind) {
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(writeFileAtomic(path("out.json"), "{" + std::to_string(i) + "}").isOk());
+  EXPECT_EQ(entries(), (std::set<std::string>{"out.json"}));
+  EXPECT_EQ(*readFile(path("out.json")), "{4}");
+}
+
+// Rename replaces the directory entry: a reader holding the old file keeps
+// seeing the old bytes, never a truncated or half-written mix.
+TEST_F(FileIo, ReplacesAtomically) {
+  const std::string p = path("model.bin");
+  ASSERT_TRUE(writeFileAtomic(p, "old contents").isOk());
+  struct stat before {};
+  ASSERT_EQ(::stat(p.c_str(), &before), 0);
+  std::ifstream old_reader(p, std::ios::binary);
+  ASSERT_TRUE(old_reader.is_open());
+
+  ASSERT_TRUE(writeFileAtomic(p, "new").isOk());
+  struct stat after {};
+  ASSERT_EQ(::stat(p.c_str(), &after), 0);
+  EXPECT_NE(before.st_ino, after.st_ino) << "the file was rewritten in place";
+  std::string seen((std::istreambuf_iterator<char>(old_reader)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(seen, "old contents");
+  EXPECT_EQ(*readFile(p), "new");
+}
+
+TEST_F(FileIo, ConcurrentWritersNeverTearTheFile) {
+  const std::string p = path("shared");
+  std::vector<std::string> versions;
+  for (char c : {'a', 'b', 'c', 'd'})
+    versions.push_back(std::string(50'000, c));
+  ASSERT_TRUE(writeFileAtomic(p, versions[0]).isOk());
+  std::atomic<bool> done{false};
+  std::atomic<int> torn{0};
+  std::thread reader([&] {
+    while (!done) {
+      auto r = readFile(p);
+      if (!r.isOk() || std::find(versions.begin(), versions.end(), *r) == versions.end())
+        ++torn;
+    }
+  });
+  std::vector<std::thread> writers;
+  for (const std::string &v : versions)
+    writers.emplace_back([&p, &v] {
+      for (int i = 0; i < 20; ++i)
+        EXPECT_TRUE(writeFileAtomic(p, v).isOk());
+    });
+  for (auto &w : writers)
+    w.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_EQ(entries(), (std::set<std::string>{"shared"}));
+}
+
+TEST_F(FileIo, WriteErrorsNameThePathAndCleanUp) {
+  Status s = writeFileAtomic(path("no/such/dir/file"), "x");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find(path("no/such/dir/file")), std::string::npos) << s.message();
+  // Publishing over a folder fails and must not leave the temporary file.
+  fs::create_directory(path("folder"));
+  s = writeFileAtomic(path("folder"), "x");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("folder"), std::string::npos) << s.message();
+  EXPECT_EQ(entries(), (std::set<std::string>{"folder"}));
+}
+
+TEST_F(FileIo, ReadErrorsNameThePath) {
+  auto missing = readFile(path("missing.txt"));
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_NE(missing.message().find(path("missing.txt")), std::string::npos);
+  EXPECT_NE(missing.message().find("cannot open"), std::string::npos) << missing.message();
+  // A folder is not an empty file.
+  auto folder = readFile(dir_.string());
+  ASSERT_FALSE(folder.isOk());
+  EXPECT_NE(folder.message().find("directory"), std::string::npos) << folder.message();
+}
+
+TEST_F(FileIo, ReadJsonFileReportsLineAndColumn) {
+  const std::string p = path("job.json");
+  // The ']' on line 3 is its 8th character.
+  ASSERT_TRUE(writeFileAtomic(p, "{\n  \"a\": 1,\n  \"b\": ]\n}\n").isOk());
+  auto j = readJsonFile(p);
+  ASSERT_FALSE(j.isOk());
+  EXPECT_EQ(j.message().rfind(p + ": invalid JSON", 0), 0u) << j.message();
+  EXPECT_NE(j.message().find("line 3, column 8"), std::string::npos) << j.message();
+  EXPECT_EQ(j.message().find("[json.exception"), std::string::npos) << j.message();
+}
+
+TEST_F(FileIo, ReadJsonFile) {
+  const std::string p = path("ok.json");
+  ASSERT_TRUE(writeFileAtomic(p, R"({"k": [1, 2.5, "s"]})").isOk());
+  auto j = readJsonFile(p);
+  ASSERT_TRUE(j.isOk()) << j.message();
+  EXPECT_EQ((*j)["k"][1], 2.5);
+  auto missing = readJsonFile(path("nope.json"));
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_NE(missing.message().find("nope.json"), std::string::npos);
+}
+
+TEST(ParseJson, ErrorsNameTheSource) {
+  auto empty = parseJson("", "config.json");
+  ASSERT_FALSE(empty.isOk());
+  EXPECT_EQ(empty.message().rfind("config.json: invalid JSON", 0), 0u) << empty.message();
+  auto trailing = parseJson("{} x", "config.json");
+  ASSERT_FALSE(trailing.isOk());
+  EXPECT_NE(trailing.message().find("line 1, column 4"), std::string::npos) << trailing.message();
+  auto utf8 = parseJson("\"\xff\"", "config.json");
+  ASSERT_FALSE(utf8.isOk());
+  EXPECT_NE(utf8.message().find("config.json"), std::string::npos);
+}
+
+} // namespace
+} // namespace kiln

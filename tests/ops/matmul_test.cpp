@@ -1,0 +1,337 @@
+// MatMul and BatchMatMul: shape inference, kernels against naive double loops,
+// 16-bit rounding and overflow, and finite-difference checks of the gradients.
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "ir/float16.h"
+#include "ops/op_builder.h"
+#include "tests/ops/shape_ops_util.h"
+#include "tests/support/gradient_check.h"
+#include "tests/support/random.h"
+
+namespace kiln::testing {
+namespace {
+
+struct Flags {
+  bool ta, tb;
+};
+constexpr Flags kAllFlags[] = {{false, false}, {false, true}, {true, false}, {true, true}};
+
+// A differentiable gradient-check input of `type` holding random data in [lo, hi).
+GradCheckInput randomInput(TensorType type, float lo = -1.0f, float hi = 1.0f) {
+  GradCheckInput in;
+  in.type = std::move(type);
+  in.lo = lo;
+  in.hi = hi;
+  return in;
+}
+
+AttrMap flagAttrs(Flags f) { return {{"transpose_a", f.ta}, {"transpose_b", f.tb}}; }
+
+// Stored shape of an operand whose logical (untransposed) shape is [rows, cols].
+Shape stored(Shape batch, int64_t rows, int64_t cols, bool transposed) {
+  batch.push_back(transposed ? cols : rows);
+  batch.push_back(transposed ? rows : cols);
+  return batch;
+}
+
+// Element (r, c) of the logical matrix `b` of operand `t` (stored transposed when `tr`).
+double logical(const Tensor &t, int64_t b, int64_t r, int64_t c, bool tr) {
+  const Shape &s = t.shape();
+  const int64_t rows = s[s.size() - 2], cols = s[s.size() - 1];
+  return tr ? t.getFloat(b * rows * cols + c * cols + r)
+            : t.getFloat(b * rows * cols + r * cols + c);
+}
+
+// Naive C = op(A) op(B) (+ bias) in double, batched over all but the last two axes.
+std::vector<double> naiveMatMul(const Tensor &a, const Tensor &b, Flags f, int64_t m, int64_t k,
+                                int64_t n, const Tensor *bias = nullptr) {
+  const int64_t batches = a.numElements() / (m * k);
+  std::vector<double> c;
+  for (int64_t bt = 0; bt < batches; ++bt)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += logical(a, bt, i, p, f.ta) * logical(b, bt, p, j, f.tb);
+        c.push_back(acc + (bias ? bias->getFloat(j) : 0.0));
+      }
+  return c;
+}
+
+// --- shape inference ---------------------------------------------------------
+
+TEST(MatMulInfer, AllFlagCombinations) {
+  for (Flags f : kAllFlags) {
+    auto t = inferOp("MatMul",
+                     {{DType::F16, stored({}, 2, 3, f.ta)}, {DType::F16, stored({}, 3, 5, f.tb)}},
+                     flagAttrs(f));
+    ASSERT_TRUE(t) << t.message();
+    EXPECT_EQ((*t)[0], (TensorType{DType::F16, {2, 5}})) << f.ta << f.tb;
+  }
+}
+
+TEST(MatMulInfer, BiasOfAnyFloatDType) {
+  auto t = inferOp("MatMul", {{DType::BF16, {2, 3}}, {DType::BF16, {3, 4}}, {DType::F32, {4}}});
+  ASSERT_TRUE(t) << t.message();
+  EXPECT_EQ((*t)[0], (TensorType{DType::BF16, {2, 4}}));
+}
+
+TEST(MatMulInfer, ContractionMismatchNamesShapesAndFlags) {
+  auto t = inferOp("MatMul", {{DType::F32, {2, 3}}, {DType::F32, {4, 3}}});
+  ASSERT_FALSE(t);
+  EXPECT_TRUE(
+      mentions(t.message(), {"f32[2,3]", "f32[4,3]", "transpose_a=false", "transpose_b=false"}));
+  // The same shapes contract once b is transposed.
+  EXPECT_TRUE(
+      inferOp("MatMul", {{DType::F32, {2, 3}}, {DType::F32, {4, 3}}}, {{"transpose_b", true}}));
+}
+
+TEST(MatMulInfer, RejectsBadOperands) {
+  EXPECT_TRUE(mentions(inferOp("MatMul", {{DType::F32, {2, 2, 3}}, {DType::F32, {3, 4}}}).message(),
+                       {"2-D", "f32[2,2,3]"}));
+  EXPECT_TRUE(mentions(inferOp("MatMul", {{DType::F32, {2, 3}}, {DType::F16, {3, 4}}}).message(),
+                       {"one dtype"}));
+  EXPECT_TRUE(mentions(
+      inferOp("MatMul", {{DType::F32, {2, 3}}, {DType::F32, {3, 4}}, {DType::F32, {3}}}).message(),
+      {"bias", "f32[3]", "4"}));
+  EXPECT_TRUE(
+      mentions(inferOp("MatMul", {{DType::F32, {2, 3}}, {DType::F32, {3, 4}}, {DType::F32, {1, 4}}})
+                   .message(),
+               {"bias", "1-D"}));
+  EXPECT_FALSE(inferOp("MatMul", {{DType::I32, {2, 3}}, {DType::I32, {3, 4}}}));
+  EXPECT_FALSE(inferOp("MatMul", {{DType::F32, {2, 3}}}));
+}
+
+TEST(BatchMatMulInfer, BatchesOverLeadingAxes) {
+  for (Flags f : kAllFlags) {
+    auto t = inferOp(
+        "BatchMatMul",
+        {{DType::F32, stored({2, 3}, 4, 5, f.ta)}, {DType::F32, stored({2, 3}, 5, 6, f.tb)}},
+        flagAttrs(f));
+    ASSERT_TRUE(t) << t.message();
+    EXPECT_EQ((*t)[0], (TensorType{DType::F32, {2, 3, 4, 6}}));
+  }
+}
+
+TEST(BatchMatMulInfer, RejectsBadOperands) {
+  EXPECT_TRUE(mentions(
+      inferOp("BatchMatMul", {{DType::F32, {2, 3}}, {DType::F32, {3, 4}}}).message(), {"rank 3"}));
+  EXPECT_TRUE(
+      mentions(inferOp("BatchMatMul", {{DType::F32, {2, 4, 3}}, {DType::F32, {3, 3, 5}}}).message(),
+               {"batch", "[2]", "[3]"}));
+  EXPECT_TRUE(mentions(
+      inferOp("BatchMatMul", {{DType::F32, {2, 2, 4, 3}}, {DType::F32, {2, 3, 5}}}).message(),
+      {"one rank"}));
+  EXPECT_TRUE(
+      mentions(inferOp("BatchMatMul", {{DType::F32, {2, 4, 3}}, {DType::F32, {2, 4, 5}}}).message(),
+               {"f32[2,4,3]", "f32[2,4,5]", "transpose_a=false"}));
+}
+
+// --- kernels -----------------------------------------------------------------
+
+void expectMatches(const Tensor &c, const std::vector<double> &expected) {
+  ASSERT_EQ(c.numElements(), static_cast<int64_t>(expected.size()));
+  for (int64_t i = 0; i < c.numElements(); ++i)
+    EXPECT_NEAR(c.getFloat(i), expected[i], 1e-5 * (1 + std::abs(expected[i]))) << "element " << i;
+}
+
+TEST(MatMulKernel, AllFlagCombinationsWithAndWithoutBias) {
+  const int64_t m = 3, k = 5, n = 4;
+  for (Flags f : kAllFlags) {
+    Tensor a = randomTensor({DType::F32, stored({}, m, k, f.ta)}, 1);
+    Tensor b = randomTensor({DType::F32, stored({}, k, n, f.tb)}, 2);
+    Tensor bias = randomTensor({DType::F32, {n}}, 3);
+    auto plain = runOp("MatMul", {a, b}, flagAttrs(f));
+    ASSERT_TRUE(plain) << plain.message();
+    expectMatches((*plain)[0], naiveMatMul(a, b, f, m, k, n));
+    auto biased = runOp("MatMul", {a, b, bias}, flagAttrs(f));
+    ASSERT_TRUE(biased) << biased.message();
+    expectMatches((*biased)[0], naiveMatMul(a, b, f, m, k, n, &bias));
+  }
+}
+
+// The exact sum is rounded once to f16 (round to nearest even), not per step.
+TEST(MatMulKernel, F16RoundsEachOutputOnce) {
+  const float u = std::ldexp(1.0f, -11); // half an f16 ulp at 1
+  Tensor ones = Tensor::fromFloats(DType::F16, {1, 3}, {1, 1, 1});
+  // 1 + u + u = 1 + 2^-10 exactly; adding in f16 would tie back to 1 at each step.
+  auto c = runOp("MatMul", {ones, Tensor::fromFloats(DType::F16, {3, 1}, {1, u, u})});
+  ASSERT_TRUE(c) << c.message();
+  EXPECT_EQ((*c)[0].getFloat(0), 1.0f + 2 * u);
+  // 1 + u is a tie between 1 and 1 + 2^-10: even is 1.
+  c = runOp("MatMul", {ones, Tensor::fromFloats(DType::F16, {3, 1}, {1, u, 0})});
+  ASSERT_TRUE(c);
+  EXPECT_EQ((*c)[0].getFloat(0), 1.0f);
+  // 1 + 3u is a tie between 1 + 2^-10 and 1 + 2^-9: even is 1 + 2^-9.
+  c = runOp("MatMul", {ones, Tensor::fromFloats(DType::F16, {3, 1}, {1, u, 2 * u})});
+  ASSERT_TRUE(c);
+  EXPECT_EQ((*c)[0].getFloat(0), 1.0f + 4 * u);
+}
+
+// The bias joins the wide sum before rounding: 1 + 2^-30 - 1 keeps its 2^-30,
+// which rounding the product to f32 first would lose.
+TEST(MatMulKernel, BiasIsAddedBeforeRounding) {
+  const float tiny = std::ldexp(1.0f, -30);
+  auto c = runOp("MatMul", {Tensor::fromFloats(DType::F32, {1, 2}, {1, 1}),
+                            Tensor::fromFloats(DType::F32, {2, 1}, {1, tiny}),
+                            Tensor::fromFloats(DType::F16, {1}, {-1})});
+  ASSERT_TRUE(c) << c.message();
+  EXPECT_EQ((*c)[0].getFloat(0), tiny);
+}
+
+TEST(MatMulKernel, SixteenBitOutputsMatchRoundedNaiveResult) {
+  const int64_t m = 4, k = 7, n = 3;
+  for (DType dt : {DType::F16, DType::BF16})
+    for (Flags f : kAllFlags) {
+      Tensor a = randomTensor({dt, stored({}, m, k, f.ta)}, 11);
+      Tensor b = randomTensor({dt, stored({}, k, n, f.tb)}, 12, -4.0f, 4.0f);
+      Tensor bias = randomTensor({DType::F32, {n}}, 13);
+      auto c = runOp("MatMul", {a, b, bias}, flagAttrs(f));
+      ASSERT_TRUE(c) << c.message();
+      ASSERT_EQ((*c)[0].dtype(), dt);
+      std::vector<double> ref = naiveMatMul(a, b, f, m, k, n, &bias);
+      for (int64_t i = 0; i < m * n; ++i) {
+        Tensor want = Tensor::scalar(dt, static_cast<float>(ref[i]));
+        EXPECT_EQ((*c)[0].getFloat(i), want.getFloat(0)) << dtypeName(dt) << " element " << i;
+      }
+    }
+}
+
+TEST(MatMulKernel, F16OverflowFollowsTheMode) {
+  Tensor a = Tensor::fromFloats(DType::F16, {2, 1}, {256, -256});
+  Tensor b = Tensor::fromFloats(DType::F16, {1, 1}, {254});
+  // 256 * 254 = 65024 fits; the bias is added before rounding and pushes it past 65504.
+  Tensor bias = Tensor::fromFloats(DType::F32, {1}, {1024});
+  auto fits = runOp("MatMul", {a, b});
+  ASSERT_TRUE(fits);
+  EXPECT_EQ((*fits)[0].getFloat(0), 65024.0f);
+  auto inf = runOp("MatMul", {a, b, bias}, {}, OverflowMode::InfNan);
+  ASSERT_TRUE(inf);
+  EXPECT_EQ((*inf)[0].getFloat(0), std::numeric_limits<float>::infinity());
+  EXPECT_EQ((*inf)[0].getFloat(1), -64000.0f);
+  Tensor big = Tensor::fromFloats(DType::F16, {1, 1}, {300});
+  auto sat = runOp("MatMul", {Tensor::fromFloats(DType::F16, {2, 1}, {300, -300}), big}, {},
+                   OverflowMode::Saturation);
+  ASSERT_TRUE(sat);
+  EXPECT_EQ((*sat)[0].getFloat(0), kF16Max);
+  EXPECT_EQ((*sat)[0].getFloat(1), -kF16Max);
+  auto inf2 = runOp("MatMul", {Tensor::fromFloats(DType::F16, {2, 1}, {300, -300}), big});
+  ASSERT_TRUE(inf2);
+  EXPECT_TRUE(std::isinf((*inf2)[0].getFloat(0)) && (*inf2)[0].getFloat(0) > 0);
+  EXPECT_TRUE(std::isinf((*inf2)[0].getFloat(1)) && (*inf2)[0].getFloat(1) < 0);
+}
+
+TEST(BatchMatMulKernel, AllFlagCombinations) {
+  const int64_t m = 3, k = 4, n = 2;
+  for (Flags f : kAllFlags) {
+    Tensor a = randomTensor({DType::F32, stored({2, 3}, m, k, f.ta)}, 21);
+    Tensor b = randomTensor({DType::F32, stored({2, 3}, k, n, f.tb)}, 22);
+    auto c = runOp("BatchMatMul", {a, b}, flagAttrs(f));
+    ASSERT_TRUE(c) << c.message();
+    EXPECT_EQ((*c)[0].shape(), (Shape{2, 3, m, n}));
+    expectMatches((*c)[0], naiveMatMul(a, b, f, m, k, n));
+  }
+}
+
+TEST(BatchMatMulKernel, F16OutputRounds) {
+  Tensor a = randomTensor({DType::F16, {3, 2, 5}}, 31, -3.0f, 3.0f);
+  Tensor b = randomTensor({DType::F16, {3, 5, 4}}, 32, -3.0f, 3.0f);
+  auto c = runOp("BatchMatMul", {a, b});
+  ASSERT_TRUE(c) << c.message();
+  std::vector<double> ref = naiveMatMul(a, b, {false, false}, 2, 5, 4);
+  for (size_t i = 0; i < ref.size(); ++i)
+    EXPECT_EQ((*c)[0].getFloat(i), Tensor::scalar(DType::F16, ref[i]).getFloat(0)) << i;
+}
+
+// --- gradients ---------------------------------------------------------------
+
+TEST(MatMulGrad, FiniteDifferenceAllFlagCombinations) {
+  for (Flags f : kAllFlags)
+    for (auto [m, k, n] : {std::tuple{2, 3, 4}, std::tuple{5, 1, 3}, std::tuple{1, 6, 1}}) {
+      EXPECT_TRUE(checkOpGradient("MatMul",
+                                  {randomInput({DType::F32, stored({}, m, k, f.ta)}),
+                                   randomInput({DType::F32, stored({}, k, n, f.tb)})},
+                                  flagAttrs(f)))
+          << f.ta << f.tb << " m=" << m << " k=" << k << " n=" << n;
+    }
+}
+
+TEST(MatMulGrad, FiniteDifferenceWithBias) {
+  for (Flags f : kAllFlags)
+    EXPECT_TRUE(checkOpGradient("MatMul",
+                                {randomInput({DType::F32, stored({}, 3, 4, f.ta)}),
+                                 randomInput({DType::F32, stored({}, 4, 2, f.tb)}),
+                                 randomInput({DType::F32, {2}})},
+                                flagAttrs(f)))
+        << f.ta << f.tb;
+}
+
+// An f16 bias of an f32 matmul gets its gradient cast back to f16. The bias
+// holds multiples of 1/4 so that the +-1/8 probes are exact in f16.
+TEST(MatMulGrad, FiniteDifferenceWithBiasOfAnotherDType) {
+  GradCheckInput bias = randomInput({DType::F16, {3}});
+  bias.value = Tensor::fromFloats(DType::F16, {3}, {0.25f, -0.5f, 1.0f});
+  GradCheckOptions options;
+  options.eps = 0.125;
+  EXPECT_TRUE(checkOpGradient(
+      "MatMul", {randomInput({DType::F32, {2, 4}}), randomInput({DType::F32, {4, 3}}), bias}, {},
+      options));
+}
+
+TEST(BatchMatMulGrad, FiniteDifferenceAllFlagCombinations) {
+  for (Flags f : kAllFlags) {
+    EXPECT_TRUE(checkOpGradient("BatchMatMul",
+                                {randomInput({DType::F32, stored({2}, 3, 4, f.ta)}),
+                                 randomInput({DType::F32, stored({2}, 4, 2, f.tb)})},
+                                flagAttrs(f)))
+        << f.ta << f.tb;
+    EXPECT_TRUE(checkOpGradient("BatchMatMul",
+                                {randomInput({DType::F32, stored({2, 2}, 2, 3, f.ta)}),
+                                 randomInput({DType::F32, stored({2, 2}, 3, 2, f.tb)})},
+                                flagAttrs(f)))
+        << f.ta << f.tb;
+  }
+}
+
+// The rule builds matmuls with flags only: no Transpose nodes, types of the inputs.
+TEST(MatMulGrad, UsesOnlyFlaggedMatMuls) {
+  for (const char *op : {"MatMul", "BatchMatMul"})
+    for (Flags f : kAllFlags) {
+      const bool batched = std::string(op) == "BatchMatMul";
+      const Shape batch = batched ? Shape{2} : Shape{};
+      Graph g("g");
+      ValueId a = g.addInput("a", {DType::F16, stored(batch, 3, 4, f.ta)}, InputRole::Data);
+      ValueId b = g.addInput("b", {DType::F16, stored(batch, 4, 5, f.tb)}, InputRole::Data);
+      ops::OpBuilder builder(g);
+      ValueId c = builder.create(op, "c", {a, b}, flagAttrs(f));
+      Shape cs = batch;
+      cs.insert(cs.end(), {3, 5});
+      ValueId dc = g.addInput("dc", {DType::F16, cs}, InputRole::Data);
+      const size_t before = g.numNodes();
+      ops::GradContext ctx{builder, g.node(g.value(c).producer), {dc}};
+      auto grads = ops::OpRegistry::global().find(op)->impl.grad(ctx);
+      ASSERT_TRUE(grads) << grads.message();
+      EXPECT_EQ(g.type((*grads)[0]), g.type(a));
+      EXPECT_EQ(g.type((*grads)[1]), g.type(b));
+      for (size_t i = before; i < g.numNodes(); ++i)
+        EXPECT_EQ(g.node(static_cast<NodeId>(i)).op, op);
+    }
+}
+
+TEST(MatMulGrad, NoOutputGradientGivesNone) {
+  Graph g("g");
+  ValueId a = g.addInput("a", {DType::F32, {2, 3}}, InputRole::Data);
+  ValueId b = g.addInput("b", {DType::F32, {3, 4}}, InputRole::Data);
+  ops::OpBuilder builder(g);
+  ValueId c = builder.create("MatMul", "c", {a, b});
+  ops::GradContext ctx{builder, g.node(g.value(c).producer), {kNoValue}};
+  auto grads = ops::OpRegistry::global().find("MatMul")->impl.grad(ctx);
+  ASSERT_TRUE(grads);
+  EXPECT_EQ(*grads, (std::vector<ValueId>{kNoValue, kNoValue}));
+}
+
+} // namespace
+} // namespace kiln::testing

@@ -1,0 +1,33 @@
+// Pieces every kiln subcommand shares: error reporting, common flags.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "ir/dtype.h"
+#include "ir/error.h"
+
+namespace kiln::cli {
+
+// The work of the chosen subcommand; main() runs it after parsing and exits
+// with its result.
+using Action = std::function<int()>;
+
+// Prints "kiln: error: <message>" to stderr and returns the exit code 1.
+int fail(const Error &error);
+int fail(const std::string &message);
+
+// Adds `--NAME f32|f16|bf16` bound to `dtype`.
+CLI::Option *addDTypeFlag(CLI::App &app, const std::string &name, DType &dtype,
+                          const std::string &help);
+CLI::Option *addOverflowFlag(CLI::App &app, OverflowMode &mode);
+
+void registerGraphCommand(CLI::App &app, Action &action);
+void registerInitCommand(CLI::App &app, Action &action);
+void registerRunCommand(CLI::App &app, Action &action);
+void registerMakeInputsCommand(CLI::App &app, Action &action);
+void registerOpsCommand(CLI::App &app, Action &action);
+
+} // namespace kiln::cli

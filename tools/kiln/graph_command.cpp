@@ -1,0 +1,77 @@
+// `kiln graph`: build a model's graph and print it as text, JSON or stats.
+#include <fstream>
+#include <iostream>
+
+#include "compiler/autodiff/training_step.h"
+#include "compiler/driver/graph_stats.h"
+#include "compiler/frontend/model_loader.h"
+#include "ir/file_io.h"
+#include "ir/graph_json.h"
+#include "ir/printer.h"
+#include "tools/kiln/cli_common.h"
+
+namespace kiln::cli {
+namespace {
+
+struct GraphOptions {
+  std::string model;
+  bool training = false;
+  int64_t batch = 1;
+  int64_t seq = 0;
+  DType dtype = DType::F32;
+  std::string format = "text";
+  std::string output;
+  bool provenance = false;
+};
+
+int runGraph(const GraphOptions &opts) {
+  frontend::ModelOptions model_options;
+  model_options.batch = opts.batch;
+  model_options.seq = opts.seq;
+  model_options.dtype = opts.dtype;
+  auto model = frontend::loadModel(opts.model, model_options);
+  if (!model)
+    return fail(model.error());
+  Graph graph = std::move(model->graph);
+  if (opts.training) {
+    auto train = autodiff::buildTrainingStep(graph, autodiff::TrainingStepOptions{});
+    if (!train)
+      return fail(train.error());
+    graph = std::move(*train);
+  }
+  std::string text;
+  if (opts.format == "text")
+    text = graphToText(graph, PrintOptions{opts.provenance});
+  else if (opts.format == "json")
+    text = graphToJson(graph).dump(1) + "\n";
+  else
+    text = driver::graphStats(graph).dump(2) + "\n";
+  if (opts.output.empty()) {
+    std::cout << text;
+    return 0;
+  }
+  Status written = writeFileAtomic(opts.output, text);
+  return written ? 0 : fail(written.error());
+}
+
+} // namespace
+
+void registerGraphCommand(CLI::App &app, Action &action) {
+  auto opts = std::make_shared<GraphOptions>();
+  CLI::App *cmd = app.add_subcommand("graph", "Build a model's graph and print it");
+  cmd->add_option("MODEL", opts->model, "config.json, a folder holding it, or a kiln graph JSON")
+      ->required();
+  cmd->add_flag("--training", opts->training,
+                "the whole training step: forward, loss, backward, AdamW");
+  cmd->add_option("--batch", opts->batch, "batch size")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", opts->seq, "sequence length (default: the config's seq_length)")
+      ->check(CLI::PositiveNumber);
+  addDTypeFlag(*cmd, "--dtype", opts->dtype, "compute dtype of the model (default f32)");
+  cmd->add_option("--format", opts->format, "text, json or stats")
+      ->check(CLI::IsMember({"text", "json", "stats"}));
+  cmd->add_flag("--provenance", opts->provenance, "text: show which pass made each node");
+  cmd->add_option("-o,--output", opts->output, "write to FILE instead of stdout");
+  cmd->callback([opts, &action] { action = [opts] { return runGraph(*opts); }; });
+}
+
+} // namespace kiln::cli

@@ -7,13 +7,12 @@
 #include <gtest/gtest.h>
 
 #include "ir/float16.h"
-#include "tests/ops/elementwise_test_util.h"
+#include "tests/support/op_test_util.h"
 #include "tests/support/gradient_check.h"
 
 namespace kiln::testing {
 namespace {
 
-using namespace elementwise;
 
 const OverflowMode kInfNan = OverflowMode::InfNan;
 const OverflowMode kSat = OverflowMode::Saturation;

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/op_builder.h"
-#include "tests/ops/shape_ops_util.h"
+#include "tests/support/op_test_util.h"
 #include "tests/support/gradient_check.h"
 #include "tests/support/random.h"
 

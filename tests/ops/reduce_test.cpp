@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "ir/float16.h"
-#include "tests/ops/shape_ops_util.h"
+#include "tests/support/op_test_util.h"
 #include "tests/support/gradient_check.h"
 #include "tests/support/random.h"
 

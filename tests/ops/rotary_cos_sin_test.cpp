@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/ops/shape_ops_util.h"
+#include "tests/support/op_test_util.h"
 
 namespace kiln::testing {
 namespace {

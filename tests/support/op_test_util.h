@@ -1,5 +1,6 @@
-// Test helpers for the shape and reduction ops: infer or run one node of an op
-// on the reference interpreter, and naive row-major index arithmetic.
+// Helpers for the op tests: infer or run one node of an op the way a user
+// graph gets it (through OpBuilder, on the reference interpreter), and naive
+// row-major index arithmetic.
 #pragma once
 
 #include <string>
@@ -54,6 +55,16 @@ inline Expected<std::vector<Tensor>> runOp(std::string_view op, const std::vecto
   for (size_t k = 0; k < outs.size(); ++k)
     result.push_back(results.at("out_" + std::to_string(k)));
   return result;
+}
+
+// Convenience for single-output ops in tests: asserts success.
+inline Tensor run1(std::string_view op, const std::vector<Tensor> &inputs,
+                   const AttrMap &attrs = {}, OverflowMode mode = OverflowMode::InfNan) {
+  auto out = runOp(op, inputs, attrs, mode);
+  EXPECT_TRUE(out.isOk()) << op << ": " << (out ? std::string() : out.message());
+  if (!out || out->size() != 1)
+    return Tensor();
+  return std::move(out->front());
 }
 
 // A random differentiable input of `type` for checkOpGradient, data in [lo, hi).

@@ -118,3 +118,32 @@ std::vector<std::vector<NodeId>> Graph::computeUsers() const {
 }
 
 } // namespace kiln
+
+namespace kiln {
+
+std::string_view intermediatesName(Intermediates i) {
+  return i == Intermediates::F32 ? "f32" : "storage";
+}
+
+std::optional<Intermediates> parseIntermediates(std::string_view name) {
+  if (name == "f32")
+    return Intermediates::F32;
+  if (name == "storage")
+    return Intermediates::Storage;
+  return std::nullopt;
+}
+
+GroupId Graph::addGroup(FusionGroup group) {
+  groups_.push_back(std::move(group));
+  return static_cast<GroupId>(groups_.size() - 1);
+}
+
+std::vector<std::vector<NodeId>> Graph::groupMembers() const {
+  std::vector<std::vector<NodeId>> members(groups_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].group != kNoGroup && !isErased(static_cast<NodeId>(i)))
+      members[nodes_[i].group].push_back(static_cast<NodeId>(i));
+  return members;
+}
+
+} // namespace kiln

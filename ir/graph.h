@@ -14,14 +14,17 @@
 #include <vector>
 
 #include "ir/attribute.h"
+#include "ir/error.h"
 #include "ir/shape.h"
 
 namespace kiln {
 
 using ValueId = int32_t;
 using NodeId = int32_t;
+using GroupId = int32_t;
 inline constexpr ValueId kNoValue = -1;
 inline constexpr NodeId kNoNode = -1;
+inline constexpr GroupId kNoGroup = -1;
 
 // What a graph input stands for; it decides where the runtime gets its data.
 enum class InputRole : uint8_t { Data, Parameter, OptimizerState, Hyperparameter };
@@ -48,6 +51,27 @@ struct Node {
   std::vector<ValueId> outputs;
   AttrMap attrs;
   Provenance provenance;
+  GroupId group = kNoGroup; // the fusion group (one kernel) this node belongs to
+};
+
+// How a fused kernel holds the values that never leave it.
+enum class Intermediates : uint8_t {
+  Storage, // rounded to their own dtype, as the unfused ops would (vector-unit chains)
+  F32,     // kept in f32 (a cube result in L0C before FixPipe, a row reduction)
+};
+std::string_view intermediatesName(Intermediates i);
+std::optional<Intermediates> parseIntermediates(std::string_view name);
+
+// A set of nodes that becomes one kernel. Members are the nodes whose `group`
+// is this group's id; the set must be convex (no path leaves it and comes
+// back), and compact() keeps the members contiguous. Only the group's outputs
+// are stored to device memory.
+struct FusionGroup {
+  std::string name;      // stable, from the anchor node: "fused.transformer.h.0.attn.c_attn"
+  std::string kernel;    // the kind of fused kernel: "matmul_fixpipe", "eltwise", ...
+  std::string formed_by; // the pass or fusion rule that formed it
+  Intermediates intermediates = Intermediates::Storage;
+  bool operator==(const FusionGroup &) const = default;
 };
 
 struct GraphInput {
@@ -101,12 +125,34 @@ public:
   // For each value, the nodes that read it (one entry per use).
   std::vector<std::vector<NodeId>> computeUsers() const;
 
+  // Fusion groups.
+  GroupId addGroup(FusionGroup group);
+  const std::vector<FusionGroup> &groups() const { return groups_; }
+  const FusionGroup &group(GroupId id) const { return groups_[id]; }
+  // Member nodes of each group, in node order.
+  std::vector<std::vector<NodeId>> groupMembers() const;
+
+  // Rewriting. Erased nodes stay in place (skip them with isErased) until
+  // compact(), which drops them, removes empty groups, re-sorts the nodes
+  // topologically (keeping each group's members contiguous and otherwise the
+  // present order) and renumbers nodes, values and groups. Every id held
+  // across compact() is invalid afterwards; names are stable.
+  void replaceAllUses(ValueId from, ValueId to);
+  void setInput(NodeId node, size_t index, ValueId value) { nodes_[node].inputs[index] = value; }
+  void eraseNode(NodeId id);
+  bool isErased(NodeId id) const { return id < static_cast<NodeId>(erased_.size()) && erased_[id]; }
+  // Errors when an erased node's output is still used, or when the groups
+  // form a cycle (a non-convex group); the graph is unchanged then.
+  Status compact();
+
 private:
   std::string name_;
   std::vector<Value> values_;
   std::vector<Node> nodes_;
   std::vector<GraphInput> inputs_;
   std::vector<GraphOutput> outputs_;
+  std::vector<FusionGroup> groups_;
+  std::vector<bool> erased_;
   mutable std::unordered_map<std::string, NodeId> node_index_;
 };
 

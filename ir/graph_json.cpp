@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "ir/file_io.h"
+#include "ir/json_reader.h"
 #include "ir/verifier.h"
 
 namespace kiln {
@@ -46,62 +47,10 @@ json typeToJson(const TensorType &type) {
   return json{{"dtype", std::string(dtypeName(type.dtype))}, {"shape", type.shape}};
 }
 
-// Reader that keeps the JSON path for error messages.
-class Reader {
+// The graph format's own field kinds on top of the generic reader.
+class Reader : public JsonReader {
 public:
-  explicit Reader(std::string_view source) : source_(source) {}
-
-  Error error(const std::string &path, const std::string &what) const {
-    return Error(std::string(source_) + ": " + path + ": " + what);
-  }
-
-  Expected<const json *> member(const json &obj, const std::string &path, const char *key) const {
-    if (!obj.is_object())
-      return error(path, "expected an object");
-    auto it = obj.find(key);
-    if (it == obj.end())
-      return error(path, std::string("missing field '") + key + "'");
-    return &*it;
-  }
-
-  Expected<std::string> string(const json &obj, const std::string &path, const char *key) const {
-    KILN_ASSIGN_OR_RETURN(const json *v, member(obj, path, key));
-    if (!v->is_string())
-      return error(path + "." + key, "expected a string");
-    return v->get<std::string>();
-  }
-
-  Expected<const json *> array(const json &obj, const std::string &path, const char *key) const {
-    KILN_ASSIGN_OR_RETURN(const json *v, member(obj, path, key));
-    if (!v->is_array())
-      return error(path + "." + key, "expected an array");
-    return v;
-  }
-
-  Expected<double> number(const json &v, const std::string &path) const {
-    if (v.is_number())
-      return v.get<double>();
-    if (v.is_string()) {
-      std::string s = v.get<std::string>();
-      if (s == "inf")
-        return std::numeric_limits<double>::infinity();
-      if (s == "-inf")
-        return -std::numeric_limits<double>::infinity();
-      if (s == "nan")
-        return std::numeric_limits<double>::quiet_NaN();
-    }
-    return error(path, "expected a number");
-  }
-
-  Expected<int64_t> integer(const json &v, const std::string &path) const {
-    if (!v.is_number_integer())
-      return error(path, "expected an integer");
-    // get<int64_t> would wrap values in [2^63, 2^64) to negative numbers.
-    if (v.is_number_unsigned() &&
-        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      return error(path, "integer " + v.dump() + " does not fit in 64 bits");
-    return v.get<int64_t>();
-  }
+  using JsonReader::JsonReader;
 
   Expected<TensorType> type(const json &obj, const std::string &path) const {
     KILN_ASSIGN_OR_RETURN(std::string dtype_name, string(obj, path, "dtype"));
@@ -180,9 +129,6 @@ public:
     }
     return error(path, "unreachable");
   }
-
-private:
-  std::string_view source_;
 };
 
 } // namespace
@@ -198,6 +144,14 @@ json graphToJson(const Graph &graph) {
     e["name"] = in.name;
     e["role"] = std::string(inputRoleName(in.role));
     j["inputs"].push_back(std::move(e));
+  }
+  if (!graph.groups().empty()) {
+    j["groups"] = json::array();
+    for (const FusionGroup &g : graph.groups())
+      j["groups"].push_back(json{{"name", g.name},
+                                 {"kernel", g.kernel},
+                                 {"formed_by", g.formed_by},
+                                 {"intermediates", intermediatesName(g.intermediates)}});
   }
   j["nodes"] = json::array();
   for (const Node &node : graph.nodes()) {
@@ -215,6 +169,8 @@ json graphToJson(const Graph &graph) {
       n["attrs"][key] = attrToJson(value);
     if (!node.provenance.pass.empty() || !node.provenance.origins.empty())
       n["provenance"] = json{{"pass", node.provenance.pass}, {"origins", node.provenance.origins}};
+    if (node.group != kNoGroup)
+      n["group"] = graph.group(node.group).name;
     j["nodes"].push_back(std::move(n));
   }
   j["outputs"] = json::array();
@@ -250,6 +206,28 @@ Expected<Graph> graphFromJson(const json &j, std::string_view source) {
     if (values.count(in_name))
       return r.error(path + ".name", "duplicate value name '" + in_name + "'");
     values[in_name] = graph.addInput(in_name, type, *role);
+  }
+
+  std::unordered_map<std::string, GroupId> groups;
+  if (auto it = j.find("groups"); it != j.end()) {
+    if (!it->is_array())
+      return r.error("$.groups", "expected an array");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const std::string path = "$.groups[" + std::to_string(i) + "]";
+      FusionGroup g;
+      KILN_ASSIGN_OR_RETURN(g.name, r.string((*it)[i], path, "name"));
+      KILN_ASSIGN_OR_RETURN(g.kernel, r.string((*it)[i], path, "kernel"));
+      KILN_ASSIGN_OR_RETURN(g.formed_by, r.string((*it)[i], path, "formed_by"));
+      KILN_ASSIGN_OR_RETURN(std::string inter, r.string((*it)[i], path, "intermediates"));
+      auto parsed = parseIntermediates(inter);
+      if (!parsed)
+        return r.error(path + ".intermediates", "expected \"f32\" or \"storage\"");
+      g.intermediates = *parsed;
+      if (groups.count(g.name))
+        return r.error(path + ".name", "duplicate group name '" + g.name + "'");
+      std::string group_name = g.name;
+      groups[group_name] = graph.addGroup(std::move(g));
+    }
   }
 
   KILN_ASSIGN_OR_RETURN(const json *nodes, r.array(j, "$", "nodes"));
@@ -298,6 +276,12 @@ Expected<Graph> graphFromJson(const json &j, std::string_view source) {
     }
     NodeId id = graph.addNode(op, node_name, std::move(in_ids), out_types, std::move(attrs),
                               std::move(prov));
+    if (auto it = n.find("group"); it != n.end()) {
+      auto g = it->is_string() ? groups.find(it->get<std::string>()) : groups.end();
+      if (g == groups.end())
+        return r.error(path + ".group", "expected the name of an entry of $.groups");
+      graph.node(id).group = g->second;
+    }
     for (ValueId out : graph.node(id).outputs) {
       std::string vname = graph.valueName(out);
       if (!values.emplace(vname, out).second)

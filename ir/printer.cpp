@@ -25,6 +25,8 @@ std::string nodeToText(const Graph &graph, const Node &node, const PrintOptions 
     }
     s += "}";
   }
+  if (node.group != kNoGroup)
+    s += " in " + graph.group(node.group).name;
   if (options.provenance && !node.provenance.pass.empty()) {
     s += "  // " + node.provenance.pass;
     for (size_t i = 0; i < node.provenance.origins.size(); ++i)
@@ -38,6 +40,9 @@ void printGraph(const Graph &graph, std::ostream &os, const PrintOptions &option
   for (const GraphInput &in : graph.inputs())
     os << "  input %" << in.name << ": " << typeToString(graph.type(in.value)) << " "
        << inputRoleName(in.role) << "\n";
+  for (const FusionGroup &g : graph.groups())
+    os << "  group " << g.name << " kernel=" << g.kernel << " formed_by=" << g.formed_by
+       << " intermediates=" << intermediatesName(g.intermediates) << "\n";
   for (const Node &node : graph.nodes())
     os << "  " << nodeToText(graph, node, options) << "\n";
   for (const GraphOutput &out : graph.outputs())

@@ -3,6 +3,38 @@
 #include <unordered_set>
 
 namespace kiln {
+namespace {
+
+// Every group is non-empty, uniquely named, and its members are contiguous
+// (which compact() guarantees for a convex group).
+Status verifyGroups(const Graph &graph, const std::string &where) {
+  std::unordered_set<std::string> names;
+  for (const FusionGroup &g : graph.groups())
+    if (!names.insert(g.name).second)
+      return Error(where + ": duplicate fusion group name '" + g.name + "'");
+  std::vector<bool> closed(graph.groups().size(), false), seen(graph.groups().size(), false);
+  GroupId current = kNoGroup;
+  for (const Node &node : graph.nodes()) {
+    if (node.group != current && current != kNoGroup)
+      closed[current] = true;
+    current = node.group;
+    if (current == kNoGroup)
+      continue;
+    if (current < 0 || static_cast<size_t>(current) >= graph.groups().size())
+      return Error(where + ": node '" + node.name + "' names fusion group #" +
+                   std::to_string(current) + ", which does not exist");
+    if (closed[current])
+      return Error(where + ": the members of fusion group '" + graph.group(current).name +
+                   "' are not contiguous (node '" + node.name + "')");
+    seen[current] = true;
+  }
+  for (size_t g = 0; g < seen.size(); ++g)
+    if (!seen[g])
+      return Error(where + ": fusion group '" + graph.groups()[g].name + "' has no members");
+  return Status::ok();
+}
+
+} // namespace
 
 Status verifyStructure(const Graph &graph) {
   const std::string where = "graph '" + graph.name() + "'";
@@ -60,6 +92,7 @@ Status verifyStructure(const Graph &graph) {
       defined[out] = true;
     }
   }
+  KILN_RETURN_IF_ERROR(verifyGroups(graph, where));
   std::unordered_set<std::string> output_names;
   for (const GraphOutput &out : graph.outputs()) {
     if (!output_names.insert(out.name).second)

@@ -1,16 +1,11 @@
-// The op definition files of ops/defs/, embedded in the binary at build time
-// (the generated embedded_defs.cpp).
+// The op definition files of ops/defs/, embedded in the binary at build time.
 #pragma once
 
-#include <string_view>
 #include <vector>
 
-namespace kiln::ops {
+#include "ir/embedded_file.h"
 
-struct EmbeddedFile {
-  std::string_view path; // relative to the repository root
-  std::string_view contents;
-};
+namespace kiln::ops {
 
 const std::vector<EmbeddedFile> &embeddedOpDefFiles();
 

@@ -17,10 +17,16 @@ using TensorMap = std::map<std::string, Tensor>;
 
 struct InterpretOptions {
   OverflowMode overflow = OverflowMode::InfNan;
+  // Run each fusion group as the one kernel it stands for: with
+  // Intermediates::F32, values that stay inside the group are held in f32 and
+  // only the group's outputs are rounded to their dtype (explicit Casts still
+  // round). Off: every node rounds its results, as if nothing were fused.
+  bool fused_numerics = true;
   // Called after each node with its outputs; an error stops the run.
   std::function<Status(const Node &node, const std::vector<Tensor> &outputs)> after_node;
 };
 
+// The reference interpreter runs a graph node by node, in the graph's order.
 // `inputs` must hold every graph input by name with exactly its type. Returns
 // the graph outputs by name. Values are freed after their last use.
 Expected<TensorMap> interpret(const Graph &graph, const TensorMap &inputs,

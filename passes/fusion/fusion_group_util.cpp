@@ -1,0 +1,73 @@
+#include "passes/fusion/fusion_group_util.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace kiln::passes {
+
+FusionView::FusionView(const Graph &graph)
+    : graph_(graph), users_(graph.computeUsers()), is_output_(graph.numValues(), false) {
+  for (const GraphOutput &out : graph.outputs())
+    is_output_[out.value] = true;
+}
+
+bool FusionView::outputsStayInside(NodeId node, const std::vector<NodeId> &members) const {
+  for (ValueId v : graph_.node(node).outputs) {
+    if (is_output_[v])
+      return false;
+    for (NodeId u : users_[v])
+      if (std::find(members.begin(), members.end(), u) == members.end())
+        return false;
+  }
+  return true;
+}
+
+std::string convexityViolation(const FusionView &view, const std::vector<NodeId> &members) {
+  const Graph &graph = view.graph();
+  std::unordered_set<NodeId> inside(members.begin(), members.end());
+  NodeId last = *std::max_element(members.begin(), members.end());
+  // Walk forward from the group through outside nodes; nodes are in
+  // topological order, so nothing after the last member can lead back.
+  std::vector<NodeId> stack;
+  std::unordered_set<NodeId> seen;
+  for (NodeId m : members)
+    for (ValueId v : graph.node(m).outputs)
+      for (NodeId u : view.users(v))
+        if (!inside.count(u) && u < last && seen.insert(u).second)
+          stack.push_back(u);
+  while (!stack.empty()) {
+    NodeId n = stack.back();
+    stack.pop_back();
+    for (ValueId v : graph.node(n).outputs)
+      for (NodeId u : view.users(v)) {
+        if (inside.count(u))
+          return "the result would not be one kernel: a path leaves the group through '" +
+                 graph.node(n).name + "' and comes back into '" + graph.node(u).name + "'";
+        if (u < last && seen.insert(u).second)
+          stack.push_back(u);
+      }
+  }
+  return {};
+}
+
+std::string alreadyGrouped(const Graph &graph, const std::vector<NodeId> &members) {
+  for (NodeId m : members) {
+    GroupId g = graph.node(m).group;
+    if (g != kNoGroup)
+      return "'" + graph.node(m).name + "' is already in fused group '" + graph.group(g).name +
+             "' (formed by " + graph.group(g).formed_by + ")";
+  }
+  return {};
+}
+
+GroupId formGroup(Graph &graph, const std::vector<NodeId> &members, NodeId anchor,
+                  const std::string &kernel, const std::string &pass,
+                  Intermediates intermediates) {
+  GroupId id = graph.addGroup(
+      FusionGroup{"fused." + graph.node(anchor).name, kernel, pass, intermediates});
+  for (NodeId m : members)
+    graph.node(m).group = id;
+  return id;
+}
+
+} // namespace kiln::passes

@@ -1,0 +1,48 @@
+// Shared pieces of the fusion passes: who may join a group, and forming one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/pass.h"
+
+namespace kiln::passes {
+
+// Value users and per-node facts that fusion passes query while they grow
+// groups. Valid until the graph's nodes or edges change (group assignments
+// may change freely).
+class FusionView {
+public:
+  explicit FusionView(const Graph &graph);
+
+  const Graph &graph() const { return graph_; }
+  const std::vector<NodeId> &users(ValueId v) const { return users_[v]; }
+  // A graph output reads the value.
+  bool isGraphOutput(ValueId v) const { return is_output_[v]; }
+  // The node producing `v`, or kNoNode for graph inputs.
+  NodeId producer(ValueId v) const { return graph_.value(v).producer; }
+  // Every user of every output of `node` is in `members` (and none is a graph output).
+  bool outputsStayInside(NodeId node, const std::vector<NodeId> &members) const;
+
+private:
+  const Graph &graph_;
+  std::vector<std::vector<NodeId>> users_;
+  std::vector<bool> is_output_;
+};
+
+// Empty when `members` (distinct, ungrouped nodes) may form one kernel: the
+// set is convex (no path leaves it and comes back). Otherwise the reason,
+// naming the node through which the path runs.
+std::string convexityViolation(const FusionView &view, const std::vector<NodeId> &members);
+
+// Empty when no member belongs to a group yet; otherwise "'<node>' is already
+// in fused group '<group>' (formed by <pass>)".
+std::string alreadyGrouped(const Graph &graph, const std::vector<NodeId> &members);
+
+// Makes `members` one group named "fused.<anchor's name>", formed by `pass`.
+GroupId formGroup(Graph &graph, const std::vector<NodeId> &members, NodeId anchor,
+                  const std::string &kernel, const std::string &pass,
+                  Intermediates intermediates);
+
+} // namespace kiln::passes

@@ -1,0 +1,73 @@
+// A pass: one named, switchable rewrite of the graph.
+//
+// Each pass declares what it is (PassInfo) and reports what it did
+// (PassResult): how many candidates matched its pattern and how many it
+// rewrote (ATC's match_times / effect_times), and for every candidate it did
+// not rewrite, why (XLA's FusionDecision, Inductor's WhyNoFuse).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/graph.h"
+
+namespace kiln::passes {
+
+class PassContext;
+
+// Groups run in this order; CANN's switch files name GraphFusion and UBFusion.
+enum class PassGroup : uint8_t { Cleanup, Precision, GraphFusion, UBFusion };
+inline constexpr PassGroup kAllPassGroups[] = {PassGroup::Cleanup, PassGroup::Precision,
+                                               PassGroup::GraphFusion, PassGroup::UBFusion};
+
+std::string_view passGroupName(PassGroup group);
+std::optional<PassGroup> parsePassGroup(std::string_view name);
+
+struct PassInfo {
+  std::string name;   // CANN's name where CANN has the pass: "TbeMatmulFixPipeFusionPass"
+  PassGroup group = PassGroup::Cleanup;
+  int priority = 0;   // within a group, lower runs first (CANN's priority numbers)
+  bool default_on = true;
+  bool may_disable = true;
+  std::string required_because; // why it may not be disabled
+  std::string summary;          // one line
+  std::string description;      // what it matches, what it produces, its conditions
+};
+
+// A candidate the pass looked at and left alone.
+struct Rejection {
+  std::string node;   // the candidate's anchor node
+  std::string reason; // which op, which condition
+};
+
+struct PassResult {
+  int64_t match_times = 0;  // candidates that matched the pattern
+  int64_t effect_times = 0; // rewrites made (nodes removed, groups formed, ...)
+  std::vector<Rejection> rejections;
+  std::map<std::string, int64_t> statistics; // pass-specific counters
+
+  bool changed() const { return effect_times > 0; }
+  void reject(const Node &node, std::string reason) {
+    rejections.push_back({node.name, std::move(reason)});
+  }
+};
+
+class Pass {
+public:
+  virtual ~Pass() = default;
+  virtual const PassInfo &info() const = 0;
+  // Why the pass can do nothing for the job's target (e.g. "ascend910 has no
+  // FixPipe"); empty when it applies. A pass that does not apply still
+  // appears in the report, with effect_times 0 and this reason.
+  virtual std::string notApplicableReason(const PassContext &ctx) const { return {}; }
+  // Rewrites `graph` in place. The graph may be left with erased nodes and
+  // out-of-order appended nodes: the pass manager compacts and verifies it.
+  virtual Expected<PassResult> run(Graph &graph, const PassContext &ctx) const = 0;
+};
+
+} // namespace kiln::passes

@@ -1,0 +1,40 @@
+// What a job decides for the passes: the target and which passes run. Built
+// once per job (see compiler/driver/job.h); nothing global is edited to change
+// one job.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "ir/dtype.h"
+#include "target/target.h"
+
+namespace kiln::passes {
+
+class PassContext {
+public:
+  PassContext(target::Target target, std::map<std::string, bool> enabled,
+              std::map<std::string, std::string> decided_by = {})
+      : target_(std::move(target)), enabled_(std::move(enabled)),
+        decided_by_(std::move(decided_by)) {}
+
+  const target::Target &target() const { return target_; }
+  // A pass the switches never mention keeps its built-in default.
+  bool isEnabled(const std::string &pass, bool default_on) const {
+    auto it = enabled_.find(pass);
+    return it == enabled_.end() ? default_on : it->second;
+  }
+  const std::map<std::string, bool> &switches() const { return enabled_; }
+  // Which switch layer decided a pass's state ("built-in default" when none).
+  std::string decidedBy(const std::string &pass) const {
+    auto it = decided_by_.find(pass);
+    return it == decided_by_.end() ? "built-in default" : it->second;
+  }
+
+private:
+  target::Target target_;
+  std::map<std::string, bool> enabled_;
+  std::map<std::string, std::string> decided_by_;
+};
+
+} // namespace kiln::passes

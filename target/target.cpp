@@ -1,0 +1,147 @@
+#include "target/target.h"
+
+#include <algorithm>
+
+#include "ir/file_io.h"
+#include "ir/json_reader.h"
+#include "target/embedded_targets.h"
+
+namespace kiln::target {
+
+using nlohmann::json;
+
+bool Target::supports(DType dtype) const {
+  return std::find(dtypes.begin(), dtypes.end(), dtype) != dtypes.end();
+}
+
+bool Target::supports(OverflowMode mode) const {
+  return std::find(overflow_modes.begin(), overflow_modes.end(), mode) != overflow_modes.end();
+}
+
+bool Target::fixpipeApplies(std::string_view op) const {
+  return fixpipe.present && std::find(fixpipe.epilogue_ops.begin(), fixpipe.epilogue_ops.end(),
+                                      op) != fixpipe.epilogue_ops.end();
+}
+
+namespace {
+
+Expected<int64_t> positive(const JsonReader &r, const json &obj, const std::string &path,
+                           std::string_view key) {
+  KILN_ASSIGN_OR_RETURN(const json *v, r.member(obj, path, key));
+  KILN_ASSIGN_OR_RETURN(int64_t i, r.integer(*v, JsonReader::child(path, key)));
+  if (i <= 0)
+    return r.error(JsonReader::child(path, key), "expected a positive integer");
+  return i;
+}
+
+Expected<OverflowMode> overflowMode(const JsonReader &r, const json &v, const std::string &path) {
+  KILN_ASSIGN_OR_RETURN(std::string s, r.asString(v, path));
+  auto mode = parseOverflowMode(s);
+  if (!mode)
+    return r.error(path, "unknown overflow mode '" + s + "' (infnan or saturation)");
+  return *mode;
+}
+
+} // namespace
+
+Expected<Target> parseTarget(const json &doc, std::string_view source) {
+  JsonReader r(source);
+  const std::string root = "$";
+  KILN_RETURN_IF_ERROR(r.checkKeys(doc, root,
+                                   {"format", "version", "name", "description", "dtypes",
+                                    "overflow_modes", "default_overflow_mode", "fixpipe", "cores",
+                                    "memory", "vector_tile_elements"}));
+  KILN_ASSIGN_OR_RETURN(std::string format, r.string(doc, root, "format"));
+  if (format != "kiln.target")
+    return r.error("$.format", "expected \"kiln.target\", got \"" + format + "\"");
+  KILN_ASSIGN_OR_RETURN(const json *version, r.member(doc, root, "version"));
+  if (*version != 1)
+    return r.error("$.version", "unsupported version (this kiln reads version 1)");
+
+  Target t;
+  KILN_ASSIGN_OR_RETURN(t.name, r.string(doc, root, "name"));
+  KILN_ASSIGN_OR_RETURN(t.description, r.string(doc, root, "description"));
+  KILN_ASSIGN_OR_RETURN(const json *dtypes, r.array(doc, root, "dtypes"));
+  for (size_t i = 0; i < dtypes->size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(std::string s, r.asString((*dtypes)[i], r.index("$.dtypes", i)));
+    auto d = parseDType(s);
+    if (!d)
+      return r.error(r.index("$.dtypes", i), "unknown dtype '" + s + "'");
+    t.dtypes.push_back(*d);
+  }
+  KILN_ASSIGN_OR_RETURN(const json *modes, r.array(doc, root, "overflow_modes"));
+  for (size_t i = 0; i < modes->size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(OverflowMode m, overflowMode(r, (*modes)[i], r.index("$.overflow_modes", i)));
+    t.overflow_modes.push_back(m);
+  }
+  KILN_ASSIGN_OR_RETURN(const json *def, r.member(doc, root, "default_overflow_mode"));
+  KILN_ASSIGN_OR_RETURN(t.default_overflow_mode, overflowMode(r, *def, "$.default_overflow_mode"));
+  if (!t.supports(t.default_overflow_mode))
+    return r.error("$.default_overflow_mode", "not one of $.overflow_modes");
+
+  KILN_ASSIGN_OR_RETURN(const json *fixpipe, r.object(doc, root, "fixpipe"));
+  KILN_RETURN_IF_ERROR(r.checkKeys(*fixpipe, "$.fixpipe", {"present", "epilogue_ops"}));
+  KILN_ASSIGN_OR_RETURN(t.fixpipe.present, r.boolean(*fixpipe, "$.fixpipe", "present"));
+  KILN_ASSIGN_OR_RETURN(const json *epilogues, r.member(*fixpipe, "$.fixpipe", "epilogue_ops"));
+  KILN_ASSIGN_OR_RETURN(t.fixpipe.epilogue_ops, r.stringList(*epilogues, "$.fixpipe.epilogue_ops"));
+  if (!t.fixpipe.present && !t.fixpipe.epilogue_ops.empty())
+    return r.error("$.fixpipe.epilogue_ops", "must be empty when FixPipe is not present");
+
+  KILN_ASSIGN_OR_RETURN(const json *cores, r.object(doc, root, "cores"));
+  KILN_RETURN_IF_ERROR(r.checkKeys(*cores, "$.cores", {"cube", "vector"}));
+  KILN_ASSIGN_OR_RETURN(t.cube_cores, positive(r, *cores, "$.cores", "cube"));
+  KILN_ASSIGN_OR_RETURN(t.vector_cores, positive(r, *cores, "$.cores", "vector"));
+
+  KILN_ASSIGN_OR_RETURN(const json *memory, r.object(doc, root, "memory"));
+  KILN_RETURN_IF_ERROR(r.checkKeys(*memory, "$.memory",
+                                   {"ub_bytes", "l1_bytes", "l0a_bytes", "l0b_bytes", "l0c_bytes",
+                                    "l2_bytes", "hbm_bytes"}));
+  Memory &m = t.memory;
+  for (auto [key, field] : {std::pair{"ub_bytes", &m.ub_bytes}, {"l1_bytes", &m.l1_bytes},
+                            {"l0a_bytes", &m.l0a_bytes}, {"l0b_bytes", &m.l0b_bytes},
+                            {"l0c_bytes", &m.l0c_bytes}, {"l2_bytes", &m.l2_bytes},
+                            {"hbm_bytes", &m.hbm_bytes}}) {
+    KILN_ASSIGN_OR_RETURN(*field, positive(r, *memory, "$.memory", key));
+  }
+  KILN_ASSIGN_OR_RETURN(t.vector_tile_elements, positive(r, doc, root, "vector_tile_elements"));
+  return t;
+}
+
+namespace {
+
+std::string targetNameOf(const EmbeddedFile &file) {
+  std::string_view path = file.path;
+  path.remove_prefix(path.rfind('/') + 1);
+  path.remove_suffix(std::string_view(".json").size());
+  return std::string(path);
+}
+
+} // namespace
+
+std::vector<std::string> builtinTargetNames() {
+  std::vector<std::string> names;
+  for (const EmbeddedFile &file : embeddedTargetFiles())
+    names.push_back(targetNameOf(file));
+  return names;
+}
+
+Expected<Target> loadTarget(std::string_view name_or_path) {
+  if (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json") {
+    std::string path(name_or_path);
+    KILN_ASSIGN_OR_RETURN(json doc, readJsonFile(path));
+    return parseTarget(doc, path);
+  }
+  for (const EmbeddedFile &file : embeddedTargetFiles()) {
+    if (targetNameOf(file) != name_or_path)
+      continue;
+    KILN_ASSIGN_OR_RETURN(json doc, parseJson(file.contents, file.path));
+    return parseTarget(doc, file.path);
+  }
+  std::string known;
+  for (const std::string &n : builtinTargetNames())
+    known += (known.empty() ? "" : ", ") + n;
+  return Error("unknown target '" + std::string(name_or_path) + "' (built-in targets: " + known +
+               "; or give a target .json file)");
+}
+
+} // namespace kiln::target

@@ -1,0 +1,62 @@
+// A description of an NPU target, read from data (target/data/*.json,
+// embedded at build time, or a user file): which dtypes and overflow modes it
+// has, whether it has FixPipe and which epilogues FixPipe applies, its core
+// counts and on-chip buffer sizes. Passes and codegen ask it; nothing about a
+// chip is hard-coded elsewhere.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ir/dtype.h"
+#include "ir/error.h"
+
+namespace kiln::target {
+
+struct FixPipe {
+  bool present = false;
+  // Ops FixPipe applies to a cube result on its way out of L0C.
+  std::vector<std::string> epilogue_ops;
+};
+
+struct Memory {
+  int64_t ub_bytes = 0; // Unified Buffer of a vector core
+  int64_t l1_bytes = 0;
+  int64_t l0a_bytes = 0;
+  int64_t l0b_bytes = 0;
+  int64_t l0c_bytes = 0; // cube accumulator
+  int64_t l2_bytes = 0;
+  int64_t hbm_bytes = 0;
+};
+
+struct Target {
+  std::string name;
+  std::string description;
+  std::vector<DType> dtypes;
+  std::vector<OverflowMode> overflow_modes;
+  OverflowMode default_overflow_mode = OverflowMode::Saturation;
+  FixPipe fixpipe;
+  int64_t cube_cores = 0;
+  int64_t vector_cores = 0;
+  Memory memory;
+  // Elements one vector-core pass over a tensor processes at a time; fused
+  // elementwise kernels need one such tile per live buffer in the UB.
+  int64_t vector_tile_elements = 0;
+
+  bool supports(DType dtype) const;
+  bool supports(OverflowMode mode) const;
+  bool fixpipeApplies(std::string_view op) const;
+};
+
+// `source` names the file in errors; every error carries the JSON path.
+Expected<Target> parseTarget(const nlohmann::json &doc, std::string_view source);
+// The built-in targets, by name.
+std::vector<std::string> builtinTargetNames();
+// A built-in target by name, or a target file when `name_or_path` ends in
+// .json; an unknown name lists the known ones.
+Expected<Target> loadTarget(std::string_view name_or_path);
+
+} // namespace kiln::target

@@ -47,7 +47,9 @@ Status Graph::compact() {
   // already sorted graph keeps its order; inside a unit nodes are sorted the
   // same way.
   const int32_t num_groups = static_cast<int32_t>(groups_.size());
-  auto unitOf = [&](NodeId id) { return nodes_[id].group != kNoGroup ? nodes_[id].group : num_groups + id; };
+  auto unitOf = [&](NodeId id) {
+    return nodes_[id].group != kNoGroup ? nodes_[id].group : num_groups + id;
+  };
   const int32_t num_units = num_groups + n;
   std::vector<std::vector<NodeId>> unit_nodes(num_units);
   for (NodeId id = 0; id < n; ++id)
@@ -74,8 +76,8 @@ Status Graph::compact() {
     }
   }
 
-  using Ready = std::priority_queue<std::pair<NodeId, int32_t>, std::vector<std::pair<NodeId, int32_t>>,
-                                    std::greater<>>;
+  using Ready = std::priority_queue<std::pair<NodeId, int32_t>,
+                                    std::vector<std::pair<NodeId, int32_t>>, std::greater<>>;
   Ready ready_units;
   for (int32_t u = 0; u < num_units; ++u)
     if (!unit_nodes[u].empty() && unit_indegree[u] == 0)

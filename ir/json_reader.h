@@ -27,9 +27,8 @@ public:
   Expected<const nlohmann::json *> member(const nlohmann::json &obj, const std::string &path,
                                           std::string_view key) const;
   // The member, or nullptr when absent (an error when `obj` is not an object).
-  Expected<const nlohmann::json *> optionalMember(const nlohmann::json &obj,
-                                                  const std::string &path,
-                                                  std::string_view key) const;
+  Expected<const nlohmann::json *>
+  optionalMember(const nlohmann::json &obj, const std::string &path, std::string_view key) const;
   Expected<std::string> string(const nlohmann::json &obj, const std::string &path,
                                std::string_view key) const;
   Expected<const nlohmann::json *> array(const nlohmann::json &obj, const std::string &path,

@@ -126,8 +126,8 @@ private:
       KILN_ASSIGN_OR_RETURN(results, evaluate(node, args, std::move(results)));
       for (size_t k = 0; k < node.outputs.size(); ++k) {
         Tensor &r = results[k];
-        held[node.outputs[k]] = r.dtype() == heldType(r.type()).dtype ? std::move(r)
-                                                                      : r.castTo(DType::F32);
+        held[node.outputs[k]] =
+            r.dtype() == heldType(r.type()).dtype ? std::move(r) : r.castTo(DType::F32);
       }
     }
     for (NodeId i = begin; i < end; ++i) {

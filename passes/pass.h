@@ -29,9 +29,9 @@ std::string_view passGroupName(PassGroup group);
 std::optional<PassGroup> parsePassGroup(std::string_view name);
 
 struct PassInfo {
-  std::string name;   // CANN's name where CANN has the pass: "TbeMatmulFixPipeFusionPass"
+  std::string name; // CANN's name where CANN has the pass: "TbeMatmulFixPipeFusionPass"
   PassGroup group = PassGroup::Cleanup;
-  int priority = 0;   // within a group, lower runs first (CANN's priority numbers)
+  int priority = 0; // within a group, lower runs first (CANN's priority numbers)
   bool default_on = true;
   bool may_disable = true;
   std::string required_because; // why it may not be disabled

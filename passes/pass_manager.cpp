@@ -143,7 +143,8 @@ Expected<PipelineReport> PassManager::run(Graph &graph) const {
     record.enabled = context_.isEnabled(info.name, info.default_on);
     record.decided_by = context_.decidedBy(info.name);
     record.not_applicable = pass->notApplicableReason(context_);
-    if (record.enabled) {
+    // A pass that cannot apply to the target is reported, not run.
+    if (record.enabled && record.not_applicable.empty()) {
       if (wants(instrumentation_.print_before, info.name))
         dump("Before", info.name);
       auto start = std::chrono::steady_clock::now();

@@ -25,8 +25,8 @@ struct Instrumentation {
   // that changed the graph).
   std::set<std::string> print_before;
   std::set<std::string> print_after;
-  bool timing = false;     // a timing table after the pipeline
-  bool statistics = false; // per-pass counters after the pipeline
+  bool timing = false;         // a timing table after the pipeline
+  bool statistics = false;     // per-pass counters after the pipeline
   std::ostream *out = nullptr; // where dumps and tables go (stderr when null)
 };
 
@@ -34,8 +34,8 @@ struct PassRecord {
   std::string name;
   PassGroup group = PassGroup::Cleanup;
   bool enabled = false;
-  std::string decided_by;       // the switch layer that decided `enabled`
-  std::string not_applicable;   // why it does nothing on this target, or empty
+  std::string decided_by;     // the switch layer that decided `enabled`
+  std::string not_applicable; // why it does nothing on this target, or empty
   bool ran = false;
   PassResult result;
   double time_ms = 0;

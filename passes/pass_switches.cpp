@@ -128,8 +128,9 @@ Expected<SwitchResolution> resolveSwitches(const PassRegistry &registry,
           res.warnings.push_back(where + ": kiln has no pass '" + name + "'; setting ignored");
           continue;
         }
-        return Error(where + ": " + registry.unknownPassMessage(name) +
-                     (layer.cann_format ? "; --allow-unknown-passes accepts it with a warning" : ""));
+        return Error(
+            where + ": " + registry.unknownPassMessage(name) +
+            (layer.cann_format ? "; --allow-unknown-passes accepts it with a warning" : ""));
       }
       const PassInfo &info = p->info();
       if (layer.listed_groups[i] && *layer.listed_groups[i] != info.group)

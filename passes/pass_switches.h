@@ -28,7 +28,7 @@ struct SwitchLayer {
   // (--allow-unknown-passes): true for CANN-format switch settings, which may
   // name passes kiln does not have; never for --enable-pass/--disable-pass.
   bool cann_format = true;
-  std::map<PassGroup, bool> all;                 // "ALL" per group
+  std::map<PassGroup, bool> all;                    // "ALL" per group
   std::vector<std::pair<std::string, bool>> passes; // single passes, in file order
   // Where each single-pass setting came from ("$.Switch.UBFusion.X", "line 3").
   std::vector<std::string> locations;
@@ -46,9 +46,9 @@ Expected<SwitchLayer> parseSwitchLines(std::string_view text, std::string_view s
 Expected<SwitchLayer> readSwitchFile(const std::string &path);
 
 struct SwitchResolution {
-  std::map<std::string, bool> enabled;        // every registered pass
+  std::map<std::string, bool> enabled;           // every registered pass
   std::map<std::string, std::string> decided_by; // which layer set it ("built-in default", ...)
-  std::vector<std::string> warnings;          // unknown passes accepted
+  std::vector<std::string> warnings;             // unknown passes accepted
 };
 
 // Applies `layers` (lowest precedence first) to the registry's defaults.

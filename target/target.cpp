@@ -47,10 +47,10 @@ Expected<OverflowMode> overflowMode(const JsonReader &r, const json &v, const st
 Expected<Target> parseTarget(const json &doc, std::string_view source) {
   JsonReader r(source);
   const std::string root = "$";
-  KILN_RETURN_IF_ERROR(r.checkKeys(doc, root,
-                                   {"format", "version", "name", "description", "dtypes",
-                                    "overflow_modes", "default_overflow_mode", "fixpipe", "cores",
-                                    "memory", "vector_tile_elements"}));
+  KILN_RETURN_IF_ERROR(
+      r.checkKeys(doc, root,
+                  {"format", "version", "name", "description", "dtypes", "overflow_modes",
+                   "default_overflow_mode", "fixpipe", "cores", "memory", "vector_tile_elements"}));
   KILN_ASSIGN_OR_RETURN(std::string format, r.string(doc, root, "format"));
   if (format != "kiln.target")
     return r.error("$.format", "expected \"kiln.target\", got \"" + format + "\"");
@@ -71,7 +71,8 @@ Expected<Target> parseTarget(const json &doc, std::string_view source) {
   }
   KILN_ASSIGN_OR_RETURN(const json *modes, r.array(doc, root, "overflow_modes"));
   for (size_t i = 0; i < modes->size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(OverflowMode m, overflowMode(r, (*modes)[i], r.index("$.overflow_modes", i)));
+    KILN_ASSIGN_OR_RETURN(OverflowMode m,
+                          overflowMode(r, (*modes)[i], r.index("$.overflow_modes", i)));
     t.overflow_modes.push_back(m);
   }
   KILN_ASSIGN_OR_RETURN(const json *def, r.member(doc, root, "default_overflow_mode"));
@@ -93,13 +94,16 @@ Expected<Target> parseTarget(const json &doc, std::string_view source) {
   KILN_ASSIGN_OR_RETURN(t.vector_cores, positive(r, *cores, "$.cores", "vector"));
 
   KILN_ASSIGN_OR_RETURN(const json *memory, r.object(doc, root, "memory"));
-  KILN_RETURN_IF_ERROR(r.checkKeys(*memory, "$.memory",
-                                   {"ub_bytes", "l1_bytes", "l0a_bytes", "l0b_bytes", "l0c_bytes",
-                                    "l2_bytes", "hbm_bytes"}));
+  KILN_RETURN_IF_ERROR(r.checkKeys(
+      *memory, "$.memory",
+      {"ub_bytes", "l1_bytes", "l0a_bytes", "l0b_bytes", "l0c_bytes", "l2_bytes", "hbm_bytes"}));
   Memory &m = t.memory;
-  for (auto [key, field] : {std::pair{"ub_bytes", &m.ub_bytes}, {"l1_bytes", &m.l1_bytes},
-                            {"l0a_bytes", &m.l0a_bytes}, {"l0b_bytes", &m.l0b_bytes},
-                            {"l0c_bytes", &m.l0c_bytes}, {"l2_bytes", &m.l2_bytes},
+  for (auto [key, field] : {std::pair{"ub_bytes", &m.ub_bytes},
+                            {"l1_bytes", &m.l1_bytes},
+                            {"l0a_bytes", &m.l0a_bytes},
+                            {"l0b_bytes", &m.l0b_bytes},
+                            {"l0c_bytes", &m.l0c_bytes},
+                            {"l2_bytes", &m.l2_bytes},
                             {"hbm_bytes", &m.hbm_bytes}}) {
     KILN_ASSIGN_OR_RETURN(*field, positive(r, *memory, "$.memory", key));
   }

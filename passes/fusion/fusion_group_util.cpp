@@ -61,10 +61,9 @@ std::string alreadyGrouped(const Graph &graph, const std::vector<NodeId> &member
 }
 
 GroupId formGroup(Graph &graph, const std::vector<NodeId> &members, NodeId anchor,
-                  const std::string &kernel, const std::string &pass,
-                  Intermediates intermediates) {
-  GroupId id = graph.addGroup(
-      FusionGroup{"fused." + graph.node(anchor).name, kernel, pass, intermediates});
+                  const std::string &kernel, const std::string &pass, Intermediates intermediates) {
+  GroupId id =
+      graph.addGroup(FusionGroup{"fused." + graph.node(anchor).name, kernel, pass, intermediates});
   for (NodeId m : members)
     graph.node(m).group = id;
   return id;

@@ -42,7 +42,6 @@ std::string alreadyGrouped(const Graph &graph, const std::vector<NodeId> &member
 
 // Makes `members` one group named "fused.<anchor's name>", formed by `pass`.
 GroupId formGroup(Graph &graph, const std::vector<NodeId> &members, NodeId anchor,
-                  const std::string &kernel, const std::string &pass,
-                  Intermediates intermediates);
+                  const std::string &kernel, const std::string &pass, Intermediates intermediates);
 
 } // namespace kiln::passes

@@ -1,0 +1,135 @@
+#include "tests/support/pass_test_util.h"
+
+#include <cmath>
+
+#include "compiler/autodiff/training_step.h"
+#include "compiler/frontend/model_loader.h"
+#include "compiler/frontend/qwen_init.h"
+#include "tests/support/random.h"
+
+namespace kiln::testing {
+
+TinyTrainingStep tinyTrainingStep(DType dtype, int64_t batch, int64_t seq) {
+  frontend::ModelOptions options;
+  options.batch = batch;
+  options.seq = seq;
+  options.dtype = dtype;
+  auto model = frontend::loadModel(std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json",
+                                   options);
+  EXPECT_TRUE(model) << model.message();
+  autodiff::TrainingStepOptions train_options;
+  auto train = autodiff::buildTrainingStep(model->graph, train_options);
+  EXPECT_TRUE(train) << train.message();
+
+  TinyTrainingStep step{std::move(*train), {}};
+  auto weights = frontend::initQwenWeights(*model->config, 11);
+  uint64_t seed = 100;
+  for (const GraphInput &in : step.graph.inputs()) {
+    const TensorType &type = step.graph.type(in.value);
+    if (in.role == InputRole::Parameter)
+      step.feed[in.name] = weights.at(in.name).castTo(type.dtype);
+    else if (in.name == "input_ids" || in.name == "labels")
+      step.feed[in.name] = randomIndices(type, 5, model->config->vocab_size);
+    else if (type.dtype == DType::I64)
+      step.feed[in.name] = Tensor::fromInts(DType::I64, type.shape, {3});
+    else if (in.name == "lr")
+      step.feed[in.name] = Tensor::scalar(DType::F32, 1e-3);
+    else if (in.name.rfind("adam.v.", 0) == 0)
+      step.feed[in.name] = randomTensor(type, seed++, 0.0f, 1e-4f);
+    else
+      step.feed[in.name] = randomTensor(type, seed++, -1e-2f, 1e-2f);
+  }
+  return step;
+}
+
+passes::SwitchLayer switchPasses(const std::vector<std::pair<std::string, bool>> &settings,
+                                 const std::string &source) {
+  passes::SwitchLayer layer;
+  layer.source = source;
+  for (const auto &s : settings) {
+    layer.passes.push_back(s);
+    layer.locations.push_back(s.first);
+    layer.listed_groups.push_back(std::nullopt);
+  }
+  return layer;
+}
+
+passes::SwitchLayer switchAll(passes::PassGroup group, bool on, const std::string &source) {
+  passes::SwitchLayer layer;
+  layer.source = source;
+  layer.all[group] = on;
+  return layer;
+}
+
+passes::PassContext contextFor(const std::string &target,
+                               const std::vector<passes::SwitchLayer> &layers,
+                               const passes::PassRegistry &registry) {
+  auto t = target::loadTarget(target);
+  EXPECT_TRUE(t) << t.message();
+  auto res = passes::resolveSwitches(registry, layers, false);
+  EXPECT_TRUE(res) << res.message();
+  return passes::PassContext(*t, res ? res->enabled : std::map<std::string, bool>{},
+                             res ? res->decided_by : std::map<std::string, std::string>{});
+}
+
+passes::PassContext onlyFusionPass(const std::string &target, const std::string &pass,
+                                   const passes::PassRegistry &registry) {
+  passes::SwitchLayer layer = switchPasses({{pass, true}});
+  layer.all[passes::PassGroup::GraphFusion] = false;
+  layer.all[passes::PassGroup::UBFusion] = false;
+  return contextFor(target, {layer}, registry);
+}
+
+passes::PassContext noFusion(const std::string &target, const passes::PassRegistry &registry) {
+  passes::SwitchLayer layer;
+  layer.source = "test";
+  layer.all[passes::PassGroup::GraphFusion] = false;
+  layer.all[passes::PassGroup::UBFusion] = false;
+  return contextFor(target, {layer}, registry);
+}
+
+passes::PipelineReport runPasses(Graph &graph, const passes::PassContext &ctx,
+                                 const passes::PassRegistry &registry) {
+  passes::PassManager manager(registry, ctx);
+  auto report = manager.run(graph);
+  EXPECT_TRUE(report) << report.message();
+  return report ? *report : passes::PipelineReport{};
+}
+
+::testing::AssertionResult outputsAgree(const ops::TensorMap &expected,
+                                        const ops::TensorMap &actual, double rtol, double atol) {
+  for (const auto &[name, e] : expected) {
+    auto it = actual.find(name);
+    if (it == actual.end())
+      return ::testing::AssertionFailure() << "output '" << name << "' is missing";
+    const Tensor &a = it->second;
+    if (!(a.type() == e.type()))
+      return ::testing::AssertionFailure()
+             << "output '" << name << "': type " << typeToString(a.type()) << " vs "
+             << typeToString(e.type());
+    for (int64_t i = 0; i < e.numElements(); ++i) {
+      double x = isFloat(e.dtype()) ? e.getFloat(i) : static_cast<double>(e.getInt(i));
+      double y = isFloat(a.dtype()) ? a.getFloat(i) : static_cast<double>(a.getInt(i));
+      if (std::isnan(x) && std::isnan(y))
+        continue;
+      if (!(std::abs(x - y) <= atol + rtol * std::abs(x)))
+        return ::testing::AssertionFailure()
+               << "output '" << name << "' element " << i << ": expected " << x << ", got " << y;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult fusedMatchesUnfused(const Graph &fused, const Graph &unfused,
+                                               const ops::TensorMap &feed, DType dtype) {
+  auto a = ops::interpret(unfused, feed);
+  if (!a)
+    return ::testing::AssertionFailure() << "unfused: " << a.message();
+  auto b = ops::interpret(fused, feed);
+  if (!b)
+    return ::testing::AssertionFailure() << "fused: " << b.message();
+  double rtol = dtype == DType::F32 ? 1e-5 : dtype == DType::F16 ? 2e-2 : 6e-2;
+  return outputsAgree(*a, *b, rtol, rtol * 1e-2);
+}
+
+} // namespace kiln::testing

@@ -1,0 +1,63 @@
+// Helpers for pass tests: a tiny Qwen training step with data for every
+// input, pass contexts for a target and switch settings, and comparing the
+// fused graph's results with the unfused one's on the reference interpreter.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ir/graph.h"
+#include "ops/interpreter.h"
+#include "passes/pass_context.h"
+#include "passes/pass_manager.h"
+#include "passes/pass_switches.h"
+
+namespace kiln::testing {
+
+struct TinyTrainingStep {
+  Graph graph;         // forward, loss, backward and AdamW of examples/qwen-tiny
+  ops::TensorMap feed; // data for every graph input
+};
+
+// The tiny Qwen training step in `dtype` with deterministic weights, tokens,
+// AdamW state (step 3, random moments) and lr 1e-3.
+TinyTrainingStep tinyTrainingStep(DType dtype, int64_t batch = 2, int64_t seq = 8);
+
+// Switch layer helpers: one pass on or off, or a group's ALL.
+passes::SwitchLayer switchPasses(const std::vector<std::pair<std::string, bool>> &passes,
+                                 const std::string &source = "test");
+passes::SwitchLayer switchAll(passes::PassGroup group, bool on, const std::string &source = "test");
+
+// A context for the built-in target `target` after applying `layers`; fails
+// the test on a bad layer.
+passes::PassContext
+contextFor(const std::string &target, const std::vector<passes::SwitchLayer> &layers = {},
+           const passes::PassRegistry &registry = passes::PassRegistry::builtin());
+// Every GraphFusion and UBFusion pass off except `pass` (Cleanup and
+// Precision passes keep their defaults).
+passes::PassContext
+onlyFusionPass(const std::string &target, const std::string &pass,
+               const passes::PassRegistry &registry = passes::PassRegistry::builtin());
+// Every GraphFusion and UBFusion pass off: the unfused reference.
+passes::PassContext
+noFusion(const std::string &target,
+         const passes::PassRegistry &registry = passes::PassRegistry::builtin());
+
+// Runs the pipeline on `graph`; fails the test on an error.
+passes::PipelineReport
+runPasses(Graph &graph, const passes::PassContext &ctx,
+          const passes::PassRegistry &registry = passes::PassRegistry::builtin());
+
+// Every output of `expected` is in `actual` with the same type and each
+// element within atol + rtol * |expected| (NaN only where expected is NaN).
+::testing::AssertionResult outputsAgree(const ops::TensorMap &expected,
+                                        const ops::TensorMap &actual, double rtol, double atol);
+
+// Runs `fused` and `unfused` on the same feed and compares them with the
+// tolerance suited to `dtype` (f32: 1e-5; f16: 2e-2; bf16: 6e-2 relative).
+::testing::AssertionResult fusedMatchesUnfused(const Graph &fused, const Graph &unfused,
+                                               const ops::TensorMap &feed, DType dtype);
+
+} // namespace kiln::testing

@@ -34,7 +34,15 @@ Expected<SwitchLayer> parseSwitchObject(const json &doc, std::string_view source
   JsonReader r(source);
   KILN_RETURN_IF_ERROR(r.checkKeys(doc, path, {"Switch"}));
   KILN_ASSIGN_OR_RETURN(const json *sw, r.object(doc, path, "Switch"));
-  const std::string sw_path = JsonReader::child(path, "Switch");
+  return parseSwitchGroups(*sw, source, JsonReader::child(path, "Switch"));
+}
+
+Expected<SwitchLayer> parseSwitchGroups(const json &groups, std::string_view source,
+                                        const std::string &sw_path) {
+  JsonReader r(source);
+  if (!groups.is_object())
+    return r.error(sw_path, "expected an object of pass groups");
+  const json *sw = &groups;
   SwitchLayer layer;
   layer.source = std::string(source);
   for (auto g = sw->begin(); g != sw->end(); ++g) {

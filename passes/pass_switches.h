@@ -40,6 +40,9 @@ struct SwitchLayer {
 // kiln also accepts its Cleanup and Precision groups there.
 Expected<SwitchLayer> parseSwitchObject(const nlohmann::json &doc, std::string_view source,
                                         const std::string &path = "$");
+// Just the object inside "Switch": {"GraphFusion": {...}, "UBFusion": {...}}.
+Expected<SwitchLayer> parseSwitchGroups(const nlohmann::json &groups, std::string_view source,
+                                        const std::string &path);
 // The old format: one "PassName:off" (or ":on") a line; '#' starts a comment.
 Expected<SwitchLayer> parseSwitchLines(std::string_view text, std::string_view source);
 // Either format, told apart by the first non-blank character.

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "compiler/autodiff/training_step.h"
+#include "compiler/driver/compile.h"
 #include "compiler/frontend/model_loader.h"
 
 namespace kiln::driver {
@@ -48,10 +49,12 @@ Expected<ops::TensorMap> runReference(const ReferenceRunRequest &request) {
     return Error(request.inputs_path + ": 'input_ids' must be i64 [batch, seq], got " +
                  typeToString(ids->second.type()));
 
+  const DType dtype = request.job ? request.job->dtype : request.dtype;
+  const OverflowMode overflow = request.job ? request.job->overflow : request.overflow;
   frontend::ModelOptions model_options;
   model_options.batch = ids->second.shape()[0];
   model_options.seq = ids->second.shape()[1];
-  model_options.dtype = request.dtype;
+  model_options.dtype = dtype;
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel model,
                         frontend::loadModel(request.model, model_options));
   Graph graph = std::move(model.graph);
@@ -62,13 +65,16 @@ Expected<ops::TensorMap> runReference(const ReferenceRunRequest &request) {
     options.keep_logits = true;
     KILN_ASSIGN_OR_RETURN(graph, autodiff::buildTrainingStep(graph, options));
   }
+  if (request.job) {
+    KILN_RETURN_IF_ERROR(compileGraph(graph, *request.job, request.instrumentation).status());
+  }
 
   KILN_ASSIGN_OR_RETURN(SafetensorsFile weights, readSafetensors(request.weights_path));
   KILN_ASSIGN_OR_RETURN(ops::TensorMap bound,
                         bindModelInputs(graph, weights.tensors, request.weights_path, data.tensors,
-                                        request.inputs_path, request.overflow));
+                                        request.inputs_path, overflow));
   ops::InterpretOptions run_options;
-  run_options.overflow = request.overflow;
+  run_options.overflow = overflow;
   KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, ops::interpret(graph, bound, run_options));
 
   ops::TensorMap result;

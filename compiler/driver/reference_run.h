@@ -4,9 +4,11 @@
 
 #include <string>
 
+#include "compiler/driver/job.h"
 #include "ir/error.h"
 #include "ir/safetensors.h"
 #include "ops/interpreter.h"
+#include "passes/pass_manager.h"
 
 namespace kiln::driver {
 
@@ -17,6 +19,10 @@ struct ReferenceRunRequest {
   bool training = false;    // also compute grad.<param> for every parameter
   DType dtype = DType::F32; // compute dtype of the model
   OverflowMode overflow = OverflowMode::InfNan;
+  // When set, the job's passes run before the graph does, so fused groups
+  // execute with their kernels' numerics; dtype and overflow come from it.
+  const ResolvedJob *job = nullptr;
+  passes::Instrumentation instrumentation;
 };
 
 // Outputs: "logits" (f32 [B,S,V]) and "loss" (f32 []), and with training

@@ -11,33 +11,56 @@ int fail(const std::string &message) {
   return 1;
 }
 
+namespace {
+
+DType parseFloatDType(const std::string &flag, const std::string &text) {
+  auto parsed = parseDType(text);
+  if (!parsed || !isFloat(*parsed))
+    throw CLI::ValidationError(flag, "expected f32, f16 or bf16, got '" + text + "'");
+  return *parsed;
+}
+
+OverflowMode parseOverflow(const std::string &text) {
+  auto parsed = parseOverflowMode(text);
+  if (!parsed)
+    throw CLI::ValidationError("--overflow-mode",
+                               "expected infnan or saturation, got '" + text + "'");
+  return *parsed;
+}
+
+} // namespace
+
 CLI::Option *addDTypeFlag(CLI::App &app, const std::string &name, DType &dtype,
                           const std::string &help) {
   return app
       .add_option_function<std::string>(
-          name,
-          [&dtype, name](const std::string &text) {
-            auto parsed = parseDType(text);
-            if (!parsed || !isFloat(*parsed))
-              throw CLI::ValidationError(name, "expected f32, f16 or bf16, got '" + text + "'");
-            dtype = *parsed;
-          },
+          name, [&dtype, name](const std::string &text) { dtype = parseFloatDType(name, text); },
           help)
+      ->type_name("f32|f16|bf16");
+}
+
+CLI::Option *addOptionalDTypeFlag(CLI::App &app, std::optional<DType> &dtype) {
+  return app
+      .add_option_function<std::string>(
+          "--dtype",
+          [&dtype](const std::string &text) { dtype = parseFloatDType("--dtype", text); },
+          "compute dtype of the model")
       ->type_name("f32|f16|bf16");
 }
 
 CLI::Option *addOverflowFlag(CLI::App &app, OverflowMode &mode) {
   return app
       .add_option_function<std::string>(
-          "--overflow-mode",
-          [&mode](const std::string &text) {
-            auto parsed = parseOverflowMode(text);
-            if (!parsed)
-              throw CLI::ValidationError("--overflow-mode",
-                                         "expected infnan or saturation, got '" + text + "'");
-            mode = *parsed;
-          },
+          "--overflow-mode", [&mode](const std::string &text) { mode = parseOverflow(text); },
           "how fp16/bf16 results that overflow are rounded (default infnan)")
+      ->type_name("infnan|saturation");
+}
+
+CLI::Option *addOptionalOverflowFlag(CLI::App &app, std::optional<OverflowMode> &mode) {
+  return app
+      .add_option_function<std::string>(
+          "--overflow-mode", [&mode](const std::string &text) { mode = parseOverflow(text); },
+          "how fp16/bf16 results that overflow are rounded (default: the target's)")
       ->type_name("infnan|saturation");
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -23,11 +24,16 @@ int fail(const std::string &message);
 CLI::Option *addDTypeFlag(CLI::App &app, const std::string &name, DType &dtype,
                           const std::string &help);
 CLI::Option *addOverflowFlag(CLI::App &app, OverflowMode &mode);
+// The same flags, for settings that fall back to a job file or a target.
+CLI::Option *addOptionalDTypeFlag(CLI::App &app, std::optional<DType> &dtype);
+CLI::Option *addOptionalOverflowFlag(CLI::App &app, std::optional<OverflowMode> &mode);
 
 void registerGraphCommand(CLI::App &app, Action &action);
 void registerInitCommand(CLI::App &app, Action &action);
 void registerRunCommand(CLI::App &app, Action &action);
 void registerMakeInputsCommand(CLI::App &app, Action &action);
 void registerOpsCommand(CLI::App &app, Action &action);
+void registerCompileCommand(CLI::App &app, Action &action);
+void registerPassesCommand(CLI::App &app, Action &action);
 
 } // namespace kiln::cli

@@ -6,6 +6,7 @@
 #include "compiler/driver/reference_run.h"
 #include "ir/safetensors.h"
 #include "tools/kiln/cli_common.h"
+#include "tools/kiln/job_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -13,10 +14,18 @@ namespace {
 struct RunOptions {
   driver::ReferenceRunRequest request;
   std::string outputs;
+  JobFlags job;
 };
 
 int runRun(const RunOptions &opts) {
-  auto outputs = driver::runReference(opts.request);
+  // Without --dtype or a job's precision, run in f32: exact reference results.
+  auto job = resolveJobFlags(opts.job, DType::F32);
+  if (!job)
+    return fail(job.error());
+  driver::ReferenceRunRequest request = opts.request;
+  request.job = &*job;
+  request.instrumentation = instrumentationOf(opts.job);
+  auto outputs = driver::runReference(request);
   if (!outputs)
     return fail(outputs.error());
   SafetensorsFile file;
@@ -35,7 +44,8 @@ int runRun(const RunOptions &opts) {
 
 void registerRunCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<RunOptions>();
-  CLI::App *cmd = app.add_subcommand("run", "Run a model on the reference interpreter");
+  CLI::App *cmd = app.add_subcommand(
+      "run", "Compile a model with a job's passes and run it on the reference interpreter");
   cmd->add_option("MODEL", opts->request.model,
                   "config.json, a folder holding it, or a kiln graph JSON")
       ->required();
@@ -47,8 +57,7 @@ void registerRunCommand(CLI::App &app, Action &action) {
   cmd->add_option("--outputs", opts->outputs, "safetensors to write logits, loss (and grads) to")
       ->required();
   cmd->add_flag("--training", opts->request.training, "also compute grad.<param> per parameter");
-  addDTypeFlag(*cmd, "--dtype", opts->request.dtype, "compute dtype of the model (default f32)");
-  addOverflowFlag(*cmd, opts->request.overflow);
+  addJobFlags(*cmd, opts->job);
   cmd->callback([opts, &action] { action = [opts] { return runRun(*opts); }; });
 }
 

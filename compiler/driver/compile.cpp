@@ -1,0 +1,25 @@
+#include "compiler/driver/compile.h"
+
+#include "compiler/autodiff/training_step.h"
+#include "compiler/frontend/model_loader.h"
+
+namespace kiln::driver {
+
+Expected<Graph> buildModelGraph(const ModelRequest &request, DType dtype) {
+  frontend::ModelOptions options;
+  options.batch = request.batch;
+  options.seq = request.seq;
+  options.dtype = dtype;
+  KILN_ASSIGN_OR_RETURN(frontend::LoadedModel model, frontend::loadModel(request.model, options));
+  if (!request.training)
+    return std::move(model.graph);
+  return autodiff::buildTrainingStep(model.graph, autodiff::TrainingStepOptions{});
+}
+
+Expected<passes::PipelineReport> compileGraph(Graph &graph, const ResolvedJob &job,
+                                              const passes::Instrumentation &instrumentation) {
+  passes::PassManager manager(*job.registry, *job.context, instrumentation);
+  return manager.run(graph);
+}
+
+} // namespace kiln::driver

@@ -1,0 +1,28 @@
+// The compile pipeline of a job: build the model's graph (forward or the
+// whole training step) and run the job's passes over it.
+#pragma once
+
+#include <string>
+
+#include "compiler/driver/job.h"
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "passes/pass_manager.h"
+
+namespace kiln::driver {
+
+struct ModelRequest {
+  std::string model;     // config.json, a folder holding it, or a kiln graph JSON
+  bool training = false; // forward, loss, backward and AdamW
+  int64_t batch = 1;
+  int64_t seq = 0; // 0: the config's seq_length
+};
+
+// The model's graph in `dtype`.
+Expected<Graph> buildModelGraph(const ModelRequest &request, DType dtype);
+
+// Runs the job's passes over `graph` in place.
+Expected<passes::PipelineReport> compileGraph(Graph &graph, const ResolvedJob &job,
+                                              const passes::Instrumentation &instrumentation = {});
+
+} // namespace kiln::driver

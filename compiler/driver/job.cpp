@@ -1,0 +1,196 @@
+#include "compiler/driver/job.h"
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "ir/file_io.h"
+#include "ir/json_reader.h"
+
+namespace kiln::driver {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string resolvePath(const std::string &base_dir, const std::string &path) {
+  if (path.empty() || fs::path(path).is_absolute() || base_dir.empty())
+    return path;
+  return (fs::path(base_dir) / path).string();
+}
+
+Expected<std::vector<std::string>> passList(const JsonReader &r, const json &doc, const char *key) {
+  KILN_ASSIGN_OR_RETURN(const json *v, r.optionalMember(doc, "$", key));
+  if (!v)
+    return std::vector<std::string>{};
+  return r.stringList(*v, JsonReader::child("$", key));
+}
+
+// A layer of single-pass settings that must all name known passes.
+passes::SwitchLayer passListLayer(const std::string &source, const std::vector<std::string> &enable,
+                                  const std::vector<std::string> &disable,
+                                  const std::string &enable_where,
+                                  const std::string &disable_where) {
+  passes::SwitchLayer layer;
+  layer.source = source;
+  layer.cann_format = false;
+  auto add = [&](const std::vector<std::string> &names, bool on, const std::string &where) {
+    for (const std::string &n : names) {
+      layer.passes.push_back({n, on});
+      layer.locations.push_back(where);
+      layer.listed_groups.push_back(std::nullopt);
+    }
+  };
+  add(enable, true, enable_where);
+  add(disable, false, disable_where);
+  return layer;
+}
+
+Status checkNotBoth(const std::string &source, const std::vector<std::string> &enable,
+                    const std::vector<std::string> &disable) {
+  for (const std::string &n : enable)
+    for (const std::string &m : disable)
+      if (n == m)
+        return Error(source + ": pass '" + n + "' is both enabled and disabled");
+  return Status::ok();
+}
+
+} // namespace
+
+Expected<JobSettings> parseJob(const json &doc, const std::string &source,
+                               const std::string &base_dir) {
+  JsonReader r(source);
+  KILN_RETURN_IF_ERROR(
+      r.checkKeys(doc, "$",
+                  {"format", "version", "name", "target", "precision", "fusion_switch",
+                   "enable_passes", "disable_passes", "fusion_rules", "allow_unknown_passes"}));
+  JobSettings job;
+  job.source = source;
+  if (doc.contains("format")) {
+    KILN_ASSIGN_OR_RETURN(std::string format, r.string(doc, "$", "format"));
+    if (format != "kiln.job")
+      return r.error("$.format", "expected \"kiln.job\", got \"" + format + "\"");
+  }
+  if (doc.contains("version") && doc["version"] != 1)
+    return r.error("$.version", "unsupported version (this kiln reads version 1)");
+  if (doc.contains("target")) {
+    KILN_ASSIGN_OR_RETURN(std::string t, r.string(doc, "$", "target"));
+    job.target = t.size() > 5 && t.substr(t.size() - 5) == ".json" ? resolvePath(base_dir, t) : t;
+  }
+  if (doc.contains("precision")) {
+    KILN_ASSIGN_OR_RETURN(const json *p, r.object(doc, "$", "precision"));
+    KILN_RETURN_IF_ERROR(r.checkKeys(*p, "$.precision", {"dtype", "overflow_mode"}));
+    if (p->contains("dtype")) {
+      KILN_ASSIGN_OR_RETURN(std::string d, r.string(*p, "$.precision", "dtype"));
+      auto dtype = parseDType(d);
+      if (!dtype || !isFloat(*dtype))
+        return r.error("$.precision.dtype", "expected f32, f16 or bf16, got \"" + d + "\"");
+      job.dtype = *dtype;
+    }
+    if (p->contains("overflow_mode")) {
+      KILN_ASSIGN_OR_RETURN(std::string m, r.string(*p, "$.precision", "overflow_mode"));
+      auto mode = parseOverflowMode(m);
+      if (!mode)
+        return r.error("$.precision.overflow_mode",
+                       "expected \"infnan\" or \"saturation\", got \"" + m + "\"");
+      job.overflow = *mode;
+    }
+  }
+  if (auto it = doc.find("fusion_switch"); it != doc.end()) {
+    if (it->is_string()) {
+      KILN_ASSIGN_OR_RETURN(job.fusion_switch,
+                            passes::readSwitchFile(resolvePath(base_dir, it->get<std::string>())));
+    } else if (it->is_object()) {
+      // Either CANN's whole file {"Switch": {...}} or just the Switch object.
+      if (it->contains("Switch")) {
+        KILN_ASSIGN_OR_RETURN(job.fusion_switch,
+                              passes::parseSwitchObject(*it, source, "$.fusion_switch"));
+      } else {
+        KILN_ASSIGN_OR_RETURN(job.fusion_switch,
+                              passes::parseSwitchGroups(*it, source, "$.fusion_switch"));
+      }
+    } else {
+      return r.error("$.fusion_switch",
+                     "expected CANN's Switch object or the path of a switch file");
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(job.enable_passes, passList(r, doc, "enable_passes"));
+  KILN_ASSIGN_OR_RETURN(job.disable_passes, passList(r, doc, "disable_passes"));
+  KILN_RETURN_IF_ERROR(checkNotBoth(source, job.enable_passes, job.disable_passes));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> dirs, passList(r, doc, "fusion_rules"));
+  for (const std::string &d : dirs)
+    job.fusion_rule_dirs.push_back(resolvePath(base_dir, d));
+  if (doc.contains("allow_unknown_passes")) {
+    KILN_ASSIGN_OR_RETURN(job.allow_unknown_passes, r.boolean(doc, "$", "allow_unknown_passes"));
+  }
+  return job;
+}
+
+Expected<JobSettings> readJobFile(const std::string &path) {
+  KILN_ASSIGN_OR_RETURN(json doc, readJsonFile(path));
+  return parseJob(doc, path, fs::path(path).parent_path().string());
+}
+
+Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
+                                 const JobSettings &command_line, DType default_dtype) {
+  const JobSettings empty;
+  const JobSettings &job = job_file ? *job_file : empty;
+  ResolvedJob resolved;
+
+  std::string target_name = command_line.target.value_or(job.target.value_or("ascend910b"));
+  KILN_ASSIGN_OR_RETURN(resolved.target, target::loadTarget(target_name));
+  resolved.dtype = command_line.dtype.value_or(job.dtype.value_or(default_dtype));
+  if (!resolved.target.supports(resolved.dtype))
+    return Error("target " + resolved.target.name + " has no " +
+                 std::string(dtypeName(resolved.dtype)) + " (it computes in " +
+                 [&] {
+                   std::string s;
+                   for (DType d : resolved.target.dtypes)
+                     if (isFloat(d))
+                       s += (s.empty() ? "" : ", ") + std::string(dtypeName(d));
+                   return s;
+                 }() +
+                 ")");
+  resolved.overflow =
+      command_line.overflow.value_or(job.overflow.value_or(resolved.target.default_overflow_mode));
+  if (!resolved.target.supports(resolved.overflow))
+    return Error("target " + resolved.target.name + " does not support overflow mode " +
+                 std::string(overflowModeName(resolved.overflow)) + " (it has " +
+                 [&] {
+                   std::string s;
+                   for (OverflowMode m : resolved.target.overflow_modes)
+                     s += (s.empty() ? "" : ", ") + std::string(overflowModeName(m));
+                   return s;
+                 }() +
+                 ")");
+
+  // The registry: built-in passes, then the fusion rules.
+  auto registry = std::make_shared<passes::PassRegistry>(passes::PassRegistry::builtin());
+  std::vector<passes::SwitchLayer> layers;
+  if (job.fusion_switch)
+    layers.push_back(*job.fusion_switch);
+  if (job_file)
+    layers.push_back(passListLayer(job.source, job.enable_passes, job.disable_passes,
+                                   "$.enable_passes", "$.disable_passes"));
+  if (command_line.fusion_switch)
+    layers.push_back(*command_line.fusion_switch);
+  KILN_RETURN_IF_ERROR(
+      checkNotBoth("command line", command_line.enable_passes, command_line.disable_passes));
+  layers.push_back(passListLayer("command line", command_line.enable_passes,
+                                 command_line.disable_passes, "--enable-pass", "--disable-pass"));
+
+  const bool allow_unknown = job.allow_unknown_passes || command_line.allow_unknown_passes;
+  KILN_ASSIGN_OR_RETURN(passes::SwitchResolution switches,
+                        passes::resolveSwitches(*registry, layers, allow_unknown));
+  for (const std::string &w : switches.warnings)
+    spdlog::warn("{}", w);
+  resolved.warnings = switches.warnings;
+  resolved.registry = registry;
+  resolved.context = std::make_shared<passes::PassContext>(
+      resolved.target, std::move(switches.enabled), std::move(switches.decided_by));
+  return resolved;
+}
+
+} // namespace kiln::driver

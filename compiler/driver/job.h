@@ -1,0 +1,65 @@
+// A compile job: the target, the precision settings and the fusion switches
+// of one run of kiln, from a job file (docs/job.md) and command-line flags.
+// Resolving a job yields the pass registry (built-in passes plus fusion
+// rules) and the PassContext the pass manager runs with.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ir/dtype.h"
+#include "ir/error.h"
+#include "passes/pass_context.h"
+#include "passes/pass_registry.h"
+#include "passes/pass_switches.h"
+#include "target/target.h"
+
+namespace kiln::driver {
+
+// What a job file or the command line asks for; unset fields take the
+// layer below (command line > job file > target default).
+struct JobSettings {
+  std::string source; // the job file, for messages
+  std::optional<std::string> target;
+  std::optional<DType> dtype;
+  std::optional<OverflowMode> overflow;
+  // CANN-format switch settings (job file "fusion_switch", --fusion-switch-file).
+  std::optional<passes::SwitchLayer> fusion_switch;
+  std::vector<std::string> enable_passes;
+  std::vector<std::string> disable_passes;
+  std::vector<std::string> fusion_rule_dirs; // folders of fusion rules
+  bool allow_unknown_passes = false;
+};
+
+// Reads a job file; relative paths in it are relative to the file's folder.
+// Unknown fields and ill-typed values are errors naming the file and the
+// JSON path.
+Expected<JobSettings> readJobFile(const std::string &path);
+Expected<JobSettings> parseJob(const nlohmann::json &doc, const std::string &source,
+                               const std::string &base_dir);
+
+struct ResolvedJob {
+  target::Target target;
+  DType dtype = DType::F16;
+  OverflowMode overflow = OverflowMode::InfNan;
+  // The registry must outlive `context`'s users; both live here.
+  std::shared_ptr<passes::PassRegistry> registry;
+  std::shared_ptr<passes::PassContext> context;
+  std::vector<std::string> warnings; // e.g. unknown passes accepted
+};
+
+// Layers, lowest precedence first: built-in defaults, fusion_rules/'s default
+// switch file (and that of each rule folder), the job file's fusion_switch and
+// pass lists, then the command line's switch file and pass lists. Errors: an
+// unknown target, a dtype or overflow mode the target lacks, bad rule folders
+// and every switch error of passes::resolveSwitches.
+// `default_dtype` applies when neither sets one (kiln compile: f16, the NPU's
+// working type; kiln run: f32, exact reference results).
+Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
+                                 const JobSettings &command_line, DType default_dtype);
+
+} // namespace kiln::driver

@@ -1,0 +1,67 @@
+#include "tools/kiln/job_flags.h"
+
+#include "tools/kiln/cli_common.h"
+
+namespace kiln::cli {
+
+void addJobFlags(CLI::App &cmd, JobFlags &flags) {
+  driver::JobSettings &s = flags.settings;
+  cmd.add_option("--job", flags.job_file, "job file (docs/job.md)")->group("Job");
+  cmd.add_option_function<std::string>(
+         "--target", [&s](const std::string &t) { s.target = t; },
+         "ascend910, ascend910b or a target .json (default ascend910b)")
+      ->group("Job");
+  addOptionalDTypeFlag(cmd, s.dtype)->group("Job");
+  addOptionalOverflowFlag(cmd, s.overflow)->group("Job");
+  cmd.add_option("--fusion-switch-file", flags.fusion_switch_file,
+                 "CANN fusion switch file (JSON or one 'Name:off' a line)")
+      ->group("Job");
+  cmd.add_option("--enable-pass", s.enable_passes, "turn a pass on (repeatable, or A,B)")
+      ->delimiter(',')
+      ->group("Job");
+  cmd.add_option("--disable-pass", s.disable_passes, "turn a pass off (repeatable, or A,B)")
+      ->delimiter(',')
+      ->group("Job");
+  cmd.add_option("--fusion-rules", s.fusion_rule_dirs, "a folder of fusion rules (repeatable)")
+      ->group("Job");
+  cmd.add_flag("--allow-unknown-passes", s.allow_unknown_passes,
+               "accept switch files naming passes kiln lacks, with a warning each")
+      ->group("Job");
+  cmd.add_option("--print-ir-before", flags.print_ir_before,
+                 "print the graph before these passes (NAME,...|all)")
+      ->delimiter(',')
+      ->group("Pass instrumentation");
+  cmd.add_option("--print-ir-after", flags.print_ir_after,
+                 "print the graph after these passes (NAME,...|all|changed)")
+      ->delimiter(',')
+      ->group("Pass instrumentation");
+  cmd.add_flag("--pass-timing", flags.pass_timing, "print the time each pass took")
+      ->group("Pass instrumentation");
+  cmd.add_flag("--pass-statistics", flags.pass_statistics, "print each pass's counters")
+      ->group("Pass instrumentation");
+}
+
+Expected<driver::ResolvedJob> resolveJobFlags(const JobFlags &flags, DType default_dtype) {
+  std::optional<driver::JobSettings> job;
+  if (!flags.job_file.empty()) {
+    KILN_ASSIGN_OR_RETURN(job, driver::readJobFile(flags.job_file));
+  }
+  driver::JobSettings command_line = flags.settings;
+  command_line.source = "command line";
+  if (!flags.fusion_switch_file.empty()) {
+    KILN_ASSIGN_OR_RETURN(command_line.fusion_switch,
+                          passes::readSwitchFile(flags.fusion_switch_file));
+  }
+  return driver::resolveJob(job, command_line, default_dtype);
+}
+
+passes::Instrumentation instrumentationOf(const JobFlags &flags) {
+  passes::Instrumentation inst;
+  inst.print_before.insert(flags.print_ir_before.begin(), flags.print_ir_before.end());
+  inst.print_after.insert(flags.print_ir_after.begin(), flags.print_ir_after.end());
+  inst.timing = flags.pass_timing;
+  inst.statistics = flags.pass_statistics;
+  return inst;
+}
+
+} // namespace kiln::cli

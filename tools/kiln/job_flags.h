@@ -1,0 +1,33 @@
+// The job flags every command that compiles takes (compile, run, and later
+// train and debug), parsed by this one piece of code: --job, --target,
+// --dtype, --overflow-mode, --fusion-switch-file, --enable-pass,
+// --disable-pass, --fusion-rules, --allow-unknown-passes and the pass
+// instrumentation flags.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "compiler/driver/job.h"
+#include "passes/pass_manager.h"
+
+namespace kiln::cli {
+
+struct JobFlags {
+  std::string job_file;
+  std::string fusion_switch_file;
+  driver::JobSettings settings; // target, dtype, overflow, pass lists, rule folders
+  std::vector<std::string> print_ir_before;
+  std::vector<std::string> print_ir_after;
+  bool pass_timing = false;
+  bool pass_statistics = false;
+};
+
+void addJobFlags(CLI::App &cmd, JobFlags &flags);
+// Reads the job file and the switch file and resolves the job.
+Expected<driver::ResolvedJob> resolveJobFlags(const JobFlags &flags, DType default_dtype);
+passes::Instrumentation instrumentationOf(const JobFlags &flags);
+
+} // namespace kiln::cli

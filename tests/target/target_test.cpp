@@ -1,0 +1,76 @@
+// Target descriptions: the built-in chips and malformed target files.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "ir/file_io.h"
+#include "target/target.h"
+
+namespace kiln::target {
+namespace {
+
+TEST(Target, BuiltinsCarryTheChipFacts) {
+  auto a = loadTarget("ascend910");
+  ASSERT_TRUE(a) << a.message();
+  EXPECT_FALSE(a->fixpipe.present);
+  EXPECT_FALSE(a->supports(OverflowMode::InfNan));
+  EXPECT_FALSE(a->supports(DType::BF16));
+  EXPECT_EQ(a->memory.ub_bytes, 256 * 1024);
+  EXPECT_EQ(a->cube_cores, 32);
+
+  auto b = loadTarget("ascend910b");
+  ASSERT_TRUE(b) << b.message();
+  EXPECT_TRUE(b->fixpipe.present);
+  EXPECT_TRUE(b->fixpipeApplies("Cast"));
+  EXPECT_FALSE(b->fixpipeApplies("Silu"));
+  EXPECT_EQ(b->default_overflow_mode, OverflowMode::InfNan);
+  EXPECT_EQ(b->memory.ub_bytes, 192 * 1024);
+  EXPECT_EQ(b->memory.l0c_bytes, 128 * 1024);
+  EXPECT_EQ(b->cube_cores, 24);
+  EXPECT_EQ(builtinTargetNames(), (std::vector<std::string>{"ascend910", "ascend910b"}));
+}
+
+nlohmann::json validTarget() {
+  auto text = readFile(std::string(KILN_SOURCE_DIR) + "/target/data/ascend910b.json");
+  EXPECT_TRUE(text);
+  return nlohmann::json::parse(*text);
+}
+
+TEST(Target, MalformedFilesNameThePath) {
+  struct Case {
+    std::function<void(nlohmann::json &)> edit;
+    const char *expect;
+  };
+  const std::vector<Case> cases = {
+      {[](auto &j) { j.erase("memory"); }, "$: missing field 'memory'"},
+      {[](auto &j) { j["memory"]["ub_bytes"] = -1; }, "$.memory.ub_bytes: expected a positive"},
+      {[](auto &j) { j["memory"]["ub"] = 1; }, "$.memory.ub: unknown field"},
+      {[](auto &j) { j["dtypes"][0] = "f64"; }, "$.dtypes[0]: unknown dtype 'f64'"},
+      {[](auto &j) { j["overflow_modes"] = {"saturation"}; },
+       "$.default_overflow_mode: not one of $.overflow_modes"},
+      {[](auto &j) { j["fixpipe"]["present"] = false; },
+       "$.fixpipe.epilogue_ops: must be empty when FixPipe is not present"},
+      {[](auto &j) { j["format"] = "kiln.job"; }, "$.format: expected \"kiln.target\""},
+      {[](auto &j) { j["cores"]["cube"] = "24"; }, "$.cores.cube: expected an integer"},
+  };
+  for (const Case &c : cases) {
+    nlohmann::json j = validTarget();
+    c.edit(j);
+    auto t = parseTarget(j, "my_target.json");
+    ASSERT_FALSE(t) << c.expect;
+    EXPECT_NE(t.message().find("my_target.json: "), std::string::npos) << t.message();
+    EXPECT_NE(t.message().find(c.expect), std::string::npos) << t.message();
+  }
+  EXPECT_TRUE(parseTarget(validTarget(), "ok.json"));
+}
+
+TEST(Target, UnknownNameListsTheBuiltins) {
+  auto t = loadTarget("ascend310p");
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.message().find("ascend910, ascend910b"), std::string::npos) << t.message();
+  auto f = loadTarget("/nonexistent/chip.json");
+  ASSERT_FALSE(f);
+  EXPECT_NE(f.message().find("/nonexistent/chip.json"), std::string::npos) << f.message();
+}
+
+} // namespace
+} // namespace kiln::target

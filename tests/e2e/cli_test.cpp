@@ -10,69 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/safetensors.h"
+#include "tests/e2e/cli_fixture.h"
 
 namespace kiln {
 namespace {
 
-namespace fs = std::filesystem;
-
-const std::string kSource = KILN_SOURCE_DIR;
-const std::string kTiny = kSource + "/examples/qwen-tiny/config.json";
-const std::string k14b = kSource + "/examples/qwen-14b/config.json";
-
-struct Result {
-  int exit_code = -1;
-  bool signaled = false;
-  std::string out; // stdout
-  std::string err; // stderr
-};
-
-std::string slurp(const fs::path &p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-class Cli : public ::testing::Test {
-protected:
-  void SetUp() override {
-    kiln_ = KILN_CLI;
-    dir_ = fs::temp_directory_path() /
-           ("kiln_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  Result run(const std::string &args) {
-    const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
-    int status = std::system((kiln_ + " " + args + " >" + out + " 2>" + err).c_str());
-    Result r;
-    r.signaled = WIFSIGNALED(status);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  std::string path(const std::string &name) const { return (dir_ / name).string(); }
-
-  void write(const std::string &name, const std::string &contents) {
-    std::ofstream(dir_ / name, std::ios::binary) << contents;
-  }
-
-  // A one-line "kiln: error:" message containing every fragment, exit code 1.
-  static void expectError(const Result &r, std::initializer_list<std::string> fragments) {
-    EXPECT_FALSE(r.signaled);
-    EXPECT_NE(r.exit_code, 0);
-    EXPECT_EQ(r.err.rfind("kiln: error: ", 0), 0u) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    for (const std::string &f : fragments)
-      EXPECT_NE(r.err.find(f), std::string::npos) << "missing '" << f << "' in: " << r.err;
-  }
-
-  std::string kiln_;
-  fs::path dir_;
-};
+using namespace kiln::testing;
 
 TEST_F(Cli, Qwen14bTrainingGraphStats) {
   Result r = run("graph " + k14b + " --training --seq 2048 --batch 1 --format stats");

@@ -18,7 +18,9 @@ Status verifyNode(const Graph &graph, const Node &node, const OpRegistry &regist
     in_types.push_back(graph.type(in));
   KILN_RETURN_IF_ERROR(checkInputs(def, in_types, where));
   KILN_ASSIGN_OR_RETURN(AttrMap complete, completeAttrs(def, node.attrs, where));
-  if (!(complete == node.attrs))
+  // completeAttrs only adds defaults, so a larger map means some were missing.
+  // (Comparing maps would reject NaN-valued attributes: NaN != NaN.)
+  if (complete.size() != node.attrs.size())
     return Error(where + ": attributes are incomplete (every attribute must be explicit)");
   auto inferred = reg->impl.infer(in_types, complete);
   if (!inferred)

@@ -15,8 +15,12 @@ class PassContext {
 public:
   PassContext(target::Target target, std::map<std::string, bool> enabled,
               std::map<std::string, std::string> decided_by = {})
-      : target_(std::move(target)), enabled_(std::move(enabled)),
-        decided_by_(std::move(decided_by)) {}
+      : target_(std::move(target)), overflow_(target_.default_overflow_mode),
+        enabled_(std::move(enabled)), decided_by_(std::move(decided_by)) {}
+
+  // The job's overflow mode (the target's default unless the job sets one).
+  OverflowMode overflowMode() const { return overflow_; }
+  void setOverflowMode(OverflowMode mode) { overflow_ = mode; }
 
   const target::Target &target() const { return target_; }
   // A pass the switches never mention keeps its built-in default.
@@ -33,6 +37,7 @@ public:
 
 private:
   target::Target target_;
+  OverflowMode overflow_;
   std::map<std::string, bool> enabled_;
   std::map<std::string, std::string> decided_by_;
 };

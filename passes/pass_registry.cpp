@@ -4,6 +4,8 @@
 #include <cassert>
 #include <tuple>
 
+#include "ir/name_suggest.h"
+
 namespace kiln::passes {
 
 std::string_view passGroupName(PassGroup group) {
@@ -32,24 +34,6 @@ namespace {
 PassRegistry &mutableBuiltin() {
   static PassRegistry registry;
   return registry;
-}
-
-size_t editDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j)
-    row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
-                  std::tolower(static_cast<unsigned char>(b[j - 1]));
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 } // namespace
@@ -88,17 +72,10 @@ std::vector<const Pass *> PassRegistry::ordered() const {
 }
 
 std::vector<std::string> PassRegistry::nearestNames(std::string_view name, size_t count) const {
-  std::vector<std::pair<size_t, std::string>> scored;
+  std::vector<std::string> names;
   for (const auto &p : passes_)
-    scored.push_back({editDistance(name, p->info().name), p->info().name});
-  std::sort(scored.begin(), scored.end());
-  std::vector<std::string> out;
-  // Only suggest names that share most of their letters with the query.
-  const size_t limit = std::max<size_t>(3, name.size() / 2);
-  for (const auto &[distance, n] : scored)
-    if (out.size() < count && distance <= limit)
-      out.push_back(n);
-  return out;
+    names.push_back(p->info().name);
+  return kiln::nearestNames(name, names, count);
 }
 
 std::string PassRegistry::unknownPassMessage(std::string_view name) const {

@@ -12,6 +12,12 @@ echo "== Qwen-14B training step (seq 2048, batch 1): graph summary"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+echo "== Qwen-14B training step: compile for ascend910b (f16) with the default passes"
+"$kiln" compile examples/qwen-14b/config.json --training --seq 2048 --batch 1 \
+  --target ascend910b --report "$work/report.json"
+echo "== the same job with TbeMatmulFixPipeFusionPass switched off for this job only"
+"$kiln" compile examples/qwen-14b/config.json --training --seq 2048 --batch 1 \
+  --target ascend910b --disable-pass TbeMatmulFixPipeFusionPass --report "$work/report_off.json"
 echo "== tiny Qwen: init, then forward + backward on the reference interpreter"
 "$kiln" init examples/qwen-tiny/config.json -o "$work/weights.safetensors" --seed 0
 "$kiln" make-inputs examples/qwen-tiny/config.json --batch 2 --seq 16 --seed 1 -o "$work/inputs.safetensors"

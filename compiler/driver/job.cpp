@@ -7,6 +7,8 @@
 
 #include "ir/file_io.h"
 #include "ir/json_reader.h"
+#include "passes/fusion/rules/embedded_rules.h"
+#include "passes/fusion/rules/rule_loader.h"
 
 namespace kiln::driver {
 
@@ -166,9 +168,32 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
                  }() +
                  ")");
 
-  // The registry: built-in passes, then the fusion rules.
-  auto registry = std::make_shared<passes::PassRegistry>(passes::PassRegistry::builtin());
+  // The registry: built-in passes, the built-in rules, then the rule folders'.
+  std::vector<std::string> rule_dirs = job.fusion_rule_dirs;
+  rule_dirs.insert(rule_dirs.end(), command_line.fusion_rule_dirs.begin(),
+                   command_line.fusion_rule_dirs.end());
+  KILN_ASSIGN_OR_RETURN(passes::PassRegistry with_rules,
+                        passes::rules::registryWithFusionRules(passes::PassRegistry::builtin(),
+                                                               rule_dirs));
+  auto registry = std::make_shared<passes::PassRegistry>(std::move(with_rules));
+
+  // The default switch files: fusion_rules/'s, then each rule folder's.
   std::vector<passes::SwitchLayer> layers;
+  for (const EmbeddedFile &file : passes::embeddedFusionRuleFiles()) {
+    if (fs::path(file.path).filename() != passes::rules::kDefaultSwitchFileName)
+      continue;
+    KILN_ASSIGN_OR_RETURN(json doc, parseJson(file.contents, file.path));
+    KILN_ASSIGN_OR_RETURN(passes::SwitchLayer layer,
+                          passes::parseSwitchObject(doc, file.path));
+    layers.push_back(std::move(layer));
+  }
+  for (const std::string &dir : rule_dirs) {
+    fs::path file = fs::path(dir) / passes::rules::kDefaultSwitchFileName;
+    if (!fs::exists(file))
+      continue;
+    KILN_ASSIGN_OR_RETURN(passes::SwitchLayer layer, passes::readSwitchFile(file.string()));
+    layers.push_back(std::move(layer));
+  }
   if (job.fusion_switch)
     layers.push_back(*job.fusion_switch);
   if (job_file)
@@ -190,6 +215,7 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   resolved.registry = registry;
   resolved.context = std::make_shared<passes::PassContext>(
       resolved.target, std::move(switches.enabled), std::move(switches.decided_by));
+  resolved.context->setOverflowMode(resolved.overflow);
   return resolved;
 }
 

@@ -22,6 +22,25 @@ bool FusionView::outputsStayInside(NodeId node, const std::vector<NodeId> &membe
   return true;
 }
 
+bool isSplat(const FusionView &view, ValueId v) {
+  NodeId p = view.producer(v);
+  return view.graph().type(v).numElements() == 1 ||
+         (p != kNoNode && view.graph().node(p).op == "Fill");
+}
+
+void absorbPrivateFills(const FusionView &view, std::vector<NodeId> &members) {
+  std::unordered_set<NodeId> inside(members.begin(), members.end());
+  for (size_t i = 0; i < members.size(); ++i)
+    for (ValueId v : view.graph().node(members[i]).inputs) {
+      NodeId p = view.producer(v);
+      if (p == kNoNode || view.graph().node(p).op != "Fill" || inside.count(p) ||
+          view.graph().node(p).group != kNoGroup || !view.outputsStayInside(p, members))
+        continue;
+      members.push_back(p);
+      inside.insert(p);
+    }
+}
+
 std::string convexityViolation(const FusionView &view, const std::vector<NodeId> &members) {
   const Graph &graph = view.graph();
   std::unordered_set<NodeId> inside(members.begin(), members.end());

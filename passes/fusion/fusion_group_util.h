@@ -31,6 +31,14 @@ private:
   std::vector<bool> is_output_;
 };
 
+// `v` is a splat: produced by a Fill, or holding one element.
+bool isSplat(const FusionView &view, ValueId v);
+
+// Adds to `members` the ungrouped Fill nodes feeding them whose every user is
+// a member. A Fill shared by several kernels stays outside: each reads the
+// splat as a scalar input.
+void absorbPrivateFills(const FusionView &view, std::vector<NodeId> &members);
+
 // Empty when `members` (distinct, ungrouped nodes) may form one kernel: the
 // set is convex (no path leaves it and comes back). Otherwise the reason,
 // naming the node through which the path runs.

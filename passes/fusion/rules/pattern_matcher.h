@@ -1,0 +1,40 @@
+// Matching a rule's pattern against the graph, anchored at one root node.
+//
+// The structure is matched first: the root's op, then its inputs recursively,
+// each pattern node binding one distinct graph node (through that node's
+// first output) and each wildcard one value from outside the match, the same
+// value wherever the wildcard appears. A commutative two-input node tries both
+// orders, backtracking through the rest of the pattern. Each structural match
+// is then judged: its constraints, no inner value used outside the match
+// (unless the node "escapes"), no member in a group already, and the members
+// convex. The first match that passes becomes a group; otherwise the first
+// one's failure is the rejection reason.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/fusion/fusion_group_util.h"
+#include "passes/fusion/rules/pattern.h"
+
+namespace kiln::passes::rules {
+
+struct Match {
+  std::vector<NodeId> nodes;      // per pattern node
+  std::vector<ValueId> wildcards; // per wildcard
+  // The bound graph nodes, distinct, in node order.
+  std::vector<NodeId> members() const;
+};
+
+// Structural matches anchored at `root`, at most `limit` of them.
+std::vector<Match> matchStructure(const Graph &graph, const Pattern &pattern, NodeId root,
+                                  size_t limit = 16);
+
+// Empty when every constraint holds; otherwise which one failed, by JSON path.
+std::string constraintViolation(const Graph &graph, const Pattern &pattern, const Match &match);
+
+// Empty when the match may become one kernel; otherwise why not.
+std::string fusionViolation(const FusionView &view, const Pattern &pattern, const Match &match);
+
+} // namespace kiln::passes::rules

@@ -5,6 +5,7 @@
 #include "compiler/autodiff/training_step.h"
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/qwen_init.h"
+#include "ops/op_verifier.h"
 #include "tests/support/random.h"
 
 namespace kiln::testing {
@@ -94,6 +95,45 @@ passes::PipelineReport runPasses(Graph &graph, const passes::PassContext &ctx,
   auto report = manager.run(graph);
   EXPECT_TRUE(report) << report.message();
   return report ? *report : passes::PipelineReport{};
+}
+
+passes::PassResult runOnePass(Graph &graph, const std::string &name, const passes::PassContext &ctx,
+                              bool verify) {
+  const passes::Pass *pass = passes::PassRegistry::builtin().find(name);
+  EXPECT_NE(pass, nullptr) << name << " is not registered";
+  if (!pass)
+    return {};
+  auto result = pass->run(graph, ctx);
+  EXPECT_TRUE(result) << result.message();
+  if (verify) {
+    Status compacted = graph.compact();
+    EXPECT_TRUE(compacted.isOk()) << compacted.message();
+    Status verified = ops::verifyGraph(graph);
+    EXPECT_TRUE(verified.isOk()) << verified.message();
+  }
+  return result ? *result : passes::PassResult{};
+}
+
+passes::PassResult runOnePass(Graph &graph, const std::string &name, const std::string &target) {
+  return runOnePass(graph, name, contextFor(target));
+}
+
+std::string reasonFor(const passes::PassResult &result, const std::string &node) {
+  for (const passes::Rejection &rej : result.rejections)
+    if (rej.node == node)
+      return rej.reason;
+  return "<no rejection for " + node + ">";
+}
+
+std::vector<std::string> groupMemberNames(const Graph &graph, const std::string &node) {
+  NodeId id = graph.findNode(node);
+  if (id == kNoNode || graph.node(id).group == kNoGroup)
+    return {};
+  const std::vector<std::vector<NodeId>> members = graph.groupMembers();
+  std::vector<std::string> names;
+  for (NodeId m : members[graph.node(id).group])
+    names.push_back(graph.node(m).name);
+  return names;
 }
 
 ::testing::AssertionResult outputsAgree(const ops::TensorMap &expected,

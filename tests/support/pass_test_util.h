@@ -50,6 +50,20 @@ passes::PipelineReport
 runPasses(Graph &graph, const passes::PassContext &ctx,
           const passes::PassRegistry &registry = passes::PassRegistry::builtin());
 
+// Runs the registered pass `name` alone on `graph` with `ctx` and, when
+// `verify`, compacts and verifies the graph as the pass manager would.
+passes::PassResult runOnePass(Graph &graph, const std::string &name, const passes::PassContext &ctx,
+                              bool verify = true);
+// The same in a default context for `target`.
+passes::PassResult runOnePass(Graph &graph, const std::string &name,
+                              const std::string &target = "ascend910b");
+
+// The reason the pass gave for leaving `node` alone, or a marker text.
+std::string reasonFor(const passes::PassResult &result, const std::string &node);
+// The names of the members of the group `node` belongs to, in node order
+// (empty when it is in none).
+std::vector<std::string> groupMemberNames(const Graph &graph, const std::string &node);
+
 // Every output of `expected` is in `actual` with the same type and each
 // element within atol + rtol * |expected| (NaN only where expected is NaN).
 ::testing::AssertionResult outputsAgree(const ops::TensorMap &expected,

@@ -1,5 +1,4 @@
-// Helpers for the cleanup pass tests: run one pass the way the pass manager
-// does (run, compact, verify), contexts in which only chosen cleanup passes
+// Helpers for the cleanup pass tests: contexts in which only chosen cleanup passes
 // run, and exact comparison with the reference interpreter.
 #pragma once
 
@@ -21,24 +20,6 @@ namespace kiln::testing {
 inline const std::vector<std::string> kCleanupPasses = {
     "ConstantFoldingPass", "ReshapeTransposeFoldingPass", "CommonSubexpressionEliminationPass",
     "DeadCodeEliminationPass"};
-
-// Runs the registered pass `name` alone on `graph`, then compacts and
-// verifies it as the pass manager would.
-inline passes::PassResult runOnePass(Graph &graph, const std::string &name,
-                                     const std::string &target = "ascend910b") {
-  const passes::Pass *pass = passes::PassRegistry::builtin().find(name);
-  EXPECT_NE(pass, nullptr) << name << " is not registered";
-  if (!pass)
-    return {};
-  passes::PassContext ctx = contextFor(target);
-  auto result = pass->run(graph, ctx);
-  EXPECT_TRUE(result) << result.message();
-  Status compacted = graph.compact();
-  EXPECT_TRUE(compacted.isOk()) << compacted.message();
-  Status verified = ops::verifyGraph(graph);
-  EXPECT_TRUE(verified.isOk()) << verified.message();
-  return result ? *result : passes::PassResult{};
-}
 
 // A context where only the cleanup passes in `on` run: every other group is
 // switched off, and so is every other cleanup pass.

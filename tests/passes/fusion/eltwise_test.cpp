@@ -21,39 +21,11 @@ namespace kiln::testing {
 namespace {
 
 const char *kPass = "TbeEltwiseFusionPass";
-using Names = std::vector<std::string>;
 
 passes::PassResult runPass(Graph &g, const std::string &target = "ascend910b") {
-  const passes::Pass *pass = passes::PassRegistry::builtin().find(kPass);
-  EXPECT_NE(pass, nullptr);
-  if (!pass)
-    return {};
-  auto result = pass->run(g, contextFor(target));
-  EXPECT_TRUE(result) << result.message();
-  Status compacted = g.compact();
-  EXPECT_TRUE(compacted.isOk()) << compacted.message();
-  Status verified = ops::verifyGraph(g);
-  EXPECT_TRUE(verified.isOk()) << verified.message();
-  return result ? *result : passes::PassResult{};
+  return runOnePass(g, kPass, target);
 }
-
-std::string reasonFor(const passes::PassResult &r, const std::string &node) {
-  for (const passes::Rejection &rej : r.rejections)
-    if (rej.node == node)
-      return rej.reason;
-  return "<no rejection for " + node + ">";
-}
-
-Names groupOf(const Graph &g, const std::string &node) {
-  NodeId id = g.findNode(node);
-  if (id == kNoNode || g.node(id).group == kNoGroup)
-    return {};
-  const std::vector<std::vector<NodeId>> members = g.groupMembers();
-  Names names;
-  for (NodeId m : members[g.node(id).group])
-    names.push_back(g.node(m).name);
-  return names;
-}
+using Names = std::vector<std::string>;
 
 // Every output has the same type and bytes (outputsAgree cannot compare infinities).
 ::testing::AssertionResult sameBits(const ops::TensorMap &want, const ops::TensorMap &got) {
@@ -89,7 +61,7 @@ TEST(EltwiseFusion, FusesAChainWithItsPrivateConstantIntoOneStorageKernel) {
   EXPECT_EQ(grp.kernel, "eltwise");
   EXPECT_EQ(grp.formed_by, kPass);
   EXPECT_EQ(grp.intermediates, Intermediates::Storage);
-  EXPECT_EQ(groupOf(g, "neg"), (Names{"neg", "exp", "three", "scale", "to_f32"}));
+  EXPECT_EQ(groupMemberNames(g, "neg"), (Names{"neg", "exp", "three", "scale", "to_f32"}));
 }
 
 // Values near f16's limits: any intermediate held wider than f16 would change
@@ -115,7 +87,7 @@ TEST(EltwiseFusion, FusedResultsAreBitForBitTheUnfusedOnes) {
   Graph fused = g;
   passes::PassResult r = runPass(fused);
   ASSERT_EQ(r.effect_times, 1);
-  EXPECT_EQ(groupOf(fused, "m1").size(), 9u) << "all of it is one kernel";
+  EXPECT_EQ(groupMemberNames(fused, "m1").size(), 9u) << "all of it is one kernel";
   auto want = ops::interpret(g, feed);
   auto got = ops::interpret(fused, feed);
   ASSERT_TRUE(want) << want.message();
@@ -142,8 +114,8 @@ TEST(EltwiseFusion, RefusesACandidateThatWouldMakeTheGroupNonConvex) {
 
   passes::PassResult res = runPass(g);
   EXPECT_EQ(res.effect_times, 1);
-  EXPECT_EQ(groupOf(g, "a"), (Names{"a", "b"}));
-  EXPECT_TRUE(groupOf(g, "d").empty());
+  EXPECT_EQ(groupMemberNames(g, "a"), (Names{"a", "b"}));
+  EXPECT_TRUE(groupMemberNames(g, "d").empty());
   EXPECT_TRUE(mentions(reasonFor(res, "d"),
                        {"Add 'd' not fused", "joining 'fused.a'",
                         "a path leaves the group through 'r'", "comes back into 'd'"}));
@@ -177,15 +149,15 @@ TEST(EltwiseFusion, UbBudgetBoundsTheGroupPerTarget) {
   Graph on910 = unaryChain(ops);
   passes::PassResult r = runPass(on910, "ascend910");
   EXPECT_EQ(r.effect_times, 1);
-  EXPECT_EQ(groupOf(on910, "op0").size(), static_cast<size_t>(ops));
+  EXPECT_EQ(groupMemberNames(on910, "op0").size(), static_cast<size_t>(ops));
   EXPECT_TRUE(r.rejections.empty());
 
   Graph on910b = unaryChain(ops);
   r = runPass(on910b, "ascend910b");
   const int64_t first = maxOps(*t910b);
-  EXPECT_EQ(groupOf(on910b, "op0").size(), static_cast<size_t>(first));
+  EXPECT_EQ(groupMemberNames(on910b, "op0").size(), static_cast<size_t>(first));
   const std::string refused = "op" + std::to_string(first);
-  EXPECT_EQ(groupOf(on910b, refused).size(), static_cast<size_t>(ops - first))
+  EXPECT_EQ(groupMemberNames(on910b, refused).size(), static_cast<size_t>(ops - first))
       << "the rest starts a kernel of its own";
   EXPECT_EQ(r.effect_times, 2);
   EXPECT_EQ(r.statistics["budget_rejections"], 1);
@@ -208,8 +180,8 @@ TEST(EltwiseFusion, LeavesOtherPassesGroupsAlone) {
 
   passes::PassResult r = runPass(g);
   EXPECT_EQ(r.effect_times, 0) << "a and c alone are one op each";
-  EXPECT_EQ(groupOf(g, "bb"), (Names{"bb"}));
-  EXPECT_TRUE(groupOf(g, "a").empty());
+  EXPECT_EQ(groupMemberNames(g, "bb"), (Names{"bb"}));
+  EXPECT_TRUE(groupMemberNames(g, "a").empty());
   EXPECT_TRUE(mentions(reasonFor(r, "bb"),
                        {"Exp 'bb' not fused", "'bb' is already in fused group 'fused.bb'",
                         "(formed by OtherPass)"}));

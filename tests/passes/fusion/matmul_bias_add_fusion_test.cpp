@@ -17,29 +17,10 @@ namespace {
 
 const char *kPass = "MatMulBiasAddFusionPass";
 
-// Runs the pass alone on `g`; with `verify`, compacts and verifies as the
-// pass manager would.
+// Runs the pass alone; with `verify`, compacts and verifies as the pass
+// manager would.
 passes::PassResult runPass(Graph &g, bool verify = true) {
-  const passes::Pass *pass = passes::PassRegistry::builtin().find(kPass);
-  EXPECT_NE(pass, nullptr);
-  if (!pass)
-    return {};
-  auto result = pass->run(g, contextFor("ascend910b"));
-  EXPECT_TRUE(result) << result.message();
-  if (verify) {
-    Status compacted = g.compact();
-    EXPECT_TRUE(compacted.isOk()) << compacted.message();
-    Status verified = ops::verifyGraph(g);
-    EXPECT_TRUE(verified.isOk()) << verified.message();
-  }
-  return result ? *result : passes::PassResult{};
-}
-
-std::string reasonFor(const passes::PassResult &r, const std::string &node) {
-  for (const passes::Rejection &rej : r.rejections)
-    if (rej.node == node)
-      return rej.reason;
-  return "<no rejection for " + node + ">";
+  return runOnePass(g, kPass, contextFor("ascend910b"), verify);
 }
 
 // x [4,8] times w [16,8] transposed, the c_attn layout, in `dtype`.

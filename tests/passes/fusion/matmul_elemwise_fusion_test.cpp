@@ -20,38 +20,9 @@ namespace {
 const char *kPass = "ATbeMatmulElemwiseFusionPass";
 
 passes::PassResult runPass(Graph &g, const passes::PassContext &ctx) {
-  const passes::Pass *pass = passes::PassRegistry::builtin().find(kPass);
-  EXPECT_NE(pass, nullptr);
-  if (!pass)
-    return {};
-  auto result = pass->run(g, ctx);
-  EXPECT_TRUE(result) << result.message();
-  Status compacted = g.compact();
-  EXPECT_TRUE(compacted.isOk()) << compacted.message();
-  Status verified = ops::verifyGraph(g);
-  EXPECT_TRUE(verified.isOk()) << verified.message();
-  return result ? *result : passes::PassResult{};
+  return runOnePass(g, kPass, ctx);
 }
-
-passes::PassResult runPass(Graph &g) { return runPass(g, contextFor("ascend910b")); }
-
-std::string reasonFor(const passes::PassResult &r, const std::string &node) {
-  for (const passes::Rejection &rej : r.rejections)
-    if (rej.node == node)
-      return rej.reason;
-  return "<no rejection for " + node + ">";
-}
-
-std::vector<std::string> groupOf(const Graph &g, const std::string &node) {
-  NodeId id = g.findNode(node);
-  if (id == kNoNode || g.node(id).group == kNoGroup)
-    return {};
-  const std::vector<std::vector<NodeId>> members = g.groupMembers();
-  std::vector<std::string> names;
-  for (NodeId m : members[g.node(id).group])
-    names.push_back(g.node(m).name);
-  return names;
-}
+passes::PassResult runPass(Graph &g) { return runOnePass(g, kPass); }
 
 using Names = std::vector<std::string>;
 
@@ -98,7 +69,7 @@ TEST(MatmulElemwiseFusion, GroupsTheScaledMaskedAttentionScores) {
   ASSERT_EQ(g.groups().size(), 1u);
   EXPECT_EQ(g.groups()[0],
             (FusionGroup{"fused.scores", "matmul_elemwise", kPass, Intermediates::Storage}));
-  EXPECT_EQ(groupOf(g, "scores"), (Names{"scores", "scale", "mask"}));
+  EXPECT_EQ(groupMemberNames(g, "scores"), (Names{"scores", "scale", "mask"}));
 
   // Storage intermediates round as the unfused ops do: the same bits.
   auto before = ops::interpret(unfused, feed);
@@ -118,7 +89,7 @@ TEST(MatmulElemwiseFusion, AbsorbsReshapesBetweenOpsAndDropsTrailingOnes) {
                 b.create("Reshape", "flatten", {sum}, {{"shape", std::vector<int64_t>{4, 16}}}));
   passes::PassResult r = runPass(c.g);
   EXPECT_EQ(r.effect_times, 1);
-  EXPECT_EQ(groupOf(c.g, "mm"), (Names{"mm", "unflatten", "residual_add"}));
+  EXPECT_EQ(groupMemberNames(c.g, "mm"), (Names{"mm", "unflatten", "residual_add"}));
   EXPECT_EQ(r.statistics.at("reshapes_absorbed"), 1);
 }
 
@@ -159,7 +130,7 @@ TEST(MatmulElemwiseFusion, StopsAtAValueWithSeveralUsers) {
   c.g.addOutput("t", b.create("SiluGrad", "silu_grad", {c.g.findOutput("s")->value, mm2}));
   passes::PassResult r = runPass(c.g);
   EXPECT_EQ(r.effect_times, 1);
-  EXPECT_EQ(groupOf(c.g, "mm"), (Names{"mm", "act"}));
+  EXPECT_EQ(groupMemberNames(c.g, "mm"), (Names{"mm", "act"}));
   EXPECT_EQ(reasonFor(r, "mm2"),
             "no elementwise epilogue: the result of MatMul 'mm2' has 2 users (Sigmoid 'sig', "
             "SiluGrad 'silu_grad'); an epilogue link must be its only user");
@@ -193,7 +164,7 @@ TEST(MatmulElemwiseFusion, TheUbBudgetBoundsTheChain) {
   build(tight);
   passes::PassResult r = runPass(fits, smallUb(16384));
   EXPECT_EQ(r.effect_times, 1);
-  EXPECT_EQ(groupOf(fits, "mm"), (Names{"mm", "neg1"}));
+  EXPECT_EQ(groupMemberNames(fits, "mm"), (Names{"mm", "neg1"}));
   EXPECT_EQ(r.statistics.at("chains_cut_by_ub"), 1);
   EXPECT_EQ(runPass(two, smallUb(16384 + 4096)).statistics.at("epilogue_ops"), 2);
 

@@ -17,38 +17,8 @@ namespace {
 
 const char *kPass = "TbeMatmulFixPipeFusionPass";
 
-// Runs the pass alone on `g` for `target`, then compacts and verifies.
 passes::PassResult runPass(Graph &g, const std::string &target = "ascend910b") {
-  const passes::Pass *pass = passes::PassRegistry::builtin().find(kPass);
-  EXPECT_NE(pass, nullptr);
-  if (!pass)
-    return {};
-  auto result = pass->run(g, contextFor(target));
-  EXPECT_TRUE(result) << result.message();
-  Status compacted = g.compact();
-  EXPECT_TRUE(compacted.isOk()) << compacted.message();
-  Status verified = ops::verifyGraph(g);
-  EXPECT_TRUE(verified.isOk()) << verified.message();
-  return result ? *result : passes::PassResult{};
-}
-
-std::string reasonFor(const passes::PassResult &r, const std::string &node) {
-  for (const passes::Rejection &rej : r.rejections)
-    if (rej.node == node)
-      return rej.reason;
-  return "<no rejection for " + node + ">";
-}
-
-// The names of the members of the group `node` belongs to, in node order.
-std::vector<std::string> groupOf(const Graph &g, const std::string &node) {
-  NodeId id = g.findNode(node);
-  if (id == kNoNode || g.node(id).group == kNoGroup)
-    return {};
-  const std::vector<std::vector<NodeId>> members = g.groupMembers();
-  std::vector<std::string> names;
-  for (NodeId m : members[g.node(id).group])
-    names.push_back(g.node(m).name);
-  return names;
+  return runOnePass(g, kPass, target);
 }
 
 using Names = std::vector<std::string>;
@@ -84,7 +54,7 @@ TEST(MatmulFixPipeFusion, GroupsAMatMulWithItsCastToF32) {
   ASSERT_EQ(c.g.groups().size(), 1u);
   EXPECT_EQ(c.g.groups()[0],
             (FusionGroup{"fused.mm", "matmul_fixpipe", kPass, Intermediates::F32}));
-  EXPECT_EQ(groupOf(c.g, "mm"), (Names{"mm", "to_f32"}));
+  EXPECT_EQ(groupMemberNames(c.g, "mm"), (Names{"mm", "to_f32"}));
 
   // FixPipe writes the f32 accumulator out: the same as an f32 MatMul of the
   // f16 operands, without the f16 rounding the unfused MatMul makes.
@@ -116,7 +86,7 @@ TEST(MatmulFixPipeFusion, TakesBiasAddAndCastAcrossAReshapeAndDropsATrailingOne)
   ASSERT_TRUE(b.status().isOk()) << b.status().message();
   passes::PassResult r = runPass(c.g);
   EXPECT_EQ(r.effect_times, 1);
-  EXPECT_EQ(groupOf(c.g, "mm"), (Names{"mm", "unflatten", "bias_add", "to_f32"}));
+  EXPECT_EQ(groupMemberNames(c.g, "mm"), (Names{"mm", "unflatten", "bias_add", "to_f32"}));
   EXPECT_EQ(r.statistics.at("epilogue.BiasAdd"), 1);
   EXPECT_EQ(r.statistics.at("epilogue.Cast"), 1);
   EXPECT_EQ(r.statistics.at("reshapes_absorbed"), 1);
@@ -130,7 +100,7 @@ TEST(MatmulFixPipeFusion, TakesEachFixPipeOpOnce) {
   c.g.addOutput("y", b.create("Cast", "to_bf16", {up}, {{"dtype", DType::BF16}}));
   passes::PassResult r = runPass(c.g);
   EXPECT_EQ(r.effect_times, 1);
-  EXPECT_EQ(groupOf(c.g, "mm"), (Names{"mm", "to_f32"}));
+  EXPECT_EQ(groupMemberNames(c.g, "mm"), (Names{"mm", "to_f32"}));
 }
 
 TEST(MatmulFixPipeFusion, RejectsAChainWithoutAFixPipeOpNamingTheTargetsList) {
@@ -201,7 +171,7 @@ TEST(MatmulFixPipeFusion, GroupsABatchMatMul) {
   g.addOutput("y", b.create("Cast", "to_f32", {bmm}, {{"dtype", DType::F32}}));
   passes::PassResult r = runPass(g);
   EXPECT_EQ(r.effect_times, 1);
-  EXPECT_EQ(groupOf(g, "bmm"), (Names{"bmm", "to_f32"}));
+  EXPECT_EQ(groupMemberNames(g, "bmm"), (Names{"bmm", "to_f32"}));
 }
 
 TEST(MatmulFixPipeFusion, LeavesGroupedNodesAlone) {

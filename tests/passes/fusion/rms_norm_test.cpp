@@ -21,28 +21,9 @@ namespace kiln::testing {
 namespace {
 
 const char *kPass = "RmsNormFusionPass";
+
+passes::PassResult runPass(Graph &g) { return runOnePass(g, kPass); }
 using Names = std::vector<std::string>;
-
-passes::PassResult runPass(Graph &g) {
-  const passes::Pass *pass = passes::PassRegistry::builtin().find(kPass);
-  EXPECT_NE(pass, nullptr);
-  if (!pass)
-    return {};
-  auto result = pass->run(g, contextFor("ascend910b"));
-  EXPECT_TRUE(result) << result.message();
-  Status compacted = g.compact();
-  EXPECT_TRUE(compacted.isOk()) << compacted.message();
-  Status verified = ops::verifyGraph(g);
-  EXPECT_TRUE(verified.isOk()) << verified.message();
-  return result ? *result : passes::PassResult{};
-}
-
-std::string reasonFor(const passes::PassResult &r, const std::string &node) {
-  for (const passes::Rejection &rej : r.rejections)
-    if (rej.node == node)
-      return rej.reason;
-  return "<no rejection for " + node + ">";
-}
 
 const FusionGroup *groupOf(const Graph &g, const std::string &node) {
   NodeId id = g.findNode(node);

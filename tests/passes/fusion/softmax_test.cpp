@@ -21,39 +21,9 @@ namespace kiln::testing {
 namespace {
 
 const char *kPass = "SoftmaxFusionPass";
+
+passes::PassResult runPass(Graph &g) { return runOnePass(g, kPass); }
 using Names = std::vector<std::string>;
-
-passes::PassResult runPass(Graph &g) {
-  const passes::Pass *pass = passes::PassRegistry::builtin().find(kPass);
-  EXPECT_NE(pass, nullptr);
-  if (!pass)
-    return {};
-  auto result = pass->run(g, contextFor("ascend910b"));
-  EXPECT_TRUE(result) << result.message();
-  Status compacted = g.compact();
-  EXPECT_TRUE(compacted.isOk()) << compacted.message();
-  Status verified = ops::verifyGraph(g);
-  EXPECT_TRUE(verified.isOk()) << verified.message();
-  return result ? *result : passes::PassResult{};
-}
-
-std::string reasonFor(const passes::PassResult &r, const std::string &node) {
-  for (const passes::Rejection &rej : r.rejections)
-    if (rej.node == node)
-      return rej.reason;
-  return "<no rejection for " + node + ">";
-}
-
-Names groupOf(const Graph &g, const std::string &node) {
-  NodeId id = g.findNode(node);
-  if (id == kNoNode || g.node(id).group == kNoGroup)
-    return {};
-  const std::vector<std::vector<NodeId>> members = g.groupMembers();
-  Names names;
-  for (NodeId m : members[g.node(id).group])
-    names.push_back(g.node(m).name);
-  return names;
-}
 
 void groupAs(Graph &g, const std::string &node, const std::string &group) {
   GroupId id = g.addGroup(FusionGroup{group, "other", "OtherPass", Intermediates::Storage});
@@ -117,7 +87,8 @@ TEST(SoftmaxFusion, FusesScaleMaskAndSoftmaxIntoOneF32Kernel) {
     EXPECT_EQ(grp.kernel, "softmax");
     EXPECT_EQ(grp.formed_by, kPass);
     EXPECT_EQ(grp.intermediates, Intermediates::F32);
-    EXPECT_EQ(groupOf(c.g, "softmax"), (Names{"scale_factor", "scale", "causal_mask", "softmax"}))
+    EXPECT_EQ(groupMemberNames(c.g, "softmax"),
+              (Names{"scale_factor", "scale", "causal_mask", "softmax"}))
         << op;
     EXPECT_TRUE(fusedMatchesUnfused(c.g, unfused, c.feed, DType::F16)) << op;
   }
@@ -128,16 +99,17 @@ TEST(SoftmaxFusion, TakesWhatIsLeftOfThePrologue) {
   groupAs(c.g, "scale", "fused.scores");
   passes::PassResult r = runPass(c.g);
   EXPECT_EQ(r.effect_times, 1);
-  EXPECT_EQ(groupOf(c.g, "softmax"), (Names{"causal_mask", "softmax"}));
-  EXPECT_EQ(groupOf(c.g, "scale"), (Names{"scale"}));
-  EXPECT_TRUE(groupOf(c.g, "scale_factor").empty()) << "the splat is read by the other kernel";
+  EXPECT_EQ(groupMemberNames(c.g, "softmax"), (Names{"causal_mask", "softmax"}));
+  EXPECT_EQ(groupMemberNames(c.g, "scale"), (Names{"scale"}));
+  EXPECT_TRUE(groupMemberNames(c.g, "scale_factor").empty())
+      << "the splat is read by the other kernel";
 
   ScoresCase unscaled(DType::F32, "");
   r = runPass(unscaled.g);
-  EXPECT_EQ(groupOf(unscaled.g, "softmax"), (Names{"causal_mask", "softmax"}));
+  EXPECT_EQ(groupMemberNames(unscaled.g, "softmax"), (Names{"causal_mask", "softmax"}));
   ScoresCase unmasked(DType::F32, "Div", false);
   r = runPass(unmasked.g);
-  EXPECT_EQ(groupOf(unmasked.g, "softmax"), (Names{"scale_factor", "scale", "softmax"}));
+  EXPECT_EQ(groupMemberNames(unmasked.g, "softmax"), (Names{"scale_factor", "scale", "softmax"}));
 }
 
 TEST(SoftmaxFusion, ReportsAPrologueNodeOfAnotherGroup) {
@@ -175,7 +147,7 @@ TEST(SoftmaxFusion, LeavesOutADivisionByATensor) {
   ScoresCase c(DType::F32, "Div", true, 3, false, true);
   passes::PassResult r = runPass(c.g);
   EXPECT_EQ(r.effect_times, 1);
-  EXPECT_EQ(groupOf(c.g, "softmax"), (Names{"causal_mask", "softmax"}));
+  EXPECT_EQ(groupMemberNames(c.g, "softmax"), (Names{"causal_mask", "softmax"}));
   EXPECT_TRUE(mentions(reasonFor(r, "scale"), {"left out of the softmax kernel of 'softmax'",
                                                "Div 'scale' is not a scale by a splat"}));
 }
@@ -206,7 +178,7 @@ TEST_P(SoftmaxGradPerDtype, FusesSoftmaxGradWithTheScoresGradient) {
   EXPECT_EQ(grp.kernel, "softmax_grad");
   EXPECT_EQ(grp.intermediates, Intermediates::F32);
   // The masked gradient and the gradient through the scale run on its rows.
-  Names members = groupOf(c.g, sg);
+  Names members = groupMemberNames(c.g, sg);
   NodeId ds = c.g.value(c.g.findOutput("ds")->value).producer;
   EXPECT_EQ(c.g.node(ds).op, "Div");
   std::vector<std::string> ops;
@@ -240,7 +212,7 @@ TEST(SoftmaxFusion, KeepsTheBackwardGroupConvex) {
   ASSERT_TRUE(b.status().isOk()) << b.status().message();
   g.addOutput("a", a);
   passes::PassResult r = runPass(g);
-  EXPECT_EQ(groupOf(g, "sg"), (Names{"sg", "e"}));
+  EXPECT_EQ(groupMemberNames(g, "sg"), (Names{"sg", "e"}));
   EXPECT_TRUE(
       mentions(reasonFor(r, "a"), {"left out of the softmax_grad kernel of 'sg'",
                                    "a path leaves the group through 't2'", "comes back into 'a'"}));

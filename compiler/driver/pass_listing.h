@@ -16,6 +16,9 @@ namespace kiln::driver {
 nlohmann::json passListing(const ResolvedJob &job);
 // The listing as an aligned table (name, group, default, state, target).
 std::string passTable(const nlohmann::json &listing, const std::string &target);
+// docs/passes.md: every pass of `registry` with its declaration and, per
+// built-in target, whether it applies there.
+std::string passesToMarkdown(const passes::PassRegistry &registry);
 // One pass in full; an unknown name suggests the nearest ones.
 Expected<std::string> describePass(const ResolvedJob &job, const std::string &name);
 

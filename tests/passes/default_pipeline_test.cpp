@@ -2,11 +2,15 @@
 // Qwen training step every fusion pass and rule fires, and the fused step
 // agrees with the unfused one (every GraphFusion and UBFusion pass off) within
 // rounding, in every dtype of the target.
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "compiler/driver/compile.h"
 #include "compiler/driver/job.h"
+#include "compiler/driver/pass_listing.h"
 #include "tests/support/pass_test_util.h"
 
 namespace kiln::driver {
@@ -77,6 +81,24 @@ TEST(DefaultPipeline, FixPipeDoesNotApplyOnAscend910) {
       << fixpipe->not_applicable;
   for (const FusionGroup &g : step.graph.groups())
     EXPECT_NE(g.formed_by, "TbeMatmulFixPipeFusionPass");
+}
+
+} // namespace
+} // namespace kiln::driver
+
+namespace kiln::driver {
+namespace {
+
+// docs/passes.md is generated from the registry; regenerate it with
+// `kiln passes list --format markdown > docs/passes.md` when a pass changes.
+TEST(PassDocs, DocsPassesMdIsUpToDate) {
+  auto job = resolveJob(std::nullopt, JobSettings{}, DType::F16);
+  ASSERT_TRUE(job) << job.message();
+  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/docs/passes.md");
+  std::stringstream file;
+  file << in.rdbuf();
+  EXPECT_EQ(file.str(), passesToMarkdown(*job->registry))
+      << "docs/passes.md is stale: run kiln passes list --format markdown > docs/passes.md";
 }
 
 } // namespace

@@ -21,6 +21,8 @@ int runList(const PassesOptions &opts) {
   nlohmann::json listing = driver::passListing(*job);
   if (opts.format == "json")
     std::cout << listing.dump(2) << "\n";
+  else if (opts.format == "markdown")
+    std::cout << driver::passesToMarkdown(*job->registry);
   else
     std::cout << driver::passTable(listing, job->target.name);
   return 0;
@@ -46,8 +48,8 @@ void registerPassesCommand(CLI::App &app, Action &action) {
   auto list_opts = std::make_shared<PassesOptions>();
   CLI::App *list = cmd->add_subcommand("list", "Every pass, its default and its state for a job");
   addJobFlags(*list, list_opts->job);
-  list->add_option("--format", list_opts->format, "table or json")
-      ->check(CLI::IsMember({"table", "json"}));
+  list->add_option("--format", list_opts->format, "table, json or markdown (docs/passes.md)")
+      ->check(CLI::IsMember({"table", "json", "markdown"}));
   list->callback([list_opts, &action] { action = [list_opts] { return runList(*list_opts); }; });
 
   auto show_opts = std::make_shared<PassesOptions>();

@@ -1,5 +1,6 @@
 #include "passes/fusion/rules/fusion_rule.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "ir/file_io.h"
@@ -21,14 +22,17 @@ bool isPassName(const std::string &name) {
   return true;
 }
 
-// The first sentence, for PassInfo::summary.
+// The first sentence without its full stop, for PassInfo::summary (one
+// line, as the built-in passes write theirs).
 std::string firstSentence(const std::string &text) {
-  size_t end = text.find_first_of("\n");
+  size_t end = std::min(text.find('\n'), text.size());
   for (size_t i = 0; i + 1 < text.size() && i < end; ++i)
     if (text[i] == '.' && text[i + 1] == ' ') {
-      end = i + 1;
+      end = i;
       break;
     }
+  if (end > 0 && end == text.size() && text[end - 1] == '.')
+    --end;
   return text.substr(0, end);
 }
 

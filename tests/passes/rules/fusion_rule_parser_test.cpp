@@ -58,7 +58,7 @@ TEST(FusionRuleParser, ValidRuleBecomesPassInfo) {
   EXPECT_EQ(rule->info.priority, doc["priority"]);
   EXPECT_TRUE(rule->info.default_on);
   EXPECT_TRUE(rule->info.may_disable); // the default when absent
-  EXPECT_EQ(rule->info.summary, "Fuses w1x * silu(w2x).");
+  EXPECT_EQ(rule->info.summary, "Fuses w1x * silu(w2x)");
   EXPECT_EQ(rule->info.description, doc["description"]);
   EXPECT_EQ(rule->kernel, "swiglu");
   EXPECT_EQ(rule->intermediates, Intermediates::F32);

@@ -59,6 +59,17 @@ bool isFloat(DType dtype) {
 
 bool isInteger(DType dtype) { return dtype == DType::I32 || dtype == DType::I64; }
 
+double lowestFinite(DType dtype) {
+  switch (dtype) {
+  case DType::F16:
+    return -65504.0;
+  case DType::BF16:
+    return -3.3895313892515355e38;
+  default:
+    return -3.4028234663852886e38;
+  }
+}
+
 std::string_view overflowModeName(OverflowMode mode) {
   return mode == OverflowMode::Saturation ? "saturation" : "infnan";
 }

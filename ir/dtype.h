@@ -20,6 +20,9 @@ std::optional<DType> parseDType(std::string_view name);
 size_t dtypeSize(DType dtype);
 bool isFloat(DType dtype);
 bool isInteger(DType dtype);
+// The most negative finite value of a float dtype (torch.finfo(dtype).min),
+// which modeling_qwen.py fills masked attention scores with.
+double lowestFinite(DType dtype);
 
 // How a float result that does not fit its storage type is rounded
 // (aclrtFloatOverflowMode): SATURATION clamps to the largest finite value and

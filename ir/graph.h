@@ -139,6 +139,9 @@ public:
   // across compact() is invalid afterwards; names are stable.
   void replaceAllUses(ValueId from, ValueId to);
   void setInput(NodeId node, size_t index, ValueId value) { nodes_[node].inputs[index] = value; }
+  // Changes what a node output holds (precision passes re-type values; the
+  // verifier checks the result against the op's inference).
+  void setType(ValueId value, TensorType type) { values_[value].type = std::move(type); }
   void eraseNode(NodeId id);
   bool isErased(NodeId id) const { return id < static_cast<NodeId>(erased_.size()) && erased_[id]; }
   // Errors when an erased node's output is still used, or when the groups

@@ -45,11 +45,20 @@ struct Rejection {
   std::string reason; // which op, which condition
 };
 
+// A value whose dtype a precision pass changed, for the compile report.
+struct DTypeDecision {
+  std::string node;
+  DType from = DType::F32;
+  DType to = DType::F32;
+  std::string why; // "white list", "black list", "keep_dtype", "attention fp32", ...
+};
+
 struct PassResult {
   int64_t match_times = 0;  // candidates that matched the pattern
   int64_t effect_times = 0; // rewrites made (nodes removed, groups formed, ...)
   std::vector<Rejection> rejections;
   std::map<std::string, int64_t> statistics; // pass-specific counters
+  std::vector<DTypeDecision> dtype_decisions;
 
   bool changed() const { return effect_times > 0; }
   void reject(const Node &node, std::string reason) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ir/dtype.h"
+#include "passes/precision/precision_settings.h"
 #include "target/target.h"
 
 namespace kiln::passes {
@@ -17,6 +18,9 @@ public:
               std::map<std::string, std::string> decided_by = {})
       : target_(std::move(target)), overflow_(target_.default_overflow_mode),
         enabled_(std::move(enabled)), decided_by_(std::move(decided_by)) {}
+
+  const PrecisionSettings &precision() const { return precision_; }
+  void setPrecision(PrecisionSettings precision) { precision_ = std::move(precision); }
 
   // The job's overflow mode (the target's default unless the job sets one).
   OverflowMode overflowMode() const { return overflow_; }
@@ -38,6 +42,7 @@ public:
 private:
   target::Target target_;
   OverflowMode overflow_;
+  PrecisionSettings precision_;
   std::map<std::string, bool> enabled_;
   std::map<std::string, std::string> decided_by_;
 };

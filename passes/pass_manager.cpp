@@ -87,6 +87,17 @@ json reportToJson(const PipelineReport &report, const Graph &graph, size_t max_r
       p["not_fused"].push_back(
           json{{"node", r.result.rejections[i].node}, {"reason", r.result.rejections[i].reason}});
     p["statistics"] = r.result.statistics;
+    if (!r.result.dtype_decisions.empty()) {
+      p["dtype_decisions_count"] = r.result.dtype_decisions.size();
+      p["dtype_decisions"] = json::array();
+      for (size_t i = 0; i < r.result.dtype_decisions.size() && i < max_rejections; ++i) {
+        const DTypeDecision &d = r.result.dtype_decisions[i];
+        p["dtype_decisions"].push_back(json{{"node", d.node},
+                                            {"from", std::string(dtypeName(d.from))},
+                                            {"to", std::string(dtypeName(d.to))},
+                                            {"why", d.why}});
+      }
+    }
     j["passes"].push_back(std::move(p));
   }
   std::vector<std::vector<NodeId>> members = graph.groupMembers();

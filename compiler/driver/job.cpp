@@ -83,7 +83,39 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
   }
   if (doc.contains("precision")) {
     KILN_ASSIGN_OR_RETURN(const json *p, r.object(doc, "$", "precision"));
-    KILN_RETURN_IF_ERROR(r.checkKeys(*p, "$.precision", {"dtype", "overflow_mode"}));
+    KILN_RETURN_IF_ERROR(r.checkKeys(*p, "$.precision",
+                                     {"dtype", "overflow_mode", "precision_mode", "modify_mixlist",
+                                      "keep_dtype", "attention_fp32_layers"}));
+    if (p->contains("precision_mode")) {
+      KILN_ASSIGN_OR_RETURN(std::string m, r.string(*p, "$.precision", "precision_mode"));
+      auto mode = passes::parsePrecisionMode(m);
+      if (!mode)
+        return r.error("$.precision.precision_mode",
+                       "unknown precision mode \"" + m + "\" (" + passes::precisionModeNames() +
+                           ")");
+      job.precision_mode = *mode;
+    }
+    for (const char *key : {"modify_mixlist", "keep_dtype"}) {
+      if (!p->contains(key))
+        continue;
+      KILN_ASSIGN_OR_RETURN(std::string path, r.string(*p, "$.precision", key));
+      (std::string(key) == "keep_dtype" ? job.keep_dtype : job.modify_mixlist) =
+          resolvePath(base_dir, path);
+    }
+    if (p->contains("attention_fp32_layers")) {
+      const json &layers = (*p)["attention_fp32_layers"];
+      if (!layers.is_array())
+        return r.error("$.precision.attention_fp32_layers", "expected an array of layer indices");
+      std::set<int64_t> set;
+      for (size_t i = 0; i < layers.size(); ++i) {
+        KILN_ASSIGN_OR_RETURN(int64_t l,
+                              r.integer(layers[i], r.index("$.precision.attention_fp32_layers", i)));
+        if (l < 0)
+          return r.error(r.index("$.precision.attention_fp32_layers", i), "expected a layer >= 0");
+        set.insert(l);
+      }
+      job.attention_fp32_layers = std::move(set);
+    }
     if (p->contains("dtype")) {
       KILN_ASSIGN_OR_RETURN(std::string d, r.string(*p, "$.precision", "dtype"));
       auto dtype = parseDType(d);
@@ -143,7 +175,28 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
 
   std::string target_name = command_line.target.value_or(job.target.value_or("ascend910b"));
   KILN_ASSIGN_OR_RETURN(resolved.target, target::loadTarget(target_name));
+  const passes::PrecisionMode mode = command_line.precision_mode.value_or(
+      job.precision_mode.value_or(passes::PrecisionMode::MustKeepOriginDType));
+  if (mode != passes::PrecisionMode::MustKeepOriginDType)
+    default_dtype = DType::F32; // fp32 master weights; the mode lowers what may run low
   resolved.dtype = command_line.dtype.value_or(job.dtype.value_or(default_dtype));
+  if (std::optional<DType> low = passes::lowDType(mode); low && !resolved.target.supports(*low))
+    return Error("precision mode " + std::string(passes::precisionModeName(mode)) + " needs " +
+                 std::string(dtypeName(*low)) + ", which target " + resolved.target.name +
+                 " does not have");
+  passes::PrecisionSettings precision;
+  precision.mode = mode;
+  if (auto path = command_line.modify_mixlist ? command_line.modify_mixlist : job.modify_mixlist) {
+    KILN_ASSIGN_OR_RETURN(precision.mixlist,
+                          passes::readModifyMixlist(*path, std::move(precision.mixlist)));
+  }
+  if (auto path = command_line.keep_dtype ? command_line.keep_dtype : job.keep_dtype) {
+    KILN_ASSIGN_OR_RETURN(precision.keep_dtype, passes::readKeepDType(*path));
+  }
+  precision.attention_fp32_layers =
+      command_line.attention_fp32_layers
+          ? *command_line.attention_fp32_layers
+          : job.attention_fp32_layers.value_or(std::set<int64_t>{});
   if (!resolved.target.supports(resolved.dtype))
     return Error("target " + resolved.target.name + " has no " +
                  std::string(dtypeName(resolved.dtype)) + " (it computes in " +
@@ -216,6 +269,7 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   resolved.context = std::make_shared<passes::PassContext>(
       resolved.target, std::move(switches.enabled), std::move(switches.decided_by));
   resolved.context->setOverflowMode(resolved.overflow);
+  resolved.context->setPrecision(std::move(precision));
   return resolved;
 }
 

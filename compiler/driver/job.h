@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "passes/pass_context.h"
 #include "passes/pass_registry.h"
 #include "passes/pass_switches.h"
+#include "passes/precision/precision_settings.h"
 #include "target/target.h"
 
 namespace kiln::driver {
@@ -27,6 +29,10 @@ struct JobSettings {
   std::optional<std::string> target;
   std::optional<DType> dtype;
   std::optional<OverflowMode> overflow;
+  std::optional<passes::PrecisionMode> precision_mode;
+  std::optional<std::string> modify_mixlist; // CANN modify_mixlist JSON
+  std::optional<std::string> keep_dtype;     // one node name or OpType::X a line
+  std::optional<std::set<int64_t>> attention_fp32_layers;
   // CANN-format switch settings (job file "fusion_switch", --fusion-switch-file).
   std::optional<passes::SwitchLayer> fusion_switch;
   std::vector<std::string> enable_passes;
@@ -57,8 +63,10 @@ struct ResolvedJob {
 // pass lists, then the command line's switch file and pass lists. Errors: an
 // unknown target, a dtype or overflow mode the target lacks, bad rule folders
 // and every switch error of passes::resolveSwitches.
-// `default_dtype` applies when neither sets one (kiln compile: f16, the NPU's
-// working type; kiln run: f32, exact reference results).
+// `default_dtype` is the model's dtype when neither sets one (kiln compile:
+// f16, the NPU's working type; kiln run: f32, exact reference results); a
+// precision mode other than must_keep_origin_dtype builds the model in f32
+// (fp32 master weights) unless a dtype is given.
 Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
                                  const JobSettings &command_line, DType default_dtype);
 

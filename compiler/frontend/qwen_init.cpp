@@ -1,6 +1,8 @@
 // Deterministic, per-parameter-seeded initialisation of Qwen weights.
 #include "compiler/frontend/qwen_init.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -64,6 +66,21 @@ std::map<std::string, Tensor> initQwenWeights(const QwenConfig &config, uint64_t
     weights.emplace(p.name, std::move(t));
   }
   return weights;
+}
+
+Status scaleWeights(std::map<std::string, Tensor> &weights, const std::string &pattern,
+                    double factor) {
+  int matched = 0;
+  for (auto &[name, t] : weights) {
+    if (fnmatch(pattern.c_str(), name.c_str(), 0) != 0)
+      continue;
+    ++matched;
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.setFloat(i, static_cast<float>(t.getFloat(i) * factor), OverflowMode::InfNan);
+  }
+  if (matched == 0)
+    return Error("--scale: no weight matches '" + pattern + "'");
+  return Status::ok();
 }
 
 } // namespace kiln::frontend

@@ -18,4 +18,10 @@ namespace kiln::frontend {
 // unchanged.
 std::map<std::string, Tensor> initQwenWeights(const QwenConfig &config, uint64_t seed);
 
+// Multiplies every tensor whose name matches the glob `pattern` (fnmatch:
+// "transformer.h.*.attn.c_attn.weight") by `factor`, for experiments such as
+// provoking fp16 overflow; an error when nothing matches.
+Status scaleWeights(std::map<std::string, Tensor> &weights, const std::string &pattern,
+                    double factor);
+
 } // namespace kiln::frontend

@@ -16,18 +16,6 @@ namespace {
 
 constexpr int64_t kMaxTokens = (int64_t{1} << 31) - 1;
 
-// torch.finfo(dtype).min, the value modeling_qwen.py fills masked scores with.
-double lowestFinite(DType dtype) {
-  switch (dtype) {
-  case DType::F16:
-    return -65504.0;
-  case DType::BF16:
-    return -3.3895313892515355e38;
-  default:
-    return -3.4028234663852886e38;
-  }
-}
-
 std::string layerPrefix(int64_t i) { return "transformer.h." + std::to_string(i) + "."; }
 
 class ForwardBuilder {

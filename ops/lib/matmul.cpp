@@ -1,5 +1,6 @@
 // MatMul (2-D, optional bias) and BatchMatMul (batched over equal leading axes):
-// op(a) @ op(b) with op = transpose per flag, accumulated in double, rounded once.
+// op(a) @ op(b) with op = transpose per flag, accumulated in double, rounded once
+// to the output dtype: the inputs' dtype, or f32 with fp32_out.
 #include <algorithm>
 #include <cassert>
 #include <string>
@@ -68,7 +69,9 @@ Expected<std::vector<TensorType>> inferMatMulImpl(const char *op, const std::vec
   Shape out = d.batch;
   out.push_back(d.m);
   out.push_back(d.n);
-  return std::vector<TensorType>{{in[0].dtype, out}};
+  // fp32_out stores the f32 accumulator as it is (CANN's cube_fp16in_fp32out).
+  const DType out_dtype = attrs.getBool("fp32_out") ? DType::F32 : in[0].dtype;
+  return std::vector<TensorType>{{out_dtype, out}};
 }
 
 Expected<std::vector<TensorType>> inferMatMul(const std::vector<TensorType> &in,
@@ -100,7 +103,10 @@ Status matmulKernelImpl(const KernelContext &ctx, const std::vector<const Tensor
   std::vector<double> bias(n, 0.0);
   if (in.size() > 2)
     bias = toDoubles(*in[2]);
+  // c arrives with the inferred dtype, so setFloat is the one rounding: to the
+  // inputs' dtype, or to f32 with fp32_out.
   Tensor &c = out[0];
+  assert(c.dtype() == (attrs.getBool("fp32_out") ? DType::F32 : in[0]->dtype()));
   for (int64_t batch = 0; batch < batches; ++batch) {
     const double *pa = a.data() + batch * m * k;
     const double *pb = b.data() + batch * k * n;
@@ -128,18 +134,27 @@ Status batchMatmulKernel(const KernelContext &ctx, const std::vector<const Tenso
 // dA and dB of C = op(A) op(B) as matmuls with flags, never explicit transposes:
 //   NN: dA = dC B^T,    dB = A^T dC      NT: dA = dC B,       dB = dC^T A
 //   TN: dA = B dC^T,    dB = A dC        TT: dA = B^T dC^T,   dB = dC^T A^T
+//
+// With fp32_out dC is f32 while A and B are f16/bf16. The cube multiplies two
+// operands of one dtype, so for dA = dC B^T with B in f16 the NPU feeds it dC
+// cast to f16: the rule casts dC to the operands' dtype once and the gradient
+// matmuls (fp32_out off) round their f32 sums once to that dtype, which is
+// the dtype of the gradients of A and B. fp32_out on them plus a Cast of the
+// results would round twice for the same inputs.
 Expected<std::vector<ValueId>> gradMatMulImpl(GradContext &ctx, const char *op) {
   OpBuilder &b = ctx.builder;
   std::vector<ValueId> grads(ctx.node.inputs.size(), kNoValue);
-  ValueId dc = ctx.output_grads[0];
-  if (dc == kNoValue)
+  const ValueId dc_in = ctx.output_grads[0];
+  if (dc_in == kNoValue)
     return grads;
   const ValueId x = ctx.input(0), y = ctx.input(1);
+  const bool ta = ctx.attrs().getBool("transpose_a"), tb = ctx.attrs().getBool("transpose_b");
+  ValueId dc = dc_in;
   if (b.dtype(dc) != b.dtype(x))
     dc = b.create("Cast", "dc", {dc}, {{"dtype", b.dtype(x)}});
-  const bool ta = ctx.attrs().getBool("transpose_a"), tb = ctx.attrs().getBool("transpose_b");
   auto mm = [&](const char *name, ValueId lhs, ValueId rhs, bool t_lhs, bool t_rhs) {
-    return b.create(op, name, {lhs, rhs}, {{"transpose_a", t_lhs}, {"transpose_b", t_rhs}});
+    return b.create(op, name, {lhs, rhs},
+                    {{"transpose_a", t_lhs}, {"transpose_b", t_rhs}, {"fp32_out", false}});
   };
   if (!ta && !tb) {
     grads[0] = mm("da", dc, y, false, true);
@@ -155,9 +170,12 @@ Expected<std::vector<ValueId>> gradMatMulImpl(GradContext &ctx, const char *op) 
     grads[1] = mm("db", dc, x, true, true);
   }
   if (ctx.node.inputs.size() > 2) {
+    // The bias gradient is a sum on the vector unit, not a cube input: it reads
+    // the incoming gradient as it is (f32 with fp32_out) and rounds to the
+    // bias's dtype at the end.
     const ValueId bias = ctx.input(2);
-    ValueId dbias = b.create("SumToShape", "dbias", {dc}, {{"shape", b.shape(bias)}});
-    if (b.dtype(bias) != b.dtype(x))
+    ValueId dbias = b.create("SumToShape", "dbias", {dc_in}, {{"shape", b.shape(bias)}});
+    if (b.dtype(bias) != b.dtype(dbias))
       dbias = b.create("Cast", "dbias_cast", {dbias}, {{"dtype", b.dtype(bias)}});
     grads[2] = dbias;
   }

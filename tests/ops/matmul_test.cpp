@@ -1,5 +1,6 @@
 // MatMul and BatchMatMul: shape inference, kernels against naive double loops,
-// 16-bit rounding and overflow, and finite-difference checks of the gradients.
+// 16-bit rounding and overflow, fp32_out, and finite-difference checks of the
+// gradients.
 #include <cmath>
 #include <limits>
 
@@ -7,8 +8,8 @@
 
 #include "ir/float16.h"
 #include "ops/op_builder.h"
-#include "tests/support/op_test_util.h"
 #include "tests/support/gradient_check.h"
+#include "tests/support/op_test_util.h"
 #include "tests/support/random.h"
 
 namespace kiln::testing {
@@ -29,6 +30,29 @@ GradCheckInput randomInput(TensorType type, float lo = -1.0f, float hi = 1.0f) {
 }
 
 AttrMap flagAttrs(Flags f) { return {{"transpose_a", f.ta}, {"transpose_b", f.tb}}; }
+
+AttrMap fp32OutAttrs(Flags f = {false, false}) {
+  AttrMap attrs = flagAttrs(f);
+  attrs.set("fp32_out", true);
+  return attrs;
+}
+
+// Random multiples of 1/8 in [-1, 1]: exact in f16 and bf16, and so are x +- 1/8,
+// so finite differences of 16-bit inputs probe exactly what they claim to.
+Tensor gridTensor(TensorType type, uint64_t seed) {
+  Tensor r = randomTensor({DType::F32, type.shape}, seed);
+  std::vector<float> v(r.numElements());
+  for (int64_t i = 0; i < r.numElements(); ++i)
+    v[i] = std::round(r.getFloat(i) * 8) / 8;
+  return Tensor::fromFloats(type.dtype, type.shape, v);
+}
+
+GradCheckInput gridInput(TensorType type, uint64_t seed) {
+  GradCheckInput in;
+  in.value = gridTensor(type, seed);
+  in.type = std::move(type);
+  return in;
+}
 
 // Stored shape of an operand whose logical (untransposed) shape is [rows, cols].
 Shape stored(Shape batch, int64_t rows, int64_t cols, bool transposed) {
@@ -128,6 +152,40 @@ TEST(BatchMatMulInfer, RejectsBadOperands) {
   EXPECT_TRUE(
       mentions(inferOp("BatchMatMul", {{DType::F32, {2, 4, 3}}, {DType::F32, {2, 4, 5}}}).message(),
                {"f32[2,4,3]", "f32[2,4,5]", "transpose_a=false"}));
+}
+
+TEST(MatMulInfer, Fp32OutStoresF32) {
+  for (const char *op : {"MatMul", "BatchMatMul"})
+    for (DType dt : {DType::F16, DType::BF16, DType::F32}) {
+      const Shape batch = std::string(op) == "BatchMatMul" ? Shape{2} : Shape{};
+      const std::vector<TensorType> in = {{dt, stored(batch, 2, 3, false)},
+                                          {dt, stored(batch, 3, 4, false)}};
+      Shape out = batch;
+      out.insert(out.end(), {2, 4});
+      auto wide = inferOp(op, in, fp32OutAttrs());
+      ASSERT_TRUE(wide) << wide.message();
+      EXPECT_EQ((*wide)[0], (TensorType{DType::F32, out})) << op << " " << dtypeName(dt);
+      auto narrow = inferOp(op, in, {{"fp32_out", false}});
+      ASSERT_TRUE(narrow) << narrow.message();
+      EXPECT_EQ((*narrow)[0], (TensorType{dt, out})) << op << " " << dtypeName(dt);
+      // The default is off.
+      EXPECT_EQ((*inferOp(op, in))[0], (*narrow)[0]);
+    }
+}
+
+// With fp32_out the bias may have the inputs' dtype or f32.
+TEST(MatMulInfer, Fp32OutBiasOfInputsDTypeOrF32) {
+  for (DType dt : {DType::F16, DType::BF16})
+    for (DType bias : {dt, DType::F32}) {
+      auto t = inferOp("MatMul", {{dt, {2, 3}}, {dt, {3, 4}}, {bias, {4}}}, fp32OutAttrs());
+      ASSERT_TRUE(t) << t.message();
+      EXPECT_EQ((*t)[0], (TensorType{DType::F32, {2, 4}}));
+    }
+  EXPECT_TRUE(
+      mentions(inferOp("MatMul", {{DType::F16, {2, 3}}, {DType::F16, {3, 4}}, {DType::F32, {3}}},
+                       fp32OutAttrs())
+                   .message(),
+               {"bias", "f32[3]", "4"}));
 }
 
 // --- kernels -----------------------------------------------------------------
@@ -246,6 +304,115 @@ TEST(BatchMatMulKernel, F16OutputRounds) {
     EXPECT_EQ((*c)[0].getFloat(i), Tensor::scalar(DType::F16, ref[i]).getFloat(0)) << i;
 }
 
+// fp32_out: the f32 matmul of the inputs widened to f32 (exact), rounded once to f32.
+TEST(MatMulKernel, Fp32OutIsTheF32MatMulOfTheWidenedInputs) {
+  const int64_t m = 4, k = 9, n = 3;
+  for (DType dt : {DType::F16, DType::BF16})
+    for (Flags f : kAllFlags)
+      for (int bias_kind = 0; bias_kind < 3; ++bias_kind) { // none, inputs' dtype, f32
+        Tensor a = randomTensor({dt, stored({}, m, k, f.ta)}, 41, -3.0f, 3.0f);
+        Tensor b = randomTensor({dt, stored({}, k, n, f.tb)}, 42, -3.0f, 3.0f);
+        Tensor bias = randomTensor({bias_kind == 1 ? dt : DType::F32, {n}}, 43);
+        std::vector<Tensor> in = {a, b}, wide_in = {a.castTo(DType::F32), b.castTo(DType::F32)};
+        if (bias_kind) {
+          in.push_back(bias);
+          wide_in.push_back(bias.castTo(DType::F32));
+        }
+        auto c = runOp("MatMul", in, fp32OutAttrs(f));
+        ASSERT_TRUE(c) << c.message();
+        ASSERT_EQ((*c)[0].type(), (TensorType{DType::F32, {m, n}}));
+        // Independently: the double sum of the widened values, rounded once to f32.
+        std::vector<double> ref =
+            naiveMatMul(wide_in[0], wide_in[1], f, m, k, n, bias_kind ? &wide_in[2] : nullptr);
+        for (int64_t i = 0; i < m * n; ++i)
+          EXPECT_EQ((*c)[0].getFloat(i), static_cast<float>(ref[i]))
+              << dtypeName(dt) << " bias " << bias_kind << " element " << i;
+        // And the same bits as the plain f32 matmul of the widened operands.
+        auto f32 = runOp("MatMul", wide_in, flagAttrs(f));
+        ASSERT_TRUE(f32) << f32.message();
+        EXPECT_EQ((*c)[0], (*f32)[0]);
+        // Without fp32_out the result is that sum rounded to the inputs' dtype.
+        auto narrow = runOp("MatMul", in, flagAttrs(f));
+        ASSERT_TRUE(narrow) << narrow.message();
+        EXPECT_EQ((*narrow)[0], (*c)[0].castTo(dt));
+      }
+}
+
+TEST(BatchMatMulKernel, Fp32OutIsTheF32MatMulOfTheWidenedInputs) {
+  for (DType dt : {DType::F16, DType::BF16})
+    for (Flags f : kAllFlags) {
+      Tensor a = randomTensor({dt, stored({2, 3}, 3, 5, f.ta)}, 51, -3.0f, 3.0f);
+      Tensor b = randomTensor({dt, stored({2, 3}, 5, 2, f.tb)}, 52, -3.0f, 3.0f);
+      auto c = runOp("BatchMatMul", {a, b}, fp32OutAttrs(f));
+      ASSERT_TRUE(c) << c.message();
+      ASSERT_EQ((*c)[0].type(), (TensorType{DType::F32, {2, 3, 3, 2}}));
+      std::vector<double> ref = naiveMatMul(a.castTo(DType::F32), b.castTo(DType::F32), f, 3, 5, 2);
+      for (size_t i = 0; i < ref.size(); ++i)
+        EXPECT_EQ((*c)[0].getFloat(static_cast<int64_t>(i)), static_cast<float>(ref[i]))
+            << dtypeName(dt) << " element " << i;
+    }
+}
+
+// With f32 inputs fp32_out changes nothing.
+TEST(MatMulKernel, Fp32OutOnF32InputsChangesNothing) {
+  for (const char *op : {"MatMul", "BatchMatMul"}) {
+    const Shape batch = std::string(op) == "BatchMatMul" ? Shape{2} : Shape{};
+    Tensor a = randomTensor({DType::F32, stored(batch, 3, 6, false)}, 61);
+    Tensor b = randomTensor({DType::F32, stored(batch, 6, 4, false)}, 62);
+    auto on = runOp(op, {a, b}, fp32OutAttrs());
+    auto off = runOp(op, {a, b});
+    ASSERT_TRUE(on && off);
+    EXPECT_EQ((*on)[0], (*off)[0]) << op;
+  }
+}
+
+// 256 * 300 = 76800 is past f16's 65504: stored as f32 it stays finite and exact;
+// stored as f16 it overflows to inf (INFNAN) or clamps to 65504 (saturation).
+TEST(MatMulKernel, Fp32OutKeepsAnF16OverflowFinite) {
+  for (const char *op : {"MatMul", "BatchMatMul"}) {
+    const Shape batch = std::string(op) == "BatchMatMul" ? Shape{1} : Shape{};
+    Tensor a = Tensor::fromFloats(DType::F16, stored(batch, 2, 1, false), {256, -256});
+    Tensor b = Tensor::fromFloats(DType::F16, stored(batch, 1, 1, false), {300});
+    for (OverflowMode mode : {OverflowMode::InfNan, OverflowMode::Saturation}) {
+      auto wide = runOp(op, {a, b}, fp32OutAttrs(), mode);
+      ASSERT_TRUE(wide) << wide.message();
+      EXPECT_EQ((*wide)[0].getFloat(0), 256.0f * 300.0f) << op;
+      EXPECT_EQ((*wide)[0].getFloat(1), -256.0f * 300.0f) << op;
+    }
+    auto inf = runOp(op, {a, b}, {}, OverflowMode::InfNan);
+    ASSERT_TRUE(inf) << inf.message();
+    EXPECT_EQ((*inf)[0].getFloat(0), std::numeric_limits<float>::infinity()) << op;
+    EXPECT_EQ((*inf)[0].getFloat(1), -std::numeric_limits<float>::infinity()) << op;
+    auto sat = runOp(op, {a, b}, {}, OverflowMode::Saturation);
+    ASSERT_TRUE(sat) << sat.message();
+    EXPECT_EQ((*sat)[0].getFloat(0), kF16Max) << op;
+  }
+}
+
+// The bias of either dtype joins the wide sum before the one rounding to f32:
+// 1 + 2^-24 is a tie that f32 rounds to 1, so rounding the product first and
+// then adding -1 would give 0; the sum keeps its 2^-24.
+TEST(MatMulKernel, Fp32OutAddsTheBiasBeforeTheOneRounding) {
+  const float tiny = std::ldexp(1.0f, -24); // the smallest f16 subnormal
+  for (DType bias_dt : {DType::F16, DType::F32}) {
+    auto c = runOp("MatMul",
+                   {Tensor::fromFloats(DType::F16, {1, 2}, {1, 1}),
+                    Tensor::fromFloats(DType::F16, {2, 1}, {1, tiny}),
+                    Tensor::fromFloats(bias_dt, {1}, {-1})},
+                   fp32OutAttrs());
+    ASSERT_TRUE(c) << c.message();
+    EXPECT_EQ((*c)[0].getFloat(0), tiny) << dtypeName(bias_dt);
+  }
+  // An f32 bias is kept to f32 precision: 1/3 is no f16 value.
+  auto c = runOp("MatMul",
+                 {Tensor::fromFloats(DType::F16, {1, 1}, {0}),
+                  Tensor::fromFloats(DType::F16, {1, 1}, {0}),
+                  Tensor::fromFloats(DType::F32, {1}, {1.0f / 3})},
+                 fp32OutAttrs());
+  ASSERT_TRUE(c) << c.message();
+  EXPECT_EQ((*c)[0].getFloat(0), 1.0f / 3);
+}
+
 // --- gradients ---------------------------------------------------------------
 
 TEST(MatMulGrad, FiniteDifferenceAllFlagCombinations) {
@@ -311,13 +478,97 @@ TEST(MatMulGrad, UsesOnlyFlaggedMatMuls) {
       cs.insert(cs.end(), {3, 5});
       ValueId dc = g.addInput("dc", {DType::F16, cs}, InputRole::Data);
       const size_t before = g.numNodes();
-      ops::GradContext ctx{builder, g.node(g.value(c).producer), {dc}};
+      const Node node = g.node(g.value(c).producer); // copy: the graph grows below
+      ops::GradContext ctx{builder, node, {dc}};
       auto grads = ops::OpRegistry::global().find(op)->impl.grad(ctx);
       ASSERT_TRUE(grads) << grads.message();
       EXPECT_EQ(g.type((*grads)[0]), g.type(a));
       EXPECT_EQ(g.type((*grads)[1]), g.type(b));
       for (size_t i = before; i < g.numNodes(); ++i)
         EXPECT_EQ(g.node(static_cast<NodeId>(i)).op, op);
+    }
+}
+
+// fp32_out on 16-bit operands: the f32 cotangent is cast to the operands' dtype
+// before the gradient matmuls. The operands and biases lie on a 1/8 grid and
+// the probes are +-1/8, so every perturbed input is exact in f16 and bf16.
+TEST(MatMulGrad, FiniteDifferenceWithFp32Out) {
+  GradCheckOptions options;
+  options.eps = 0.125;
+  for (DType dt : {DType::F16, DType::BF16})
+    for (Flags f : kAllFlags) {
+      EXPECT_TRUE(checkOpGradient("MatMul",
+                                  {gridInput({dt, stored({}, 3, 4, f.ta)}, 71),
+                                   gridInput({dt, stored({}, 4, 5, f.tb)}, 72)},
+                                  fp32OutAttrs(f), options))
+          << dtypeName(dt) << " " << f.ta << f.tb;
+      for (DType bias_dt : {dt, DType::F32})
+        EXPECT_TRUE(checkOpGradient("MatMul",
+                                    {gridInput({dt, stored({}, 3, 4, f.ta)}, 73),
+                                     gridInput({dt, stored({}, 4, 2, f.tb)}, 74),
+                                     gridInput({bias_dt, {2}}, 75)},
+                                    fp32OutAttrs(f), options))
+            << dtypeName(dt) << " bias " << dtypeName(bias_dt) << " " << f.ta << f.tb;
+      EXPECT_TRUE(checkOpGradient("BatchMatMul",
+                                  {gridInput({dt, stored({2}, 3, 4, f.ta)}, 76),
+                                   gridInput({dt, stored({2}, 4, 2, f.tb)}, 77)},
+                                  fp32OutAttrs(f), options))
+          << dtypeName(dt) << " " << f.ta << f.tb;
+    }
+  // f32 operands: fp32_out is a no-op and so is its gradient.
+  EXPECT_TRUE(checkOpGradient(
+      "MatMul", {randomInput({DType::F32, {3, 4}}), randomInput({DType::F32, {4, 2}})},
+      fp32OutAttrs()));
+}
+
+// With fp32_out the gradients keep the operands' (and the bias's) dtypes: one
+// Cast of dC to f16 feeds 16-bit gradient matmuls without fp32_out, and the
+// bias gradient sums the f32 dC itself.
+TEST(MatMulGrad, Fp32OutGradientDTypes) {
+  for (const char *op : {"MatMul", "BatchMatMul"})
+    for (DType bias_dt : {DType::F16, DType::F32}) {
+      const bool batched = std::string(op) == "BatchMatMul";
+      const Shape batch = batched ? Shape{2} : Shape{};
+      Graph g("g");
+      ValueId a = g.addInput("a", {DType::F16, stored(batch, 3, 4, false)}, InputRole::Data);
+      ValueId b = g.addInput("b", {DType::F16, stored(batch, 4, 5, false)}, InputRole::Data);
+      std::vector<ValueId> args = {a, b};
+      ValueId bias = kNoValue;
+      if (!batched) {
+        bias = g.addInput("bias", {bias_dt, {5}}, InputRole::Data);
+        args.push_back(bias);
+      }
+      ops::OpBuilder builder(g);
+      ValueId c = builder.create(op, "c", args, fp32OutAttrs());
+      ASSERT_EQ(g.type(c).dtype, DType::F32);
+      ValueId dc = g.addInput("dc", g.type(c), InputRole::Data);
+      const size_t before = g.numNodes();
+      const Node node = g.node(g.value(c).producer); // copy: the graph grows below
+      ops::GradContext ctx{builder, node, {dc}};
+      auto grads = ops::OpRegistry::global().find(op)->impl.grad(ctx);
+      ASSERT_TRUE(grads) << grads.message();
+      EXPECT_EQ(g.type((*grads)[0]), g.type(a)) << op;
+      EXPECT_EQ(g.type((*grads)[1]), g.type(b)) << op;
+      if (!batched) {
+        EXPECT_EQ(g.type((*grads)[2]), g.type(bias)) << dtypeName(bias_dt);
+      }
+      int casts_of_dc = 0, matmuls = 0;
+      for (size_t i = before; i < g.numNodes(); ++i) {
+        const Node &n = g.node(static_cast<NodeId>(i));
+        if (n.op == op) {
+          ++matmuls;
+          EXPECT_FALSE(n.attrs.getBool("fp32_out"));
+          for (ValueId in : n.inputs)
+            EXPECT_EQ(g.type(in).dtype, DType::F16) << n.name;
+        } else if (n.op == "Cast" && n.inputs[0] == dc) {
+          ++casts_of_dc;
+          EXPECT_EQ(n.attrs.getDType("dtype"), DType::F16);
+        } else if (n.op == "SumToShape") {
+          EXPECT_EQ(n.inputs[0], dc) << "the bias gradient reads the f32 dC";
+        }
+      }
+      EXPECT_EQ(matmuls, 2) << op;
+      EXPECT_EQ(casts_of_dc, 1) << op;
     }
 }
 

@@ -13,6 +13,7 @@ struct InitOptions {
   std::string model;
   std::string output;
   uint64_t seed = 0;
+  std::vector<std::string> scales; // PATTERN=FACTOR
 };
 
 int runInit(const InitOptions &opts) {
@@ -25,6 +26,20 @@ int runInit(const InitOptions &opts) {
     return fail(opts.model + ": kiln init needs a Hugging Face config.json, not a graph");
   SafetensorsFile file;
   file.tensors = frontend::initQwenWeights(*model->config, opts.seed);
+  for (const std::string &scale : opts.scales) {
+    size_t eq = scale.rfind('=');
+    double factor = 0;
+    try {
+      factor = eq == std::string::npos ? 0 : std::stod(scale.substr(eq + 1));
+    } catch (...) {
+      eq = std::string::npos;
+    }
+    if (eq == std::string::npos)
+      return fail("--scale: expected PATTERN=FACTOR, got '" + scale + "'");
+    Status s = frontend::scaleWeights(file.tensors, scale.substr(0, eq), factor);
+    if (!s)
+      return fail(s.error());
+  }
   file.metadata["format"] = "pt";
   Status written = writeSafetensors(opts.output, file);
   if (!written)
@@ -42,6 +57,8 @@ void registerInitCommand(CLI::App &app, Action &action) {
   cmd->add_option("MODEL", opts->model, "config.json or a folder holding it")->required();
   cmd->add_option("-o,--output", opts->output, "the safetensors file to write")->required();
   cmd->add_option("--seed", opts->seed, "random seed (default 0)");
+  cmd->add_option("--scale", opts->scales,
+                  "multiply the weights matching a glob: 'transformer.h.*.attn.c_attn.weight=40'");
   cmd->callback([opts, &action] { action = [opts] { return runInit(*opts); }; });
 }
 

@@ -13,6 +13,26 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
       ->group("Job");
   addOptionalDTypeFlag(cmd, s.dtype)->group("Job");
   addOptionalOverflowFlag(cmd, s.overflow)->group("Job");
+  cmd.add_option_function<std::string>(
+         "--precision-mode",
+         [&s](const std::string &m) {
+           auto mode = passes::parsePrecisionMode(m);
+           if (!mode)
+             throw CLI::ValidationError("--precision-mode", "unknown precision mode '" + m +
+                                                                "' (" +
+                                                                passes::precisionModeNames() + ")");
+           s.precision_mode = *mode;
+         },
+         "CANN precision_mode (default must_keep_origin_dtype)")
+      ->group("Job");
+  cmd.add_option_function<std::string>(
+         "--modify-mixlist", [&s](const std::string &f) { s.modify_mixlist = f; },
+         "CANN modify_mixlist JSON: edits of the white/black/gray lists")
+      ->group("Job");
+  cmd.add_option_function<std::string>(
+         "--keep-dtype", [&s](const std::string &f) { s.keep_dtype = f; },
+         "file of node names or OpType::X that keep their dtype")
+      ->group("Job");
   cmd.add_option("--fusion-switch-file", flags.fusion_switch_file,
                  "CANN fusion switch file (JSON or one 'Name:off' a line)")
       ->group("Job");

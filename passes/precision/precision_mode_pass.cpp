@@ -1,0 +1,147 @@
+// PrecisionModePass: applies the job's precision_mode to the graph, with
+// TensorFlow AMP's painting for the mixed modes: white-list ops (matmuls)
+// compute in the low dtype, black-list ops (reductions, softmax, exp/log,
+// losses, the optimizer) in f32, gray ops follow their producers (low only
+// when every float input is low), and Fill constants follow their users.
+// Nodes named in keep_dtype keep their dtype. Casts go where dtypes meet.
+#include "passes/pass.h"
+#include "passes/pass_context.h"
+#include "passes/pass_registry.h"
+#include "passes/precision/retype.h"
+
+namespace kiln::passes {
+namespace {
+
+constexpr const char *kPassName = "PrecisionModePass";
+
+bool hasFloatOutput(const Graph &g, const Node &n) {
+  for (ValueId v : n.outputs)
+    if (isFloat(g.type(v).dtype))
+      return true;
+  return false;
+}
+
+class PrecisionModePass : public Pass {
+public:
+  const PassInfo &info() const override {
+    static const PassInfo info{
+        .name = kPassName,
+        .group = PassGroup::Precision,
+        .priority = 100,
+        .default_on = true,
+        .may_disable = false,
+        .required_because =
+            "it applies the job's precision_mode; without it the graph would not compute in the "
+            "dtypes the job asked for (--precision-mode must_keep_origin_dtype keeps the model's "
+            "own dtypes)",
+        .summary = "Applies the job's precision_mode (force_fp32, force_fp16, allow_fp32_to_fp16, "
+                   "must_keep_origin_dtype, allow_mix_precision, allow_mix_precision_bf16)",
+        .description =
+            "force_fp32: every float op in f32. force_fp16: every float op in f16. "
+            "allow_fp32_to_fp16: white-list (cube) ops in f16, the rest keeps its dtype. "
+            "must_keep_origin_dtype: nothing changes. allow_mix_precision(_bf16): TensorFlow "
+            "AMP's painting in graph order with f16 (bf16) as the low dtype: white-list ops low, "
+            "black-list ops f32, gray ops low only when every float input is low, Fill constants "
+            "the dtype of their users when these agree. The lists are the built-in ones edited "
+            "by --modify-mixlist; nodes named in --keep-dtype (by name or OpType::X) keep their "
+            "dtype. Graph inputs and outputs keep their types, so parameters and optimizer state "
+            "stay what the model made them (f32 master weights for an f32 model); Cast nodes "
+            "are inserted where dtypes meet, one per value and dtype."};
+    return info;
+  }
+
+  Expected<PassResult> run(Graph &graph, const PassContext &ctx) const override {
+    const PrecisionSettings &p = ctx.precision();
+    PassResult result;
+    if (p.mode == PrecisionMode::MustKeepOriginDType)
+      return result;
+    const std::optional<DType> low = lowDType(p.mode);
+    RetypePlan plan(graph.numNodes());
+    // The dtype each value will hold once the plan is applied.
+    std::vector<DType> planned(graph.numValues());
+    for (size_t v = 0; v < graph.numValues(); ++v)
+      planned[v] = graph.type(static_cast<ValueId>(v)).dtype;
+    auto producedByFill = [&](ValueId v) {
+      NodeId pr = graph.value(v).producer;
+      return pr != kNoNode && graph.node(pr).op == "Fill";
+    };
+
+    for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
+      const Node &node = graph.node(id);
+      if (node.op == "Cast" || !hasFloatOutput(graph, node))
+        continue;
+      ++result.match_times;
+      if (p.keep_dtype.keeps(node)) {
+        const DType d = graph.type(node.outputs[0]).dtype;
+        result.dtype_decisions.push_back({node.name, d, d, "keep_dtype"});
+        continue;
+      }
+      const PrecisionList list = p.mixlist.listOf(node.op);
+      NodeRetype &r = plan[id];
+      switch (p.mode) {
+      case PrecisionMode::ForceFp32:
+        r = {DType::F32, {}, "force_fp32"};
+        break;
+      case PrecisionMode::ForceFp16:
+        r = {DType::F16, {}, "force_fp16"};
+        break;
+      case PrecisionMode::AllowFp32ToFp16:
+        if (list == PrecisionList::White)
+          r = {DType::F16, {}, "allow_fp32_to_fp16: cube op"};
+        break;
+      default:
+        if (list == PrecisionList::White) {
+          r = {*low, {}, "white list"};
+        } else if (list == PrecisionList::Black) {
+          r = {DType::F32, {}, "black list"};
+        } else {
+          // Gray: low only when every float input (constants aside) is low.
+          bool any_float = false, all_low = true;
+          for (ValueId in : node.inputs) {
+            if (!isFloat(planned[in]) || producedByFill(in))
+              continue;
+            any_float = true;
+            all_low = all_low && planned[in] == *low;
+          }
+          if (any_float)
+            r = {all_low ? *low : DType::F32, {}, "gray list: follows its inputs"};
+        }
+      }
+      if (r.dtype)
+        for (ValueId v : node.outputs)
+          if (isFloat(planned[v]))
+            planned[v] = *r.dtype;
+    }
+
+    // Fill constants take their users' dtype when the users agree.
+    const std::vector<std::vector<NodeId>> users = graph.computeUsers();
+    for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
+      const Node &node = graph.node(id);
+      if (node.op != "Fill" || !isFloat(graph.type(node.outputs[0]).dtype) ||
+          p.keep_dtype.keeps(node))
+        continue;
+      std::optional<DType> common;
+      bool agree = true;
+      for (NodeId u : users[node.outputs[0]]) {
+        const Node &user = graph.node(u);
+        DType d = plan[u].dtype ? *plan[u].dtype : graph.type(user.outputs[0]).dtype;
+        if (user.op == "Cast" || (common && *common != d))
+          agree = false;
+        common = d;
+      }
+      if (agree && common)
+        plan[id] = {*common, {}, "constant: follows its users"};
+    }
+
+    KILN_ASSIGN_OR_RETURN(std::vector<DTypeDecision> decisions,
+                          applyRetype(graph, plan, kPassName));
+    result.effect_times = static_cast<int64_t>(decisions.size());
+    result.dtype_decisions.insert(result.dtype_decisions.end(), decisions.begin(), decisions.end());
+    return result;
+  }
+};
+
+KILN_REGISTER_PASS(PrecisionModePass);
+
+} // namespace
+} // namespace kiln::passes

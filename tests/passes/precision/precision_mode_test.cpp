@@ -1,0 +1,192 @@
+// Precision rewriting end to end on the tiny Qwen training step: the mixed
+// modes stay close to force_fp32, the fp32 attention fix prevents the fp16
+// overflow it exists for, mixlist and keep_dtype edits move exactly the
+// named ops, and the required pass cannot be switched off.
+#include <cmath>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "compiler/driver/compile.h"
+#include "compiler/driver/job.h"
+#include "compiler/frontend/qwen_init.h"
+#include "tests/support/pass_test_util.h"
+
+namespace kiln::driver {
+namespace {
+
+using kiln::testing::TinyTrainingStep;
+
+ResolvedJob precisionJob(passes::PrecisionMode mode, std::vector<std::string> disable = {},
+                         std::optional<OverflowMode> overflow = std::nullopt) {
+  JobSettings cli;
+  cli.precision_mode = mode;
+  cli.disable_passes = std::move(disable);
+  cli.overflow = overflow;
+  auto job = resolveJob(std::nullopt, cli, DType::F16);
+  EXPECT_TRUE(job) << job.message();
+  return std::move(*job);
+}
+
+struct StepResult {
+  double loss = 0, grad_norm = 0;
+};
+
+// The tiny step built in f32 (the job's dtype), compiled by `job`, run once.
+StepResult runStep(const ResolvedJob &job, double c_attn_scale = 1.0) {
+  TinyTrainingStep step = kiln::testing::tinyTrainingStep(job.dtype);
+  if (c_attn_scale != 1.0) {
+    std::map<std::string, Tensor> weights;
+    for (auto &[name, t] : step.feed)
+      if (name.find("attn.c_attn.weight") != std::string::npos)
+        weights[name] = t;
+    EXPECT_TRUE(
+        frontend::scaleWeights(weights, "transformer.h.*.attn.c_attn.weight", c_attn_scale).isOk());
+    for (auto &[name, t] : weights)
+      step.feed[name] = t;
+  }
+  auto report = compileGraph(step.graph, job);
+  EXPECT_TRUE(report) << report.message();
+  ops::InterpretOptions options;
+  options.overflow = job.overflow;
+  auto out = ops::interpret(step.graph, step.feed, options);
+  EXPECT_TRUE(out) << out.message();
+  if (!out)
+    return {};
+  return {out->at("loss").getFloat(0), out->at("grad_norm").getFloat(0)};
+}
+
+bool near(double a, double reference, double rtol) {
+  return std::abs(a - reference) <= rtol * std::abs(reference);
+}
+
+TEST(PrecisionMode, MixedModesStayCloseToForceFp32) {
+  const StepResult fp32 = runStep(precisionJob(passes::PrecisionMode::ForceFp32));
+  for (auto mode : {passes::PrecisionMode::AllowMixPrecisionFp16,
+                    passes::PrecisionMode::AllowMixPrecisionBf16}) {
+    const StepResult mixed = runStep(precisionJob(mode));
+    EXPECT_TRUE(near(mixed.loss, fp32.loss, 1e-2))
+        << passes::precisionModeName(mode) << ": " << mixed.loss << " vs " << fp32.loss;
+    EXPECT_TRUE(near(mixed.grad_norm, fp32.grad_norm, 1e-2))
+        << passes::precisionModeName(mode) << ": " << mixed.grad_norm << " vs " << fp32.grad_norm;
+  }
+}
+
+// Scaled QKV weights push QK^T past 65504: in fp16 the scores overflow.
+TEST(PrecisionMode, AttentionFp32PreventsTheOverflow) {
+  const double scale = 2000;
+  const StepResult fp32 = runStep(precisionJob(passes::PrecisionMode::ForceFp32), scale);
+  ASSERT_TRUE(std::isfinite(fp32.loss));
+
+  const StepResult broken = runStep(
+      precisionJob(passes::PrecisionMode::AllowMixPrecisionFp16, {"AttentionFp32CastPass"}), scale);
+  EXPECT_FALSE(std::isfinite(broken.loss)) << "infnan: the overflow reaches the loss";
+
+  const StepResult saturated =
+      runStep(precisionJob(passes::PrecisionMode::AllowMixPrecisionFp16, {"AttentionFp32CastPass"},
+                           OverflowMode::Saturation),
+              scale);
+  EXPECT_TRUE(std::isfinite(saturated.loss));
+  EXPECT_FALSE(near(saturated.grad_norm, fp32.grad_norm, 0.5))
+      << "saturation hides the overflow but visibly changes the result: " << saturated.grad_norm
+      << " vs " << fp32.grad_norm;
+
+  const StepResult fixed =
+      runStep(precisionJob(passes::PrecisionMode::AllowMixPrecisionFp16), scale);
+  EXPECT_TRUE(near(fixed.loss, fp32.loss, 1e-2)) << fixed.loss << " vs " << fp32.loss;
+  EXPECT_TRUE(near(fixed.grad_norm, fp32.grad_norm, 1e-2))
+      << fixed.grad_norm << " vs " << fp32.grad_norm;
+}
+
+// The dtype of each node's first output after compiling with `job`.
+std::map<std::string, DType> dtypesAfter(const ResolvedJob &job) {
+  TinyTrainingStep step = kiln::testing::tinyTrainingStep(job.dtype);
+  EXPECT_TRUE(compileGraph(step.graph, job));
+  std::map<std::string, DType> out;
+  for (const Node &n : step.graph.nodes())
+    if (!n.outputs.empty())
+      out[n.name] = step.graph.type(n.outputs[0]).dtype;
+  return out;
+}
+
+TEST(PrecisionMode, WhiteBlackAndGrayPaint) {
+  auto d = dtypesAfter(precisionJob(passes::PrecisionMode::AllowMixPrecisionFp16));
+  EXPECT_EQ(d.at("transformer.h.0.mlp.w1"), DType::F16) << "white: matmul";
+  EXPECT_EQ(d.at("transformer.h.0.attn.scores"), DType::F32) << "attention fp32: fp32_out";
+  EXPECT_EQ(d.at("transformer.h.0.attn.softmax"), DType::F32) << "black: softmax";
+  EXPECT_EQ(d.at("transformer.h.0.mlp.act"), DType::F16) << "gray after a white op";
+  EXPECT_EQ(d.at("transformer.h.0.ln_1.mean"), DType::F32) << "black: reduction";
+}
+
+std::string writeTemp(const std::string &name, const std::string &text) {
+  std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(PrecisionMode, MixlistAndKeepDTypeMoveExactlyTheNamedOps) {
+  const auto base = dtypesAfter(precisionJob(passes::PrecisionMode::AllowMixPrecisionFp16));
+  JobSettings cli;
+  cli.precision_mode = passes::PrecisionMode::AllowMixPrecisionFp16;
+  cli.modify_mixlist = writeTemp("mix.json", R"({"black-list": {"to-add": ["Silu"]}})");
+  auto job = resolveJob(std::nullopt, cli, DType::F16);
+  ASSERT_TRUE(job) << job.message();
+  const auto moved = dtypesAfter(*job);
+  for (const auto &[name, dtype] : moved) {
+    if (!base.count(name))
+      continue; // casts the edit added
+    if (name.find("mlp.act") != std::string::npos && name.find("grad") == std::string::npos) {
+      EXPECT_EQ(dtype, DType::F32) << name;
+    }
+  }
+  EXPECT_EQ(moved.at("transformer.h.0.mlp.w1"), DType::F16) << "other ops stay";
+
+  JobSettings keep;
+  keep.precision_mode = passes::PrecisionMode::AllowMixPrecisionFp16;
+  keep.keep_dtype = writeTemp("keep.txt", "transformer.h.1.mlp.w1\n");
+  auto kept_job = resolveJob(std::nullopt, keep, DType::F16);
+  ASSERT_TRUE(kept_job) << kept_job.message();
+  const auto kept = dtypesAfter(*kept_job);
+  EXPECT_EQ(kept.at("transformer.h.1.mlp.w1"), DType::F32) << "kept in the model's f32";
+  EXPECT_EQ(kept.at("transformer.h.0.mlp.w1"), DType::F16) << "the other layer's w1 is lowered";
+}
+
+TEST(PrecisionMode, ThePassMayNotBeDisabled) {
+  JobSettings cli;
+  cli.disable_passes = {"PrecisionModePass"};
+  auto job = resolveJob(std::nullopt, cli, DType::F16);
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.message().find("may not be disabled: it applies the job's precision_mode"),
+            std::string::npos)
+      << job.message();
+}
+
+TEST(PrecisionMode, ReportListsEveryDecision) {
+  TinyTrainingStep step = kiln::testing::tinyTrainingStep(DType::F32);
+  auto report =
+      compileGraph(step.graph, precisionJob(passes::PrecisionMode::AllowMixPrecisionFp16));
+  ASSERT_TRUE(report) << report.message();
+  nlohmann::json j = passes::reportToJson(*report, step.graph);
+  bool saw_white = false, saw_attention = false;
+  for (const auto &p : j["passes"])
+    for (const auto &d : p.value("dtype_decisions", nlohmann::json::array())) {
+      saw_white |= d["why"] == "white list" && d["to"] == "f16";
+      saw_attention |= d["why"] == "attention fp32";
+    }
+  EXPECT_TRUE(saw_white);
+  EXPECT_TRUE(saw_attention);
+}
+
+TEST(PrecisionMode, Bf16NeedsATargetWithBf16) {
+  JobSettings cli;
+  cli.target = "ascend910";
+  cli.precision_mode = passes::PrecisionMode::AllowMixPrecisionBf16;
+  auto job = resolveJob(std::nullopt, cli, DType::F16);
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.message().find("allow_mix_precision_bf16 needs bf16"), std::string::npos)
+      << job.message();
+}
+
+} // namespace
+} // namespace kiln::driver

@@ -14,6 +14,11 @@ bool Target::supports(DType dtype) const {
   return std::find(dtypes.begin(), dtypes.end(), dtype) != dtypes.end();
 }
 
+bool Target::cubeTakes(DType dtype) const {
+  return std::find(cube_input_dtypes.begin(), cube_input_dtypes.end(), dtype) !=
+         cube_input_dtypes.end();
+}
+
 bool Target::supports(OverflowMode mode) const {
   return std::find(overflow_modes.begin(), overflow_modes.end(), mode) != overflow_modes.end();
 }
@@ -47,10 +52,10 @@ Expected<OverflowMode> overflowMode(const JsonReader &r, const json &v, const st
 Expected<Target> parseTarget(const json &doc, std::string_view source) {
   JsonReader r(source);
   const std::string root = "$";
-  KILN_RETURN_IF_ERROR(
-      r.checkKeys(doc, root,
-                  {"format", "version", "name", "description", "dtypes", "overflow_modes",
-                   "default_overflow_mode", "fixpipe", "cores", "memory", "vector_tile_elements"}));
+  KILN_RETURN_IF_ERROR(r.checkKeys(doc, root,
+                                   {"format", "version", "name", "description", "dtypes",
+                                    "cube_input_dtypes", "overflow_modes", "default_overflow_mode",
+                                    "fixpipe", "cores", "memory", "vector_tile_elements"}));
   KILN_ASSIGN_OR_RETURN(std::string format, r.string(doc, root, "format"));
   if (format != "kiln.target")
     return r.error("$.format", "expected \"kiln.target\", got \"" + format + "\"");
@@ -68,6 +73,15 @@ Expected<Target> parseTarget(const json &doc, std::string_view source) {
     if (!d)
       return r.error(r.index("$.dtypes", i), "unknown dtype '" + s + "'");
     t.dtypes.push_back(*d);
+  }
+  KILN_ASSIGN_OR_RETURN(const json *cube, r.array(doc, root, "cube_input_dtypes"));
+  for (size_t i = 0; i < cube->size(); ++i) {
+    const std::string path = r.index("$.cube_input_dtypes", i);
+    KILN_ASSIGN_OR_RETURN(std::string s, r.asString((*cube)[i], path));
+    auto d = parseDType(s);
+    if (!d || !t.supports(*d))
+      return r.error(path, "'" + s + "' is not one of $.dtypes");
+    t.cube_input_dtypes.push_back(*d);
   }
   KILN_ASSIGN_OR_RETURN(const json *modes, r.array(doc, root, "overflow_modes"));
   for (size_t i = 0; i < modes->size(); ++i) {

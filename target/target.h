@@ -36,6 +36,9 @@ struct Target {
   std::string name;
   std::string description;
   std::vector<DType> dtypes;
+  // Input dtypes the cube unit (matmuls) takes; it always accumulates in f32
+  // and can store f32 (ascend910's cube takes f16 only).
+  std::vector<DType> cube_input_dtypes;
   std::vector<OverflowMode> overflow_modes;
   OverflowMode default_overflow_mode = OverflowMode::Saturation;
   FixPipe fixpipe;
@@ -47,6 +50,7 @@ struct Target {
   int64_t vector_tile_elements = 0;
 
   bool supports(DType dtype) const;
+  bool cubeTakes(DType dtype) const;
   bool supports(OverflowMode mode) const;
   bool fixpipeApplies(std::string_view op) const;
 };

@@ -37,8 +37,10 @@ public:
         .summary = "Applies the job's precision_mode (force_fp32, force_fp16, allow_fp32_to_fp16, "
                    "must_keep_origin_dtype, allow_mix_precision, allow_mix_precision_bf16)",
         .description =
-            "force_fp32: every float op in f32. force_fp16: every float op in f16. "
-            "allow_fp32_to_fp16: white-list (cube) ops in f16, the rest keeps its dtype. "
+            "force_fp32 (= cube_fp16in_fp32out): every float op in f32, except that matmuls on "
+            "a cube without f32 inputs (ascend910) take f16 and store f32. force_fp16: every "
+            "float op in f16. allow_fp32_to_fp16: ops keep f32 where the chip computes it; "
+            "matmuls on a cube without f32 go to f16. "
             "must_keep_origin_dtype: nothing changes. allow_mix_precision(_bf16): TensorFlow "
             "AMP's painting in graph order with f16 (bf16) as the low dtype: white-list ops low, "
             "black-list ops f32, gray ops low only when every float input is low, Fill constants "
@@ -80,14 +82,20 @@ public:
       NodeRetype &r = plan[id];
       switch (p.mode) {
       case PrecisionMode::ForceFp32:
-        r = {DType::F32, {}, "force_fp32"};
+        // A cube that cannot take f32 computes f16 in, f32 out (CANN's
+        // cube_fp16in_fp32out, which is what force_fp32 means there).
+        if (list == PrecisionList::White && !ctx.target().cubeTakes(DType::F32))
+          r = {DType::F16, AttrMap{{"fp32_out", true}}, "force_fp32: cube_fp16in_fp32out"};
+        else
+          r = {DType::F32, {}, "force_fp32"};
         break;
       case PrecisionMode::ForceFp16:
         r = {DType::F16, {}, "force_fp16"};
         break;
       case PrecisionMode::AllowFp32ToFp16:
-        if (list == PrecisionList::White)
-          r = {DType::F16, {}, "allow_fp32_to_fp16: cube op"};
+        // Ops that can compute in f32 keep it; a cube without f32 goes f16.
+        if (list == PrecisionList::White && !ctx.target().cubeTakes(DType::F32))
+          r = {DType::F16, {}, "allow_fp32_to_fp16: the cube has no f32"};
         break;
       default:
         if (list == PrecisionList::White) {

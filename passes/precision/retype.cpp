@@ -1,5 +1,6 @@
 #include "passes/precision/retype.h"
 
+#include <algorithm>
 #include <map>
 
 #include "ops/op_registry.h"
@@ -41,11 +42,21 @@ public:
       return Status::ok();
     }
     const DType d = *r.dtype;
+    const ops::RegisteredOp *reg = ops::OpRegistry::global().find(graph_.node(id).op);
+    if (!reg)
+      return Error("node '" + graph_.node(id).name + "': unknown op '" + graph_.node(id).op + "'");
     for (size_t k = 0; k < num_inputs; ++k) {
       ValueId in = graph_.node(id).inputs[k];
-      // Only float data follows the compute dtype; indices and labels do not.
-      if (isFloat(original_[in]))
-        graph_.setInput(id, k, as(in, d));
+      // Only float data follows the compute dtype (not indices or labels),
+      // and only where the op's definition takes it (a loss's incoming
+      // gradient is f32 by definition): elsewhere the input keeps its dtype.
+      if (!isFloat(original_[in]))
+        continue;
+      const ops::OperandDef &def =
+          reg->def.inputs[std::min(k, reg->def.inputs.size() - 1)]; // variadic: the last
+      const bool takes = def.dtypes.empty() ||
+                         std::find(def.dtypes.begin(), def.dtypes.end(), d) != def.dtypes.end();
+      graph_.setInput(id, k, as(in, takes ? d : original_[in]));
     }
     Node &n = graph_.node(id);
     for (const auto &[key, value] : r.attr_overrides)
@@ -56,9 +67,6 @@ public:
     // gradient's mask (fill 0) keeps its fill.
     if (n.op == "CausalMask" && n.attrs.getFloat("fill") == lowestFinite(original_[n.outputs[0]]))
       n.attrs.set("fill", lowestFinite(d));
-    const ops::RegisteredOp *reg = ops::OpRegistry::global().find(n.op);
-    if (!reg)
-      return Error("node '" + n.name + "': unknown op '" + n.op + "'");
     std::vector<TensorType> in_types;
     for (ValueId v : n.inputs)
       in_types.push_back(graph_.type(v));

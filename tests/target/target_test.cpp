@@ -16,6 +16,8 @@ TEST(Target, BuiltinsCarryTheChipFacts) {
   EXPECT_FALSE(a->supports(DType::BF16));
   EXPECT_EQ(a->memory.ub_bytes, 256 * 1024);
   EXPECT_EQ(a->cube_cores, 32);
+  EXPECT_TRUE(a->cubeTakes(DType::F16));
+  EXPECT_FALSE(a->cubeTakes(DType::F32));
 
   auto b = loadTarget("ascend910b");
   ASSERT_TRUE(b) << b.message();
@@ -51,6 +53,8 @@ TEST(Target, MalformedFilesNameThePath) {
        "$.fixpipe.epilogue_ops: must be empty when FixPipe is not present"},
       {[](auto &j) { j["format"] = "kiln.job"; }, "$.format: expected \"kiln.target\""},
       {[](auto &j) { j["cores"]["cube"] = "24"; }, "$.cores.cube: expected an integer"},
+      {[](auto &j) { j["cube_input_dtypes"] = {"f64"}; },
+       "$.cube_input_dtypes[0]: 'f64' is not one of $.dtypes"},
   };
   for (const Case &c : cases) {
     nlohmann::json j = validTarget();

@@ -42,9 +42,11 @@ int runCompile(const CompileOptions &opts) {
     if (!s)
       return fail(s.error());
   }
-  std::cout << "kiln: compiled '" << graph->name() << "' for " << job->target.name << " in "
-            << dtypeName(job->dtype) << ": " << nodes_before << " nodes -> " << graph->numNodes()
-            << " nodes, " << graph->groups().size() << " fused groups\n";
+  std::cout << "kiln: compiled '" << graph->name() << "' for " << job->target.name << " ("
+            << dtypeName(job->dtype) << " model, "
+            << passes::precisionModeName(job->context->precision().mode) << "): " << nodes_before
+            << " nodes -> " << graph->numNodes() << " nodes, " << graph->groups().size()
+            << " fused groups\n";
   for (const passes::PassRecord &r : report->passes) {
     if (!r.enabled || !r.not_applicable.empty() || r.result.effect_times == 0)
       continue;

@@ -18,8 +18,7 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
          [&s](const std::string &m) {
            auto mode = passes::parsePrecisionMode(m);
            if (!mode)
-             throw CLI::ValidationError("--precision-mode", "unknown precision mode '" + m +
-                                                                "' (" +
+             throw CLI::ValidationError("--precision-mode", "unknown precision mode '" + m + "' (" +
                                                                 passes::precisionModeNames() + ")");
            s.precision_mode = *mode;
          },

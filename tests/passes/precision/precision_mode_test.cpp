@@ -99,14 +99,18 @@ TEST(PrecisionMode, AttentionFp32PreventsTheOverflow) {
       << fixed.grad_norm << " vs " << fp32.grad_norm;
 }
 
-// The dtype of each node's first output after compiling with `job`.
+// The dtype of each node's first output after compiling with `job` (and,
+// under "<name>#in0", of its first input).
 std::map<std::string, DType> dtypesAfter(const ResolvedJob &job) {
   TinyTrainingStep step = kiln::testing::tinyTrainingStep(job.dtype);
   EXPECT_TRUE(compileGraph(step.graph, job));
   std::map<std::string, DType> out;
-  for (const Node &n : step.graph.nodes())
+  for (const Node &n : step.graph.nodes()) {
     if (!n.outputs.empty())
       out[n.name] = step.graph.type(n.outputs[0]).dtype;
+    if (!n.inputs.empty())
+      out[n.name + "#in0"] = step.graph.type(n.inputs[0]).dtype;
+  }
   return out;
 }
 
@@ -150,6 +154,47 @@ TEST(PrecisionMode, MixlistAndKeepDTypeMoveExactlyTheNamedOps) {
   const auto kept = dtypesAfter(*kept_job);
   EXPECT_EQ(kept.at("transformer.h.1.mlp.w1"), DType::F32) << "kept in the model's f32";
   EXPECT_EQ(kept.at("transformer.h.0.mlp.w1"), DType::F16) << "the other layer's w1 is lowered";
+}
+
+ResolvedJob jobOn(const std::string &target, passes::PrecisionMode mode) {
+  JobSettings cli;
+  cli.target = target;
+  cli.precision_mode = mode;
+  auto job = resolveJob(std::nullopt, cli, DType::F16);
+  EXPECT_TRUE(job) << job.message();
+  return std::move(*job);
+}
+
+// What force_fp32 and allow_fp32_to_fp16 do to a matmul depends on whether
+// the target's cube takes f32.
+TEST(PrecisionMode, CubeModesFollowTheTarget) {
+  using passes::PrecisionMode;
+  const std::string w1 = "transformer.h.0.mlp.w1", act = "transformer.h.0.mlp.act";
+  auto b = dtypesAfter(jobOn("ascend910b", PrecisionMode::ForceFp32));
+  EXPECT_EQ(b.at(w1), DType::F32);
+  auto a = dtypesAfter(jobOn("ascend910", PrecisionMode::ForceFp32));
+  EXPECT_EQ(a.at(w1), DType::F32) << "f16 in, f32 out (cube_fp16in_fp32out)";
+  EXPECT_EQ(a.at(w1 + "#in0"), DType::F16) << "w1's input is cast for the cube";
+  EXPECT_EQ(b.at(w1 + "#in0"), DType::F32);
+  auto keep = dtypesAfter(jobOn("ascend910b", PrecisionMode::AllowFp32ToFp16));
+  EXPECT_EQ(keep.at(w1), DType::F32) << "the 910B cube computes f32";
+  auto lower = dtypesAfter(jobOn("ascend910", PrecisionMode::AllowFp32ToFp16));
+  EXPECT_EQ(lower.at(w1), DType::F16) << "the 910 cube has no f32";
+  EXPECT_EQ(lower.at(act), DType::F32) << "vector ops keep f32";
+  auto f16 = dtypesAfter(jobOn("ascend910b", PrecisionMode::ForceFp16));
+  EXPECT_EQ(f16.at(act), DType::F16);
+  EXPECT_EQ(f16.at("transformer.h.0.ln_1.mean"), DType::F16);
+}
+
+TEST(PrecisionMode, AttentionFp32CanBeLimitedToLayers) {
+  JobSettings cli;
+  cli.precision_mode = passes::PrecisionMode::AllowMixPrecisionFp16;
+  cli.attention_fp32_layers = std::set<int64_t>{1};
+  auto job = resolveJob(std::nullopt, cli, DType::F16);
+  ASSERT_TRUE(job) << job.message();
+  auto d = dtypesAfter(*job);
+  EXPECT_EQ(d.at("transformer.h.1.attn.scores"), DType::F32);
+  EXPECT_EQ(d.at("transformer.h.0.attn.scores"), DType::F16) << "layer 0 is not selected";
 }
 
 TEST(PrecisionMode, ThePassMayNotBeDisabled) {

@@ -23,3 +23,17 @@ echo "== tiny Qwen: init, then forward + backward on the reference interpreter"
 "$kiln" make-inputs examples/qwen-tiny/config.json --batch 2 --seq 16 --seed 1 -o "$work/inputs.safetensors"
 "$kiln" run examples/qwen-tiny/config.json --weights "$work/weights.safetensors" \
   --inputs "$work/inputs.safetensors" --outputs "$work/outputs.safetensors" --training
+
+echo "== examples/overflow: QK^T past fp16's 65504, without and with AttentionFp32CastPass"
+cfg=examples/overflow/config.json
+"$kiln" init "$cfg" -o "$work/ow.safetensors" --scale 'transformer.h.*.attn.c_attn.weight=2000'
+"$kiln" make-inputs "$cfg" --batch 2 --seq 16 -o "$work/oi.safetensors"
+overflow_run() {
+  "$kiln" run "$cfg" --weights "$work/ow.safetensors" --inputs "$work/oi.safetensors" \
+    --outputs "$work/oo.safetensors" --training "$@" | tr '\n' ' '
+  echo
+}
+echo -n "force_fp32 (reference):                  "; overflow_run --precision-mode force_fp32
+echo -n "allow_mix_precision, pass off:           "
+overflow_run --precision-mode allow_mix_precision --disable-pass AttentionFp32CastPass
+echo -n "allow_mix_precision, pass on (default):  "; overflow_run --precision-mode allow_mix_precision

@@ -32,6 +32,18 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
          "--keep-dtype", [&s](const std::string &f) { s.keep_dtype = f; },
          "file of node names or OpType::X that keep their dtype")
       ->group("Job");
+  cmd.add_option_function<std::vector<int64_t>>(
+         "--attention-fp32-layers",
+         [&s](const std::vector<int64_t> &layers) {
+           for (int64_t l : layers)
+             if (l < 0)
+               throw CLI::ValidationError("--attention-fp32-layers",
+                                          "expected layer indices >= 0");
+           s.attention_fp32_layers = std::set<int64_t>(layers.begin(), layers.end());
+         },
+         "limit AttentionFp32CastPass to these layers (A,B,...)")
+      ->delimiter(',')
+      ->group("Job");
   cmd.add_option("--fusion-switch-file", flags.fusion_switch_file,
                  "CANN fusion switch file (JSON or one 'Name:off' a line)")
       ->group("Job");

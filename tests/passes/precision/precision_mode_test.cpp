@@ -197,6 +197,30 @@ TEST(PrecisionMode, AttentionFp32CanBeLimitedToLayers) {
   EXPECT_EQ(d.at("transformer.h.0.attn.scores"), DType::F16) << "layer 0 is not selected";
 }
 
+// After the precision passes no cast is an identity and no cast reads a
+// widening cast: CastEliminationPass leaves no redundant pair.
+TEST(PrecisionMode, NoRedundantCastsRemain) {
+  for (auto mode :
+       {passes::PrecisionMode::AllowMixPrecisionFp16, passes::PrecisionMode::AllowMixPrecisionBf16,
+        passes::PrecisionMode::ForceFp16}) {
+    TinyTrainingStep step = kiln::testing::tinyTrainingStep(DType::F32);
+    ASSERT_TRUE(compileGraph(step.graph, precisionJob(mode)));
+    const Graph &g = step.graph;
+    for (const Node &n : g.nodes()) {
+      if (n.op != "Cast")
+        continue;
+      const DType in = g.type(n.inputs[0]).dtype, out = g.type(n.outputs[0]).dtype;
+      EXPECT_NE(in, out) << n.name << " is an identity cast";
+      NodeId p = g.value(n.inputs[0]).producer;
+      if (p != kNoNode && g.node(p).op == "Cast") {
+        const DType source = g.type(g.node(p).inputs[0]).dtype;
+        EXPECT_FALSE(source != DType::F32 && in == DType::F32)
+            << g.node(p).name << " -> " << n.name << " is an exact pair left in place";
+      }
+    }
+  }
+}
+
 TEST(PrecisionMode, ThePassMayNotBeDisabled) {
   JobSettings cli;
   cli.disable_passes = {"PrecisionModePass"};

@@ -4,6 +4,7 @@
 
 #include "ir/file_io.h"
 #include "ir/json_reader.h"
+#include "ir/text_lines.h"
 
 namespace kiln::passes {
 
@@ -17,14 +18,6 @@ Expected<bool> onOff(const JsonReader &r, const json &v, const std::string &path
   if (v.is_string() && v.get<std::string>() == "off")
     return false;
   return r.error(path, "expected \"on\" or \"off\", got " + v.dump());
-}
-
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos)
-    return "";
-  size_t e = s.find_last_not_of(" \t\r");
-  return std::string(s.substr(b, e - b + 1));
 }
 
 } // namespace
@@ -71,12 +64,9 @@ Expected<SwitchLayer> parseSwitchGroups(const json &groups, std::string_view sou
 Expected<SwitchLayer> parseSwitchLines(std::string_view text, std::string_view source) {
   SwitchLayer layer;
   layer.source = std::string(source);
-  std::istringstream in{std::string(text)};
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    std::string content = trim(line.substr(0, line.find('#')));
-    if (content.empty())
-      continue;
+  for (const ContentLine &line : contentLines(text)) {
+    const int number = line.number;
+    const std::string &content = line.text;
     const std::string where = std::string(source) + ": line " + std::to_string(number);
     size_t colon = content.rfind(':');
     if (colon == std::string::npos)

@@ -10,6 +10,7 @@
 #include "ir/file_io.h"
 #include "ir/json_reader.h"
 #include "ir/name_suggest.h"
+#include "ir/text_lines.h"
 
 namespace kiln::passes {
 
@@ -80,14 +81,6 @@ struct Edit {
   bool add;
   std::string path;
 };
-
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos)
-    return "";
-  size_t e = s.find_last_not_of(" \t\r");
-  return std::string(s.substr(b, e - b + 1));
-}
 
 } // namespace
 
@@ -223,12 +216,9 @@ Expected<KeepDType> parseKeepDType(std::string_view text, std::string_view sourc
                                    const ops::OpRegistry &registry) {
   constexpr std::string_view kPrefix = "OpType::";
   KeepDType keep;
-  std::istringstream in{std::string(text)};
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    const std::string entry = trim(line.substr(0, line.find('#')));
-    if (entry.empty())
-      continue;
+  for (const ContentLine &line : contentLines(text)) {
+    const int number = line.number;
+    const std::string &entry = line.text;
     const std::string where = std::string(source) + ": line " + std::to_string(number);
     if (entry.find_first_of(" \t") != std::string::npos)
       return Error(where + ": expected one entry a line (a node name or OpType::<op type>), got '" +

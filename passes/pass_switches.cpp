@@ -1,6 +1,5 @@
 #include "passes/pass_switches.h"
 
-#include <sstream>
 
 #include "ir/file_io.h"
 #include "ir/json_reader.h"

@@ -10,7 +10,7 @@ packages=(
   llvm-19-dev
   nlohmann-json3-dev libtinyxml2-dev libspdlog-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev
+  libopenblas-dev libssl-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -35,5 +35,6 @@ void registerMakeInputsCommand(CLI::App &app, Action &action);
 void registerOpsCommand(CLI::App &app, Action &action);
 void registerCompileCommand(CLI::App &app, Action &action);
 void registerPassesCommand(CLI::App &app, Action &action);
+void registerCacheCommand(CLI::App &app, Action &action);
 
 } // namespace kiln::cli

@@ -1,0 +1,120 @@
+// Encoding and checking kernel-cache entries (format in cache_entry.h).
+#include "compiler/cache/cache_entry.h"
+
+#include <cstring>
+
+#include "compiler/cache/sha256.h"
+
+namespace kiln::cache {
+namespace {
+
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'K', 'C', 'E', '\0'};
+
+void putU32(std::string &out, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    out.push_back(char(uint8_t(v >> (8 * i))));
+}
+void putU64(std::string &out, uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    out.push_back(char(uint8_t(v >> (8 * i))));
+}
+uint64_t getLE(std::string_view bytes, size_t offset, int width) {
+  uint64_t v = 0;
+  for (int i = 0; i < width; ++i)
+    v |= uint64_t(uint8_t(bytes[offset + i])) << (8 * i);
+  return v;
+}
+
+struct Header {
+  uint64_t meta_size = 0;
+  uint64_t object_size = 0;
+};
+
+Expected<Header> parseHeader(std::string_view bytes, uint64_t file_size) {
+  if (file_size < kEntryHeaderSize + kEntryChecksumSize || bytes.size() < kEntryHeaderSize)
+    return Error("truncated: " + std::to_string(file_size) + " bytes is shorter than any entry");
+  if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
+    return Error("bad magic: not a kiln kernel-cache entry");
+  uint32_t version = uint32_t(getLE(bytes, 8, 4));
+  if (version != kEntryFormatVersion)
+    return Error("unknown entry format version " + std::to_string(version) + " (this kiln reads " +
+                 std::to_string(kEntryFormatVersion) + ")");
+  Header h{getLE(bytes, 16, 8), getLE(bytes, 24, 8)};
+  const uint64_t room = file_size - kEntryHeaderSize - kEntryChecksumSize;
+  if (h.meta_size > room || h.object_size > room - h.meta_size)
+    return Error("truncated: header promises " + std::to_string(h.meta_size) + "+" +
+                 std::to_string(h.object_size) + " bytes, file has room for " +
+                 std::to_string(room));
+  if (h.meta_size + h.object_size != room)
+    return Error("trailing bytes: " + std::to_string(room - h.meta_size - h.object_size) +
+                 " after the payload");
+  return h;
+}
+
+Status parseMeta(std::string_view text, CacheEntry &entry) {
+  nlohmann::json meta = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object() || !meta.contains("key") || !meta["key"].is_string() ||
+      !meta.contains("kernel") || !meta["kernel"].is_string() || !meta.contains("parts") ||
+      !meta["parts"].is_array())
+    return Error("malformed metadata");
+  entry.key = meta["key"].get<std::string>();
+  entry.kernel_name = meta["kernel"].get<std::string>();
+  for (const nlohmann::json &part : meta["parts"]) {
+    if (!part.is_array() || part.size() != 2 || !part[0].is_string() || !part[1].is_string())
+      return Error("malformed metadata: a key part is not [name, digest]");
+    entry.parts.emplace_back(part[0].get<std::string>(), part[1].get<std::string>());
+  }
+  if (meta.contains("metadata"))
+    entry.metadata = meta["metadata"];
+  if (meta.contains("created") && meta["created"].is_number_integer())
+    entry.created = meta["created"].get<int64_t>();
+  return Status::ok();
+}
+
+} // namespace
+
+std::string encodeEntry(const CacheEntry &entry) {
+  // An array keeps the parts in key order (a JSON object would sort them).
+  nlohmann::json parts = nlohmann::json::array();
+  for (const auto &[name, hex] : entry.parts)
+    parts.push_back({name, hex});
+  nlohmann::json meta = {{"key", entry.key},
+                         {"kernel", entry.kernel_name},
+                         {"parts", parts},
+                         {"metadata", entry.metadata},
+                         {"created", entry.created}};
+  const std::string meta_text = meta.dump();
+  std::string out(kMagic, sizeof(kMagic));
+  putU32(out, kEntryFormatVersion);
+  putU32(out, 0);
+  putU64(out, meta_text.size());
+  putU64(out, entry.object.size());
+  out += meta_text;
+  out += entry.object;
+  Sha256::Digest sum = sha256(out);
+  out.append(reinterpret_cast<const char *>(sum.data()), sum.size());
+  return out;
+}
+
+Expected<CacheEntry> decodeEntry(std::string_view bytes) {
+  KILN_ASSIGN_OR_RETURN(Header h, parseHeader(bytes, bytes.size()));
+  const size_t body = bytes.size() - kEntryChecksumSize;
+  Sha256::Digest sum = sha256(bytes.substr(0, body));
+  if (std::memcmp(sum.data(), bytes.data() + body, kEntryChecksumSize) != 0)
+    return Error("checksum mismatch");
+  CacheEntry entry;
+  KILN_RETURN_IF_ERROR(parseMeta(bytes.substr(kEntryHeaderSize, h.meta_size), entry));
+  entry.object = std::string(bytes.substr(kEntryHeaderSize + h.meta_size, h.object_size));
+  return entry;
+}
+
+Expected<CacheEntry> decodeEntryMeta(std::string_view prefix, uint64_t file_size) {
+  KILN_ASSIGN_OR_RETURN(Header h, parseHeader(prefix, file_size));
+  if (prefix.size() < kEntryHeaderSize + h.meta_size)
+    return Error("truncated metadata");
+  CacheEntry entry;
+  KILN_RETURN_IF_ERROR(parseMeta(prefix.substr(kEntryHeaderSize, h.meta_size), entry));
+  return entry;
+}
+
+} // namespace kiln::cache

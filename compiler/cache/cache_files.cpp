@@ -1,0 +1,188 @@
+// Files of the kernel cache: folders, scanning entries, reading them checked.
+#include "compiler/cache/cache_files.h"
+
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "ir/file_io.h"
+
+namespace kiln::cache {
+namespace {
+
+template <typename F> void forEachName(const std::string &dir, F &&f) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return;
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..")
+      f(name);
+  }
+  ::closedir(d);
+}
+
+Expected<std::string> readAll(int fd, const std::string &path) {
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return Error(path + ": read failed: " + errnoText());
+    }
+    if (n == 0)
+      return out;
+    out.append(buf, size_t(n));
+  }
+}
+
+} // namespace
+
+std::string errnoText() { return std::strerror(errno); }
+
+Status makeDirs(const std::string &dir) {
+  for (size_t pos = 1;; ++pos) {
+    pos = dir.find('/', pos);
+    std::string prefix = dir.substr(0, pos);
+    if (!prefix.empty() && ::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST)
+      return Error("cache directory '" + dir + "': cannot create '" + prefix + "': " + errnoText());
+    if (pos == std::string::npos)
+      break;
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0)
+    return Error("cache directory '" + dir + "': " + errnoText());
+  if (!S_ISDIR(st.st_mode))
+    return Error("cache directory '" + dir + "': not a directory");
+  return Status::ok();
+}
+
+void scanEntries(const std::string &dir, std::vector<DiskEntry> &entries,
+                 std::vector<DiskEntry> *temps) {
+  const std::string root = dir + "/entries";
+  forEachName(root, [&](const std::string &sub) {
+    const std::string subdir = root + "/" + sub;
+    forEachName(subdir, [&](const std::string &name) {
+      DiskEntry e;
+      e.path = subdir + "/" + name;
+      struct stat st {};
+      if (::lstat(e.path.c_str(), &st) != 0)
+        return;
+      e.bytes = uint64_t(st.st_size);
+      e.mtime = st.st_mtim;
+      const size_t suffix = name.size() >= 4 ? name.size() - 4 : 0;
+      if (name.find(".tmp.") != std::string::npos) {
+        if (temps)
+          temps->push_back(e);
+      } else if (name.compare(suffix, std::string::npos, kEntrySuffix) == 0 &&
+                 isKeyHex(name.substr(0, suffix))) {
+        e.key = name.substr(0, suffix);
+        entries.push_back(e);
+      }
+    });
+  });
+}
+
+Expected<CacheEntry> readMeta(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return Error(path + ": cannot open: " + errnoText());
+  struct stat st {};
+  std::string prefix(kEntryHeaderSize, '\0');
+  ssize_t n = ::fstat(fd, &st) == 0 ? ::pread(fd, prefix.data(), prefix.size(), 0) : -1;
+  if (n == ssize_t(kEntryHeaderSize)) {
+    uint64_t meta_size = 0;
+    for (int i = 0; i < 8; ++i)
+      meta_size |= uint64_t(uint8_t(prefix[16 + i])) << (8 * i);
+    if (meta_size <= uint64_t(st.st_size)) {
+      prefix.resize(kEntryHeaderSize + meta_size);
+      n = ::pread(fd, prefix.data(), prefix.size(), 0);
+    }
+  }
+  ::close(fd);
+  if (n < 0)
+    return Error(path + ": read failed: " + errnoText());
+  prefix.resize(size_t(n));
+  auto entry = decodeEntryMeta(prefix, uint64_t(st.st_size));
+  if (!entry)
+    return entry.error().withContext(path);
+  return entry;
+}
+
+Expected<nlohmann::json> readCounters(const std::string &path) {
+  nlohmann::json zero = {{"hits", 0}, {"misses", 0}, {"stores", 0}, {"evictions", 0}};
+  if (::access(path.c_str(), F_OK) != 0)
+    return zero;
+  auto j = readJsonFile(path);
+  if (!j || !j->is_object()) {
+    spdlog::warn("kernel cache: {}: unreadable counters, starting from zero", path);
+    return zero;
+  }
+  for (auto &[name, value] : zero.items())
+    if (j->contains(name) && (*j)[name].is_number_unsigned())
+      value = (*j)[name];
+  return zero;
+}
+
+std::optional<CacheEntry> loadChecked(const std::string &path, const std::string &expect_key,
+                                      int &fd, std::string &bad) {
+  fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      bad = "is a symbolic link";
+    else if (errno != ENOENT)
+      bad = "cannot open: " + errnoText();
+    return std::nullopt;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    bad = "cannot stat: " + errnoText();
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    bad = "not a regular file";
+    return std::nullopt;
+  }
+  if (st.st_uid != ::geteuid()) {
+    bad = "owned by uid " + std::to_string(st.st_uid) + ", not by the current user";
+    return std::nullopt;
+  }
+  auto bytes = readAll(fd, path);
+  if (!bytes) {
+    bad = bytes.message();
+    return std::nullopt;
+  }
+  auto entry = decodeEntry(*bytes);
+  if (!entry) {
+    bad = entry.message();
+    return std::nullopt;
+  }
+  if (entry->key != expect_key) {
+    bad = "holds key " + entry->key;
+    return std::nullopt;
+  }
+  return std::move(entry).value();
+}
+
+FileLock::FileLock(const std::string &path)
+    : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+  if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0)
+    ::close(fd_); // closing releases the lock
+}
+
+} // namespace kiln::cache

@@ -1,0 +1,39 @@
+// Hashing the key parts: the key hashes each part's fixed-length digest, so parts cannot run
+// together.
+#include "compiler/cache/cache_key.h"
+
+#include "compiler/cache/sha256.h"
+
+namespace kiln::cache {
+
+CacheKey makeCacheKey(const CacheKeyInputs &in) {
+  const std::array<const std::string *, kKeyPartNames.size()> values = {
+      &in.kernel_ir,        &in.target,       &in.host_features,  &in.kiln_version,
+      &in.kiln_source_hash, &in.llvm_version, &in.codegen_options};
+  CacheKey key;
+  key.kernel_name = in.kernel_name;
+  // Bump the domain string when the key's make-up changes, so old entries miss.
+  Sha256 whole;
+  whole.update("kiln-kernel-cache-key/1\n");
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::string part_hex = sha256Hex(*values[i]);
+    whole.update(kKeyPartNames[i]);
+    whole.update("=");
+    whole.update(part_hex);
+    whole.update("\n");
+    key.parts.emplace_back(std::string(kKeyPartNames[i]), std::move(part_hex));
+  }
+  key.hex = toHex(whole.finish());
+  return key;
+}
+
+bool isKeyHex(std::string_view text) {
+  if (text.size() != 64)
+    return false;
+  for (char c : text)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return false;
+  return true;
+}
+
+} // namespace kiln::cache

@@ -1,0 +1,122 @@
+// The on-disk kernel cache: content-addressed entries, checked on every read, LRU-capped.
+//
+// Layout of the cache directory (created 0700; entries are native code):
+//   entries/<k0k1>/<key>.kce   one entry per key (format in cache_entry.h)
+//   stats.json                 persisted counters: hits, misses, stores, evictions
+//   stats.lock                 flock(2) held while stats.json is rewritten
+//
+// Concurrency: an entry is written to a temporary file in its own folder and
+// renamed over the final name, so readers see a whole entry or none; two
+// writers of one key both publish whole entries and the last rename wins.
+// Readers verify the checksum anyway. Counters are kept in memory and added to
+// stats.json under the lock when the cache is flushed or destroyed.
+//
+// Eviction: an entry's mtime is its last use (set on store and on every hit).
+// When the bytes stored exceed the cap, the oldest entries go until the total
+// fits. The total is scanned once per instance and then tracked, so a store
+// does not walk the directory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/cache/cache_config.h"
+#include "compiler/cache/cache_entry.h"
+#include "compiler/cache/cache_key.h"
+#include "ir/error.h"
+
+namespace kiln::cache {
+
+struct CacheStats {
+  uint64_t entries = 0;
+  uint64_t bytes = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t stores = 0;
+  uint64_t evictions = 0; // bad entries and LRU victims
+  uint64_t max_bytes = 0;
+  nlohmann::json toJson() const;
+};
+
+struct EntryInfo {
+  std::string key;
+  std::string kernel_name;
+  uint64_t bytes = 0;
+  int64_t last_use = 0; // unix seconds
+  std::string path;
+};
+
+struct VerifyReport {
+  uint64_t checked = 0;
+  // (path, reason) of each entry that failed; those were evicted.
+  std::vector<std::pair<std::string, std::string>> bad;
+  bool ok() const { return bad.empty(); }
+};
+
+// Why a key missed, against the nearest entry (fewest differing parts), one
+// with the same kernel name when there is one.
+struct MissExplanation {
+  std::string kernel_name;
+  bool hit = false;                   // the key is in the cache after all
+  std::optional<std::string> nearest; // key of the nearest entry
+  bool same_kernel = false;           // the nearest entry has the same kernel name
+  std::vector<std::string> changed;   // key parts that differ from it
+  std::string message() const;
+};
+
+class KernelCache {
+public:
+  // Creates `dir` 0700 if needed (not in Disable mode) and refuses a folder
+  // owned by someone else or writable by group or others.
+  static Expected<std::unique_ptr<KernelCache>>
+  open(std::string dir, CacheMode mode = CacheMode::Enable, uint64_t max_bytes = kDefaultMaxBytes);
+  ~KernelCache();
+  KernelCache(const KernelCache &) = delete;
+  KernelCache &operator=(const KernelCache &) = delete;
+
+  const std::string &dir() const { return dir_; }
+  CacheMode mode() const { return mode_; }
+
+  // The entry, checked; nullopt on a miss. Any problem reading the cache is a
+  // miss, never an error: compiling again is always correct. A bad entry
+  // (truncated, corrupt, wrong checksum, not the user's) is evicted with a warning.
+  std::optional<CacheEntry> lookup(const CacheKey &key);
+  Status store(const CacheKey &key, std::string_view object,
+               const nlohmann::json &metadata = nlohmann::json::object());
+  MissExplanation explainMiss(const CacheKey &key) const;
+
+  // Entries, oldest use first; unreadable headers are skipped (verify finds them).
+  Expected<std::vector<EntryInfo>> list() const;
+  // Reads and checks every entry, evicting the bad ones.
+  Expected<VerifyReport> verify();
+  // Evicts least recently used entries until at most `max_bytes` remain (the
+  // cap when not given) and removes stale temporary files; returns the count evicted.
+  Expected<uint64_t> prune(std::optional<uint64_t> max_bytes = std::nullopt);
+  // Removes every entry and resets the counters; returns the count removed.
+  Expected<uint64_t> clean();
+  // Persisted counters plus this instance's, and the entries on disk now.
+  Expected<CacheStats> stats() const;
+  // Adds this instance's counters to stats.json.
+  Status flushStats();
+
+  std::string entryPath(const std::string &key_hex) const;
+
+private:
+  KernelCache(std::string dir, CacheMode mode, uint64_t max_bytes);
+  void evictBad(const std::string &path, int fd, const std::string &reason);
+  Status enforceCap(uint64_t cap);
+
+  std::string dir_;
+  CacheMode mode_;
+  uint64_t max_bytes_;
+  std::optional<uint64_t> tracked_bytes_; // estimate of bytes on disk
+  CacheStats delta_;                      // counters not yet in stats.json
+};
+
+} // namespace kiln::cache

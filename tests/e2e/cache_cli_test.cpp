@@ -1,0 +1,142 @@
+// `kiln cache ...` end to end: stats, list, verify, prune, clean, and bad cache folders.
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/cache/kernel_cache.h"
+#include "ir/file_io.h"
+#include "tests/e2e/cli_fixture.h"
+
+namespace kiln::testing {
+namespace {
+
+class CacheCli : public Cli {
+protected:
+  std::string cacheDir() const { return path("cache"); }
+
+  void fill(int n) {
+    auto c = cache::KernelCache::open(cacheDir());
+    ASSERT_TRUE(c.isOk()) << c.message();
+    for (int i = 0; i < n; ++i) {
+      cache::CacheKeyInputs in;
+      in.kernel_name = "kernel_" + std::to_string(i);
+      in.kernel_ir = "ir " + std::to_string(i);
+      cache::CacheKey key = cache::makeCacheKey(in);
+      ASSERT_TRUE((*c)->store(key, std::string(200, char('a' + i))).isOk());
+      keys_.push_back(key.hex);
+      EXPECT_TRUE((*c)->lookup(key));
+    }
+  }
+
+  nlohmann::json runJson(const std::string &args, int expect_exit = 0) {
+    Result r = run(args + " --cache-dir " + cacheDir() + " --format json");
+    EXPECT_EQ(r.exit_code, expect_exit) << r.err;
+    return nlohmann::json::parse(r.out, nullptr, false);
+  }
+
+  std::vector<std::string> keys_;
+};
+
+TEST_F(CacheCli, StatsOfAFreshCacheCreatesItEmpty) {
+  nlohmann::json s = runJson("cache stats");
+  for (const char *field : {"entries", "bytes", "hits", "misses"})
+    EXPECT_EQ(s[field], 0) << field;
+  EXPECT_EQ(s["dir"], cacheDir());
+  EXPECT_TRUE(fs::is_directory(cacheDir()));
+}
+
+TEST_F(CacheCli, StatsListVerifyCleanSeeWhatTheLibraryStored) {
+  fill(3);
+  nlohmann::json s = runJson("cache stats");
+  EXPECT_EQ(s["entries"], 3);
+  EXPECT_EQ(s["hits"], 3);
+  EXPECT_EQ(s["misses"], 0);
+  EXPECT_GT(s["bytes"].get<uint64_t>(), 600u);
+
+  nlohmann::json list = runJson("cache list");
+  ASSERT_EQ(list["entries"].size(), 3u);
+  std::set<std::string> kernels;
+  for (const auto &e : list["entries"]) {
+    kernels.insert(e["kernel"].get<std::string>());
+    EXPECT_EQ(e["key"].get<std::string>().size(), 64u);
+  }
+  EXPECT_EQ(kernels, (std::set<std::string>{"kernel_0", "kernel_1", "kernel_2"}));
+
+  nlohmann::json ok = runJson("cache verify");
+  EXPECT_EQ(ok["checked"], 3);
+  EXPECT_EQ(ok["ok"], true);
+
+  // Flip a byte of one entry: verify fails, names it, and evicts it.
+  auto c = cache::KernelCache::open(cacheDir());
+  ASSERT_TRUE(c.isOk());
+  const std::string entry = (*c)->entryPath(keys_[1]);
+  std::string bytes = readFile(entry).value();
+  bytes[100] ^= 0x01;
+  ASSERT_TRUE(writeFileAtomic(entry, bytes).isOk());
+  Result bad = run("cache verify --cache-dir " + cacheDir());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("1 bad, evicted"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find(entry), std::string::npos) << bad.out;
+  EXPECT_NE(bad.err.find("kiln: warning: kernel cache: evicting bad entry"), std::string::npos)
+      << bad.err;
+  EXPECT_EQ(runJson("cache stats")["entries"], 2);
+  EXPECT_EQ(runJson("cache verify")["ok"], true);
+
+  nlohmann::json pruned = runJson("cache prune --max-size 0");
+  EXPECT_EQ(pruned["evicted"], 2);
+  EXPECT_EQ(pruned["entries"], 0);
+
+  fill(2);
+  EXPECT_EQ(runJson("cache clean")["removed"], 2);
+  s = runJson("cache stats");
+  EXPECT_EQ(s["entries"], 0);
+  EXPECT_EQ(s["hits"], 0);
+}
+
+TEST_F(CacheCli, TextOutput) {
+  fill(1);
+  Result r = run("cache list --cache-dir " + cacheDir());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("kernel_0"), std::string::npos) << r.out;
+  r = run("cache stats --cache-dir " + cacheDir());
+  EXPECT_NE(r.out.find("entries:        1"), std::string::npos) << r.out;
+  r = run("cache verify --cache-dir " + cacheDir());
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("all good"), std::string::npos) << r.out;
+}
+
+TEST_F(CacheCli, CacheDirComesFromTheEnvironment) {
+  fill(1);
+  ::setenv("KILN_CACHE_DIR", cacheDir().c_str(), 1);
+  Result r = run("cache stats --format json");
+  ::unsetenv("KILN_CACHE_DIR");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["entries"], 1);
+}
+
+TEST_F(CacheCli, BadCacheDirIsAOneLineErrorNamingIt) {
+  write("plain_file", "x");
+  expectError(run("cache stats --cache-dir " + path("plain_file")),
+              {path("plain_file"), "not a directory"});
+  expectError(run("cache list --cache-dir " + path("plain_file") + "/sub"),
+              {path("plain_file") + "/sub", "cannot create"});
+  fs::create_directories(path("shared"));
+  fs::permissions(path("shared"), fs::perms::all);
+  expectError(run("cache verify --cache-dir " + path("shared")),
+              {path("shared"), "writable by group or others"});
+}
+
+TEST_F(CacheCli, BadSizesAndFormatsAreErrors) {
+  expectError(run("cache prune --cache-dir " + cacheDir() + " --max-size lots"),
+              {"--max-size", "lots"});
+  ::setenv("KILN_CACHE_MAX_SIZE", "-5", 1);
+  Result r = run("cache stats --cache-dir " + cacheDir());
+  ::unsetenv("KILN_CACHE_MAX_SIZE");
+  expectError(r, {"KILN_CACHE_MAX_SIZE", "-5"});
+  Result f = run("cache stats --cache-dir " + cacheDir() + " --format xml");
+  EXPECT_NE(f.exit_code, 0);
+  EXPECT_EQ(f.err.rfind("kiln: error: ", 0), 0u) << f.err;
+}
+
+} // namespace
+} // namespace kiln::testing

@@ -137,6 +137,22 @@ TEST_F(CompileCli, SwitchErrorsAreOneLine) {
               {"job.json", "$.disable_pass", "unknown field"});
 }
 
+TEST_F(CompileCli, FusionRuleFoldersFromTheCommandLine) {
+  const std::string data = kSource + "/tests/passes/rules/data";
+  Result listed = run("passes list --format json --fusion-rules " + data + "/good");
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  json list = json::parse(listed.out);
+  size_t builtin_rules = 0, total = list.size();
+  for (const json &p : list)
+    builtin_rules += p["name"].get<std::string>().find("FusionRule") != std::string::npos;
+  Result plain = run("passes list --format json");
+  ASSERT_EQ(plain.exit_code, 0);
+  EXPECT_GT(total, json::parse(plain.out).size()) << "the folder's rules are passes too";
+  EXPECT_GT(builtin_rules, 0u);
+  expectError(run("compile " + kTiny + " --fusion-rules " + data + "/bad"), {data + "/bad/", "$."});
+  expectError(run("compile " + kTiny + " --fusion-rules " + path("absent")), {"absent"});
+}
+
 TEST_F(CompileCli, PassesListAndShow) {
   Result table = run("passes list --target ascend910");
   ASSERT_EQ(table.exit_code, 0) << table.err;

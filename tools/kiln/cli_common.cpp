@@ -48,14 +48,6 @@ CLI::Option *addOptionalDTypeFlag(CLI::App &app, std::optional<DType> &dtype) {
       ->type_name("f32|f16|bf16");
 }
 
-CLI::Option *addOverflowFlag(CLI::App &app, OverflowMode &mode) {
-  return app
-      .add_option_function<std::string>(
-          "--overflow-mode", [&mode](const std::string &text) { mode = parseOverflow(text); },
-          "how fp16/bf16 results that overflow are rounded (default infnan)")
-      ->type_name("infnan|saturation");
-}
-
 CLI::Option *addOptionalOverflowFlag(CLI::App &app, std::optional<OverflowMode> &mode) {
   return app
       .add_option_function<std::string>(

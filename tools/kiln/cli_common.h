@@ -23,7 +23,6 @@ int fail(const std::string &message);
 // Adds `--NAME f32|f16|bf16` bound to `dtype`.
 CLI::Option *addDTypeFlag(CLI::App &app, const std::string &name, DType &dtype,
                           const std::string &help);
-CLI::Option *addOverflowFlag(CLI::App &app, OverflowMode &mode);
 // The same flags, for settings that fall back to a job file or a target.
 CLI::Option *addOptionalDTypeFlag(CLI::App &app, std::optional<DType> &dtype);
 CLI::Option *addOptionalOverflowFlag(CLI::App &app, std::optional<OverflowMode> &mode);

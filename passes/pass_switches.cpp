@@ -1,6 +1,5 @@
 #include "passes/pass_switches.h"
 
-
 #include "ir/file_io.h"
 #include "ir/json_reader.h"
 #include "ir/text_lines.h"

@@ -90,9 +90,8 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
       KILN_ASSIGN_OR_RETURN(std::string m, r.string(*p, "$.precision", "precision_mode"));
       auto mode = passes::parsePrecisionMode(m);
       if (!mode)
-        return r.error("$.precision.precision_mode",
-                       "unknown precision mode \"" + m + "\" (" + passes::precisionModeNames() +
-                           ")");
+        return r.error("$.precision.precision_mode", "unknown precision mode \"" + m + "\" (" +
+                                                         passes::precisionModeNames() + ")");
       job.precision_mode = *mode;
     }
     for (const char *key : {"modify_mixlist", "keep_dtype"}) {
@@ -108,8 +107,8 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
         return r.error("$.precision.attention_fp32_layers", "expected an array of layer indices");
       std::set<int64_t> set;
       for (size_t i = 0; i < layers.size(); ++i) {
-        KILN_ASSIGN_OR_RETURN(int64_t l,
-                              r.integer(layers[i], r.index("$.precision.attention_fp32_layers", i)));
+        KILN_ASSIGN_OR_RETURN(
+            int64_t l, r.integer(layers[i], r.index("$.precision.attention_fp32_layers", i)));
         if (l < 0)
           return r.error(r.index("$.precision.attention_fp32_layers", i), "expected a layer >= 0");
         set.insert(l);
@@ -193,10 +192,9 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   if (auto path = command_line.keep_dtype ? command_line.keep_dtype : job.keep_dtype) {
     KILN_ASSIGN_OR_RETURN(precision.keep_dtype, passes::readKeepDType(*path));
   }
-  precision.attention_fp32_layers =
-      command_line.attention_fp32_layers
-          ? *command_line.attention_fp32_layers
-          : job.attention_fp32_layers.value_or(std::set<int64_t>{});
+  precision.attention_fp32_layers = command_line.attention_fp32_layers
+                                        ? *command_line.attention_fp32_layers
+                                        : job.attention_fp32_layers.value_or(std::set<int64_t>{});
   if (!resolved.target.supports(resolved.dtype))
     return Error("target " + resolved.target.name + " has no " +
                  std::string(dtypeName(resolved.dtype)) + " (it computes in " +
@@ -225,9 +223,9 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   std::vector<std::string> rule_dirs = job.fusion_rule_dirs;
   rule_dirs.insert(rule_dirs.end(), command_line.fusion_rule_dirs.begin(),
                    command_line.fusion_rule_dirs.end());
-  KILN_ASSIGN_OR_RETURN(passes::PassRegistry with_rules,
-                        passes::rules::registryWithFusionRules(passes::PassRegistry::builtin(),
-                                                               rule_dirs));
+  KILN_ASSIGN_OR_RETURN(
+      passes::PassRegistry with_rules,
+      passes::rules::registryWithFusionRules(passes::PassRegistry::builtin(), rule_dirs));
   auto registry = std::make_shared<passes::PassRegistry>(std::move(with_rules));
 
   // The default switch files: fusion_rules/'s, then each rule folder's.
@@ -236,8 +234,7 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
     if (fs::path(file.path).filename() != passes::rules::kDefaultSwitchFileName)
       continue;
     KILN_ASSIGN_OR_RETURN(json doc, parseJson(file.contents, file.path));
-    KILN_ASSIGN_OR_RETURN(passes::SwitchLayer layer,
-                          passes::parseSwitchObject(doc, file.path));
+    KILN_ASSIGN_OR_RETURN(passes::SwitchLayer layer, passes::parseSwitchObject(doc, file.path));
     layers.push_back(std::move(layer));
   }
   for (const std::string &dir : rule_dirs) {

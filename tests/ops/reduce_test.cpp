@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "ir/float16.h"
-#include "tests/support/op_test_util.h"
 #include "tests/support/gradient_check.h"
+#include "tests/support/op_test_util.h"
 #include "tests/support/random.h"
 
 namespace kiln::testing {

@@ -7,8 +7,8 @@
 
 #include "ir/float16.h"
 #include "ops/op_registry.h"
-#include "tests/support/op_test_util.h"
 #include "tests/support/gradient_check.h"
+#include "tests/support/op_test_util.h"
 #include "tests/support/random.h"
 
 namespace kiln::testing {

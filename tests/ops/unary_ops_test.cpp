@@ -9,13 +9,12 @@
 #include <gtest/gtest.h>
 
 #include "ir/float16.h"
-#include "tests/support/op_test_util.h"
 #include "tests/support/gradient_check.h"
+#include "tests/support/op_test_util.h"
 #include "tests/support/random.h"
 
 namespace kiln::testing {
 namespace {
-
 
 const OverflowMode kInfNan = OverflowMode::InfNan;
 const OverflowMode kSat = OverflowMode::Saturation;

@@ -37,8 +37,7 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
          [&s](const std::vector<int64_t> &layers) {
            for (int64_t l : layers)
              if (l < 0)
-               throw CLI::ValidationError("--attention-fp32-layers",
-                                          "expected layer indices >= 0");
+               throw CLI::ValidationError("--attention-fp32-layers", "expected layer indices >= 0");
            s.attention_fp32_layers = std::set<int64_t>(layers.begin(), layers.end());
          },
          "limit AttentionFp32CastPass to these layers (A,B,...)")

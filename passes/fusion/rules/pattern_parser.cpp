@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include "passes/fusion/rules/constraint_parser.h"
 #include "ir/name_suggest.h"
+#include "passes/fusion/rules/constraint_parser.h"
 
 namespace kiln::passes::rules {
 

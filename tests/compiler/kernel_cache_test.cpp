@@ -1,5 +1,5 @@
-// The kernel cache: keys, entries, checks on read, modes, LRU capping, stats and concurrent
-// writers.
+// The kernel cache: keys, entries, checks on read, modes, LRU capping and
+// stats (concurrent writers: kernel_cache_concurrency_test.cpp).
 #include "compiler/cache/kernel_cache.h"
 
 #include <chrono>
@@ -17,76 +17,10 @@
 
 #include "compiler/cache/sha256.h"
 #include "ir/file_io.h"
+#include "tests/compiler/kernel_cache_test_util.h"
 
 namespace kiln::cache {
 namespace {
-
-namespace fs = std::filesystem;
-
-CacheKeyInputs sampleInputs(const std::string &name = "fused_rmsnorm_0") {
-  CacheKeyInputs in;
-  in.kernel_name = name;
-  in.kernel_ir = "kernel " + name + "(%x: f16[2048,5120]) { rmsnorm }";
-  in.target = R"({"name":"ascend910b","ub_bytes":196608})";
-  in.host_features = "+avx2,+fma,+f16c";
-  in.kiln_version = "0.1.0";
-  in.kiln_source_hash = "abc123";
-  in.llvm_version = "19.1.7";
-  in.codegen_options = "opt=3;overflow=infnan";
-  return in;
-}
-
-std::string &partOf(CacheKeyInputs &in, std::string_view part) {
-  if (part == "kernel_ir")
-    return in.kernel_ir;
-  if (part == "target")
-    return in.target;
-  if (part == "host_features")
-    return in.host_features;
-  if (part == "kiln_version")
-    return in.kiln_version;
-  if (part == "kiln_source_hash")
-    return in.kiln_source_hash;
-  if (part == "llvm_version")
-    return in.llvm_version;
-  return in.codegen_options;
-}
-
-// Captures spdlog output for the test's lifetime.
-class LogCapture {
-public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  std::string text() const { return out_.str(); }
-
-private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
-
-class KernelCacheTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kiln_cache_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::unique_ptr<KernelCache> open(CacheMode mode = CacheMode::Enable,
-                                    uint64_t max_bytes = kDefaultMaxBytes) {
-    auto c = KernelCache::open(cacheDir(), mode, max_bytes);
-    EXPECT_TRUE(c.isOk()) << (c ? "" : c.message());
-    return c ? std::move(c).value() : nullptr;
-  }
-  std::string cacheDir() const { return (dir_ / "cache").string(); }
-
-  fs::path dir_;
-};
 
 TEST(KernelCacheSha256, MatchesFips180Vectors) {
   EXPECT_EQ(sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
@@ -486,145 +420,6 @@ TEST(KernelCacheConfig, DirectoryPrecedenceAndSizeParsing) {
 
   for (size_t i = 0; i < saved.size(); ++i)
     restore(names[i], saved[i] ? saved[i]->c_str() : nullptr);
-}
-
-// The object a writer stores: large enough that a torn write could not pass
-// as whole, different per writer so readers can tell whose it is.
-std::string writerObject(int writer, int i) {
-  std::string s = "writer " + std::to_string(writer) + " object " + std::to_string(i) + ";";
-  while (s.size() < 48 * 1024)
-    s += s;
-  return s;
-}
-
-constexpr int kWriters = 6, kKeysEach = 15;
-
-// One writer's work: the shared keys (all writers) and its own keys, with reads between.
-bool writerWork(const std::string &dir, int writer) {
-  auto c = KernelCache::open(dir);
-  if (!c)
-    return false;
-  for (int i = 0; i < kKeysEach; ++i) {
-    CacheKey shared = makeCacheKey(sampleInputs("shared_" + std::to_string(i)));
-    CacheKey own =
-        makeCacheKey(sampleInputs("own_" + std::to_string(writer) + "_" + std::to_string(i)));
-    if (!(*c)->store(shared, writerObject(writer, i)) || !(*c)->store(own, writerObject(writer, i)))
-      return false;
-    auto back = (*c)->lookup(shared);
-    if (back && back->object.find(" object " + std::to_string(i) + ";") == std::string::npos)
-      return false;
-  }
-  return true;
-}
-
-void checkAfterWriters(const std::string &dir) {
-  auto c = KernelCache::open(dir);
-  ASSERT_TRUE(c.isOk());
-  auto report = (*c)->verify();
-  ASSERT_TRUE(report.isOk());
-  EXPECT_TRUE(report->ok()) << report->bad.size() << " bad, first: "
-                            << (report->bad.empty() ? "" : report->bad[0].second);
-  EXPECT_EQ(report->checked, uint64_t(kKeysEach + kWriters * kKeysEach));
-  for (int i = 0; i < kKeysEach; ++i) {
-    auto shared = (*c)->lookup(makeCacheKey(sampleInputs("shared_" + std::to_string(i))));
-    ASSERT_TRUE(shared);
-    bool from_a_writer = false;
-    for (int w = 0; w < kWriters; ++w)
-      from_a_writer |= shared->object == writerObject(w, i);
-    EXPECT_TRUE(from_a_writer) << "shared " << i;
-    for (int w = 0; w < kWriters; ++w) {
-      auto own = (*c)->lookup(
-          makeCacheKey(sampleInputs("own_" + std::to_string(w) + "_" + std::to_string(i))));
-      ASSERT_TRUE(own);
-      EXPECT_EQ(own->object, writerObject(w, i));
-    }
-  }
-  // No temporary file is left behind.
-  for (const auto &f : fs::recursive_directory_iterator(dir))
-    EXPECT_EQ(f.path().string().find(".tmp."), std::string::npos) << f.path();
-}
-
-TEST_F(KernelCacheTest, ConcurrentProcessesNeverCorruptTheCache) {
-  std::vector<pid_t> children;
-  for (int w = 0; w < kWriters; ++w) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0)
-      ::_exit(writerWork(cacheDir(), w) ? 0 : 1);
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-  checkAfterWriters(cacheDir());
-  // Every process's counters reached stats.json (the check above added its own reads).
-  auto s = open()->stats();
-  ASSERT_TRUE(s.isOk());
-  EXPECT_EQ(s->stores, uint64_t(2 * kWriters * kKeysEach));
-  EXPECT_EQ(s->hits, uint64_t(2 * kWriters * kKeysEach + kKeysEach));
-  EXPECT_EQ(s->misses, 0u);
-}
-
-TEST_F(KernelCacheTest, EvictionWhileOthersWriteNeverCorruptsTheCache) {
-  std::vector<pid_t> children;
-  for (int w = 0; w <= kWriters; ++w) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0 && w == kWriters) {
-      // The last child keeps pruning to a few entries while the others write.
-      bool ok = false;
-      {
-        auto c = KernelCache::open(cacheDir());
-        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
-        ok = c.isOk();
-        while (ok && std::chrono::steady_clock::now() < until)
-          ok = (*c)->prune(200 * 1024).isOk();
-      } // flushes its counters
-      ::_exit(ok ? 0 : 1);
-    }
-    if (pid == 0)
-      ::_exit(writerWork(cacheDir(), w) ? 0 : 1);
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-  auto c = open();
-  auto s = c->stats();
-  ASSERT_TRUE(s.isOk());
-  EXPECT_GT(s->evictions, 0u); // the pruner did run against the writers
-  auto report = c->verify();
-  ASSERT_TRUE(report.isOk());
-  EXPECT_TRUE(report->ok());
-  auto entries = c->list();
-  ASSERT_TRUE(entries.isOk());
-  EXPECT_EQ(entries->size(), report->checked);
-  for (const EntryInfo &e : *entries) {
-    CacheKey key = makeCacheKey(sampleInputs(e.kernel_name));
-    auto hit = c->lookup(key);
-    ASSERT_TRUE(hit) << e.kernel_name;
-    const int i = std::stoi(e.kernel_name.substr(e.kernel_name.rfind('_') + 1));
-    bool from_a_writer = false;
-    for (int w = 0; w < kWriters; ++w)
-      from_a_writer |= hit->object == writerObject(w, i);
-    EXPECT_TRUE(from_a_writer) << e.kernel_name;
-  }
-}
-
-TEST_F(KernelCacheTest, ConcurrentInstancesInThreadsNeverCorruptTheCache) {
-  std::vector<std::thread> threads;
-  std::vector<int> ok(kWriters, 0);
-  for (int w = 0; w < kWriters; ++w)
-    threads.emplace_back([&, w] { ok[w] = writerWork(cacheDir(), w); });
-  for (auto &t : threads)
-    t.join();
-  for (int w = 0; w < kWriters; ++w)
-    EXPECT_TRUE(ok[w]) << "writer " << w;
-  checkAfterWriters(cacheDir());
 }
 
 } // namespace

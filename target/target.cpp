@@ -52,10 +52,11 @@ Expected<OverflowMode> overflowMode(const JsonReader &r, const json &v, const st
 Expected<Target> parseTarget(const json &doc, std::string_view source) {
   JsonReader r(source);
   const std::string root = "$";
-  KILN_RETURN_IF_ERROR(r.checkKeys(doc, root,
-                                   {"format", "version", "name", "description", "dtypes",
-                                    "cube_input_dtypes", "overflow_modes", "default_overflow_mode",
-                                    "fixpipe", "cores", "memory", "vector_tile_elements"}));
+  KILN_RETURN_IF_ERROR(r.checkKeys(
+      doc, root,
+      {"format", "version", "name", "description", "dtypes", "cube_input_dtypes", "overflow_modes",
+       "default_overflow_mode", "fixpipe", "cores", "memory", "vector_tile_elements", "cube_tile",
+       "hbm_bandwidth_gbps", "peak_tflops", "unconfirmed"}));
   KILN_ASSIGN_OR_RETURN(std::string format, r.string(doc, root, "format"));
   if (format != "kiln.target")
     return r.error("$.format", "expected \"kiln.target\", got \"" + format + "\"");
@@ -122,6 +123,37 @@ Expected<Target> parseTarget(const json &doc, std::string_view source) {
     KILN_ASSIGN_OR_RETURN(*field, positive(r, *memory, "$.memory", key));
   }
   KILN_ASSIGN_OR_RETURN(t.vector_tile_elements, positive(r, doc, root, "vector_tile_elements"));
+
+  // Optional facts; absent means unknown.
+  if (doc.contains("cube_tile")) {
+    const json &tile = doc["cube_tile"];
+    if (!tile.is_array() || tile.size() != 3)
+      return r.error("$.cube_tile", "expected [m, n, k]");
+    for (size_t i = 0; i < 3; ++i) {
+      KILN_ASSIGN_OR_RETURN(t.cube_tile[i], r.integer(tile[i], r.index("$.cube_tile", i)));
+      if (t.cube_tile[i] <= 0)
+        return r.error(r.index("$.cube_tile", i), "expected a positive integer");
+    }
+  }
+  if (doc.contains("hbm_bandwidth_gbps")) {
+    KILN_ASSIGN_OR_RETURN(t.hbm_bandwidth_gbps, positive(r, doc, root, "hbm_bandwidth_gbps"));
+  }
+  if (doc.contains("peak_tflops")) {
+    KILN_ASSIGN_OR_RETURN(const json *peak, r.object(doc, root, "peak_tflops"));
+    for (auto it = peak->begin(); it != peak->end(); ++it) {
+      const std::string path = JsonReader::child("$.peak_tflops", it.key());
+      auto d = parseDType(it.key());
+      if (!d || !t.supports(*d))
+        return r.error(path, "'" + it.key() + "' is not one of $.dtypes");
+      KILN_ASSIGN_OR_RETURN(double v, r.number(it.value(), path));
+      if (!(v > 0))
+        return r.error(path, "expected a positive number");
+      t.peak_tflops[*d] = v;
+    }
+  }
+  if (doc.contains("unconfirmed")) {
+    KILN_ASSIGN_OR_RETURN(t.unconfirmed, r.stringList(doc["unconfirmed"], "$.unconfirmed"));
+  }
   return t;
 }
 

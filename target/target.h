@@ -5,7 +5,9 @@
 // chip is hard-coded elsewhere.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,14 @@ struct Target {
   // Elements one vector-core pass over a tensor processes at a time; fused
   // elementwise kernels need one such tile per live buffer in the UB.
   int64_t vector_tile_elements = 0;
+  // The cube's native (m, n, k) tile: 16 x 16 x 16 fp16 on both chips.
+  std::array<int64_t, 3> cube_tile{16, 16, 16};
+  // HBM bandwidth in GB/s, 0 when unknown.
+  int64_t hbm_bandwidth_gbps = 0;
+  // Peak throughput in TFLOPS per dtype; a dtype absent is unknown.
+  std::map<DType, double> peak_tflops;
+  // Fields whose value is a default rather than a published fact.
+  std::vector<std::string> unconfirmed;
 
   bool supports(DType dtype) const;
   bool cubeTakes(DType dtype) const;

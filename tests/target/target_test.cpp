@@ -17,6 +17,9 @@ TEST(Target, BuiltinsCarryTheChipFacts) {
   EXPECT_EQ(a->memory.ub_bytes, 256 * 1024);
   EXPECT_EQ(a->cube_cores, 32);
   EXPECT_TRUE(a->cubeTakes(DType::F16));
+  EXPECT_EQ(a->peak_tflops.at(DType::F16), 256.0);
+  EXPECT_EQ(a->cube_tile, (std::array<int64_t, 3>{16, 16, 16}));
+  EXPECT_GT(a->hbm_bandwidth_gbps, 0);
   EXPECT_FALSE(a->cubeTakes(DType::F32));
 
   auto b = loadTarget("ascend910b");
@@ -28,6 +31,7 @@ TEST(Target, BuiltinsCarryTheChipFacts) {
   EXPECT_EQ(b->memory.ub_bytes, 192 * 1024);
   EXPECT_EQ(b->memory.l0c_bytes, 128 * 1024);
   EXPECT_EQ(b->cube_cores, 24);
+  EXPECT_TRUE(b->peak_tflops.empty()) << "not published: unknown, not invented";
   EXPECT_EQ(builtinTargetNames(), (std::vector<std::string>{"ascend910", "ascend910b"}));
 }
 
@@ -53,6 +57,19 @@ TEST(Target, MalformedFilesNameThePath) {
        "$.fixpipe.epilogue_ops: must be empty when FixPipe is not present"},
       {[](auto &j) { j["format"] = "kiln.job"; }, "$.format: expected \"kiln.target\""},
       {[](auto &j) { j["cores"]["cube"] = "24"; }, "$.cores.cube: expected an integer"},
+      {[](auto &j) {
+         j["cube_tile"] = {16, 16};
+       },
+       "$.cube_tile: expected [m, n, k]"},
+      {[](auto &j) {
+         j["peak_tflops"] = {{"f64", 1}};
+       },
+       "$.peak_tflops.f64: 'f64' is not one"},
+      {[](auto &j) {
+         j["peak_tflops"] = {{"f16", -1}};
+       },
+       "$.peak_tflops.f16: expected a positive"},
+      {[](auto &j) { j["hbm_bandwidth_gbps"] = 0; }, "$.hbm_bandwidth_gbps: expected a positive"},
       {[](auto &j) { j["cube_input_dtypes"] = {"f64"}; },
        "$.cube_input_dtypes[0]: 'f64' is not one of $.dtypes"},
   };

@@ -43,6 +43,23 @@ TinyTrainingStep tinyTrainingStep(DType dtype, int64_t batch, int64_t seq) {
   return step;
 }
 
+Qwen14bTrainingStep qwen14bTrainingStep(DType dtype) {
+  frontend::ModelOptions options;
+  options.batch = 1;
+  options.seq = 2048;
+  options.dtype = dtype;
+  auto model =
+      frontend::loadModel(std::string(KILN_SOURCE_DIR) + "/examples/qwen-14b/config.json", options);
+  EXPECT_TRUE(model) << model.message();
+  if (!model)
+    return {Graph("missing"), 0};
+  auto train = autodiff::buildTrainingStep(model->graph, autodiff::TrainingStepOptions{});
+  EXPECT_TRUE(train) << train.message();
+  if (!train)
+    return {Graph("missing"), 0};
+  return {std::move(*train), model->config->num_hidden_layers};
+}
+
 passes::SwitchLayer switchPasses(const std::vector<std::pair<std::string, bool>> &settings,
                                  const std::string &source) {
   passes::SwitchLayer layer;

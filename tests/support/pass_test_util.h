@@ -25,6 +25,13 @@ struct TinyTrainingStep {
 // AdamW state (step 3, random moments) and lr 1e-3.
 TinyTrainingStep tinyTrainingStep(DType dtype, int64_t batch = 2, int64_t seq = 8);
 
+struct Qwen14bTrainingStep {
+  Graph graph;        // the whole training step of examples/qwen-14b, seq 2048, batch 1
+  int64_t layers = 0; // num_hidden_layers of its config
+};
+// Built in `dtype` (about 30 ms; not for the interpreter).
+Qwen14bTrainingStep qwen14bTrainingStep(DType dtype);
+
 // Switch layer helpers: one pass on or off, or a group's ALL.
 passes::SwitchLayer switchPasses(const std::vector<std::pair<std::string, bool>> &passes,
                                  const std::string &source = "test");

@@ -4,6 +4,7 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/frontend/model_loader.h"
+#include "compiler/frontend/qwen_config.h"
 #include "compiler/frontend/qwen_init.h"
 #include "ops/op_verifier.h"
 #include "tests/support/random.h"
@@ -41,6 +42,24 @@ TinyTrainingStep tinyTrainingStep(DType dtype, int64_t batch, int64_t seq) {
       step.feed[in.name] = randomTensor(type, seed++, -1e-2f, 1e-2f);
   }
   return step;
+}
+
+int64_t tinyQwenLayers() {
+  auto c =
+      frontend::readQwenConfig(std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json");
+  EXPECT_TRUE(c) << c.message();
+  return c ? c->num_hidden_layers : 0;
+}
+
+void expectSwitchedOffFusesNothing(const std::string &pass) {
+  TinyTrainingStep step = tinyTrainingStep(DType::F16);
+  passes::PipelineReport report =
+      runPasses(step.graph, contextFor("ascend910b", {switchPasses({{pass, false}})}));
+  ASSERT_NE(report.find(pass), nullptr);
+  EXPECT_FALSE(report.find(pass)->ran);
+  EXPECT_FALSE(step.graph.groups().empty()) << "the other fusion passes still run";
+  for (const FusionGroup &grp : step.graph.groups())
+    EXPECT_NE(grp.formed_by, pass) << grp.name;
 }
 
 Qwen14bTrainingStep qwen14bTrainingStep(DType dtype) {

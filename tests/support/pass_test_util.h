@@ -25,6 +25,13 @@ struct TinyTrainingStep {
 // AdamW state (step 3, random moments) and lr 1e-3.
 TinyTrainingStep tinyTrainingStep(DType dtype, int64_t batch = 2, int64_t seq = 8);
 
+// num_hidden_layers of examples/qwen-tiny, so counts in tests follow the config.
+int64_t tinyQwenLayers();
+
+// With `pass` switched off, the default pipeline on the tiny f16 training
+// step does not run it and no group carries it, while other passes still fuse.
+void expectSwitchedOffFusesNothing(const std::string &pass);
+
 struct Qwen14bTrainingStep {
   Graph graph;        // the whole training step of examples/qwen-14b, seq 2048, batch 1
   int64_t layers = 0; // num_hidden_layers of its config

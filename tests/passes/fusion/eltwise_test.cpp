@@ -199,16 +199,7 @@ TEST(EltwiseFusion, ALoneVectorOpIsNoGroupAndNoReport) {
   EXPECT_TRUE(g.groups().empty());
 }
 
-TEST(EltwiseFusion, SwitchedOffItFusesNothing) {
-  TinyTrainingStep step = tinyTrainingStep(DType::F16);
-  passes::PipelineReport report =
-      runPasses(step.graph, contextFor("ascend910b", {switchPasses({{kPass, false}})}));
-  ASSERT_NE(report.find(kPass), nullptr);
-  EXPECT_FALSE(report.find(kPass)->ran);
-  EXPECT_FALSE(step.graph.groups().empty()) << "the other fusion passes still run";
-  for (const FusionGroup &grp : step.graph.groups())
-    EXPECT_NE(grp.formed_by, kPass) << grp.name;
-}
+TEST(EltwiseFusion, SwitchedOffItFusesNothing) { expectSwitchedOffFusesNothing(kPass); }
 
 class EltwiseOnTinyQwen : public ::testing::TestWithParam<DType> {};
 

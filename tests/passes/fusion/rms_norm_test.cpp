@@ -328,23 +328,7 @@ TEST(RmsNormFusion, RefusesTheGradientOfAPlainRsqrt) {
                        {"its y is not the Rsqrt of an RMSNorm's mean of squares plus epsilon"}));
 }
 
-TEST(RmsNormFusion, SwitchedOffItFusesNothing) {
-  TinyTrainingStep step = tinyTrainingStep(DType::F16);
-  passes::PipelineReport report =
-      runPasses(step.graph, contextFor("ascend910b", {switchPasses({{kPass, false}})}));
-  ASSERT_NE(report.find(kPass), nullptr);
-  EXPECT_FALSE(report.find(kPass)->ran);
-  EXPECT_FALSE(step.graph.groups().empty()) << "the other fusion passes still run";
-  for (const FusionGroup &grp : step.graph.groups())
-    EXPECT_NE(grp.formed_by, kPass) << grp.name;
-}
-
-int64_t layersOf(const std::string &config) {
-  auto c = frontend::readQwenConfig(std::string(KILN_SOURCE_DIR) + "/examples/" + config +
-                                    "/config.json");
-  EXPECT_TRUE(c) << c.message();
-  return c ? c->num_hidden_layers : 0;
-}
+TEST(RmsNormFusion, SwitchedOffItFusesNothing) { expectSwitchedOffFusesNothing(kPass); }
 
 class RmsNormOnTinyQwen : public ::testing::TestWithParam<DType> {};
 
@@ -356,7 +340,7 @@ TEST_P(RmsNormOnTinyQwen, FusesEveryNormAndAgreesWithUnfused) {
   passes::PipelineReport report = runPasses(step.graph, onlyFusionPass("ascend910b", kPass));
   const passes::PassRecord *rec = report.find(kPass);
   ASSERT_NE(rec, nullptr);
-  const int64_t norms = 2 * layersOf("qwen-tiny") + 1;
+  const int64_t norms = 2 * tinyQwenLayers() + 1;
   auto stats = rec->result.statistics;
   EXPECT_EQ(stats["forward_groups"], norms);
   EXPECT_EQ(stats["backward_groups"], norms);

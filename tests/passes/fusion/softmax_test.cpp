@@ -236,23 +236,7 @@ TEST(SoftmaxFusion, RefusesASoftmaxGradWithNoVectorOpOnItsRows) {
                        {"SoftmaxGrad 'sg' has nothing to fuse with: no vector op on its rows"}));
 }
 
-TEST(SoftmaxFusion, SwitchedOffItFusesNothing) {
-  TinyTrainingStep step = tinyTrainingStep(DType::F16);
-  passes::PipelineReport report =
-      runPasses(step.graph, contextFor("ascend910b", {switchPasses({{kPass, false}})}));
-  ASSERT_NE(report.find(kPass), nullptr);
-  EXPECT_FALSE(report.find(kPass)->ran);
-  EXPECT_FALSE(step.graph.groups().empty()) << "the other fusion passes still run";
-  for (const FusionGroup &grp : step.graph.groups())
-    EXPECT_NE(grp.formed_by, kPass) << grp.name;
-}
-
-int64_t layersOf(const std::string &config) {
-  auto c = frontend::readQwenConfig(std::string(KILN_SOURCE_DIR) + "/examples/" + config +
-                                    "/config.json");
-  EXPECT_TRUE(c) << c.message();
-  return c ? c->num_hidden_layers : 0;
-}
+TEST(SoftmaxFusion, SwitchedOffItFusesNothing) { expectSwitchedOffFusesNothing(kPass); }
 
 class SoftmaxOnTinyQwen : public ::testing::TestWithParam<DType> {};
 
@@ -263,7 +247,7 @@ TEST_P(SoftmaxOnTinyQwen, FusesEveryAttentionAndAgreesWithUnfused) {
   passes::PipelineReport report = runPasses(step.graph, onlyFusionPass("ascend910b", kPass));
   const passes::PassRecord *rec = report.find(kPass);
   ASSERT_NE(rec, nullptr);
-  const int64_t layers = layersOf("qwen-tiny");
+  const int64_t layers = tinyQwenLayers();
   auto stats = rec->result.statistics;
   EXPECT_EQ(stats["forward_groups"], layers);
   EXPECT_EQ(stats["backward_groups"], layers);

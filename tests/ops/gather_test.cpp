@@ -12,24 +12,6 @@
 namespace kiln::testing {
 namespace {
 
-// A differentiable gradient-check input of `type` holding random data in [lo, hi).
-GradCheckInput randomInput(TensorType type, float lo = -1.0f, float hi = 1.0f) {
-  GradCheckInput in;
-  in.type = std::move(type);
-  in.lo = lo;
-  in.hi = hi;
-  return in;
-}
-
-// A non-differentiable gradient-check input with fixed data (indices, labels).
-GradCheckInput fixedInput(const Tensor &value) {
-  GradCheckInput in;
-  in.type = value.type();
-  in.differentiable = false;
-  in.value = value;
-  return in;
-}
-
 TEST(GatherInfer, IndicesShapeThenRowShape) {
   auto t = inferOp("Gather", {{DType::BF16, {10, 4, 3}}, {DType::I64, {2, 5}}});
   ASSERT_TRUE(t) << t.message();
@@ -147,7 +129,7 @@ TEST(GatherGrad, FiniteDifferenceInTheTable) {
   };
   for (const Case &c : cases) {
     EXPECT_TRUE(
-        checkOpGradient("Gather", {randomInput({DType::F32, c.table}), fixedInput(c.indices)}))
+        checkOpGradient("Gather", {gradInput({DType::F32, c.table}), fixedInput(c.indices)}))
         << shapeToString(c.table);
   }
 }

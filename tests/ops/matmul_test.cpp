@@ -20,15 +20,6 @@ struct Flags {
 };
 constexpr Flags kAllFlags[] = {{false, false}, {false, true}, {true, false}, {true, true}};
 
-// A differentiable gradient-check input of `type` holding random data in [lo, hi).
-GradCheckInput randomInput(TensorType type, float lo = -1.0f, float hi = 1.0f) {
-  GradCheckInput in;
-  in.type = std::move(type);
-  in.lo = lo;
-  in.hi = hi;
-  return in;
-}
-
 AttrMap flagAttrs(Flags f) { return {{"transpose_a", f.ta}, {"transpose_b", f.tb}}; }
 
 AttrMap fp32OutAttrs(Flags f = {false, false}) {
@@ -419,8 +410,8 @@ TEST(MatMulGrad, FiniteDifferenceAllFlagCombinations) {
   for (Flags f : kAllFlags)
     for (auto [m, k, n] : {std::tuple{2, 3, 4}, std::tuple{5, 1, 3}, std::tuple{1, 6, 1}}) {
       EXPECT_TRUE(checkOpGradient("MatMul",
-                                  {randomInput({DType::F32, stored({}, m, k, f.ta)}),
-                                   randomInput({DType::F32, stored({}, k, n, f.tb)})},
+                                  {gradInput({DType::F32, stored({}, m, k, f.ta)}),
+                                   gradInput({DType::F32, stored({}, k, n, f.tb)})},
                                   flagAttrs(f)))
           << f.ta << f.tb << " m=" << m << " k=" << k << " n=" << n;
     }
@@ -429,9 +420,9 @@ TEST(MatMulGrad, FiniteDifferenceAllFlagCombinations) {
 TEST(MatMulGrad, FiniteDifferenceWithBias) {
   for (Flags f : kAllFlags)
     EXPECT_TRUE(checkOpGradient("MatMul",
-                                {randomInput({DType::F32, stored({}, 3, 4, f.ta)}),
-                                 randomInput({DType::F32, stored({}, 4, 2, f.tb)}),
-                                 randomInput({DType::F32, {2}})},
+                                {gradInput({DType::F32, stored({}, 3, 4, f.ta)}),
+                                 gradInput({DType::F32, stored({}, 4, 2, f.tb)}),
+                                 gradInput({DType::F32, {2}})},
                                 flagAttrs(f)))
         << f.ta << f.tb;
 }
@@ -439,25 +430,25 @@ TEST(MatMulGrad, FiniteDifferenceWithBias) {
 // An f16 bias of an f32 matmul gets its gradient cast back to f16. The bias
 // holds multiples of 1/4 so that the +-1/8 probes are exact in f16.
 TEST(MatMulGrad, FiniteDifferenceWithBiasOfAnotherDType) {
-  GradCheckInput bias = randomInput({DType::F16, {3}});
+  GradCheckInput bias = gradInput({DType::F16, {3}});
   bias.value = Tensor::fromFloats(DType::F16, {3}, {0.25f, -0.5f, 1.0f});
   GradCheckOptions options;
   options.eps = 0.125;
   EXPECT_TRUE(checkOpGradient(
-      "MatMul", {randomInput({DType::F32, {2, 4}}), randomInput({DType::F32, {4, 3}}), bias}, {},
+      "MatMul", {gradInput({DType::F32, {2, 4}}), gradInput({DType::F32, {4, 3}}), bias}, {},
       options));
 }
 
 TEST(BatchMatMulGrad, FiniteDifferenceAllFlagCombinations) {
   for (Flags f : kAllFlags) {
     EXPECT_TRUE(checkOpGradient("BatchMatMul",
-                                {randomInput({DType::F32, stored({2}, 3, 4, f.ta)}),
-                                 randomInput({DType::F32, stored({2}, 4, 2, f.tb)})},
+                                {gradInput({DType::F32, stored({2}, 3, 4, f.ta)}),
+                                 gradInput({DType::F32, stored({2}, 4, 2, f.tb)})},
                                 flagAttrs(f)))
         << f.ta << f.tb;
     EXPECT_TRUE(checkOpGradient("BatchMatMul",
-                                {randomInput({DType::F32, stored({2, 2}, 2, 3, f.ta)}),
-                                 randomInput({DType::F32, stored({2, 2}, 3, 2, f.tb)})},
+                                {gradInput({DType::F32, stored({2, 2}, 2, 3, f.ta)}),
+                                 gradInput({DType::F32, stored({2, 2}, 3, 2, f.tb)})},
                                 flagAttrs(f)))
         << f.ta << f.tb;
   }
@@ -516,9 +507,9 @@ TEST(MatMulGrad, FiniteDifferenceWithFp32Out) {
           << dtypeName(dt) << " " << f.ta << f.tb;
     }
   // f32 operands: fp32_out is a no-op and so is its gradient.
-  EXPECT_TRUE(checkOpGradient(
-      "MatMul", {randomInput({DType::F32, {3, 4}}), randomInput({DType::F32, {4, 2}})},
-      fp32OutAttrs()));
+  EXPECT_TRUE(checkOpGradient("MatMul",
+                              {gradInput({DType::F32, {3, 4}}), gradInput({DType::F32, {4, 2}})},
+                              fp32OutAttrs()));
 }
 
 // With fp32_out the gradients keep the operands' (and the bias's) dtypes: one

@@ -76,6 +76,15 @@ inline GradCheckInput gradInput(TensorType type, float lo = -1.0f, float hi = 1.
   return in;
 }
 
+// A non-differentiable gradient-check input with fixed data (indices, labels).
+inline GradCheckInput fixedInput(const Tensor &value) {
+  GradCheckInput in;
+  in.type = value.type();
+  in.differentiable = false;
+  in.value = value;
+  return in;
+}
+
 // Multi-index of flat row-major position `flat` in `shape`.
 inline std::vector<int64_t> unflatten(int64_t flat, const Shape &shape) {
   std::vector<int64_t> index(shape.size());

@@ -16,15 +16,11 @@ class PassContext {
 public:
   PassContext(target::Target target, std::map<std::string, bool> enabled,
               std::map<std::string, std::string> decided_by = {})
-      : target_(std::move(target)), overflow_(target_.default_overflow_mode),
-        enabled_(std::move(enabled)), decided_by_(std::move(decided_by)) {}
+      : target_(std::move(target)), enabled_(std::move(enabled)),
+        decided_by_(std::move(decided_by)) {}
 
   const PrecisionSettings &precision() const { return precision_; }
   void setPrecision(PrecisionSettings precision) { precision_ = std::move(precision); }
-
-  // The job's overflow mode (the target's default unless the job sets one).
-  OverflowMode overflowMode() const { return overflow_; }
-  void setOverflowMode(OverflowMode mode) { overflow_ = mode; }
 
   const target::Target &target() const { return target_; }
   // A pass the switches never mention keeps its built-in default.
@@ -41,7 +37,6 @@ public:
 
 private:
   target::Target target_;
-  OverflowMode overflow_;
   PrecisionSettings precision_;
   std::map<std::string, bool> enabled_;
   std::map<std::string, std::string> decided_by_;

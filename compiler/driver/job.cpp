@@ -265,7 +265,6 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   resolved.registry = registry;
   resolved.context = std::make_shared<passes::PassContext>(
       resolved.target, std::move(switches.enabled), std::move(switches.decided_by));
-  resolved.context->setOverflowMode(resolved.overflow);
   resolved.context->setPrecision(std::move(precision));
   return resolved;
 }

@@ -3,11 +3,9 @@
 namespace kiln::ops {
 namespace {
 
-bool isFloat16Or32(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
-
 // The type a value has while it stays inside an F32 fusion group.
 TensorType heldType(const TensorType &t) {
-  return isFloat16Or32(t.dtype) ? TensorType{DType::F32, t.shape} : t;
+  return isFloat(t.dtype) ? TensorType{DType::F32, t.shape} : t;
 }
 
 class Interpreter {

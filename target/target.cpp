@@ -157,6 +157,48 @@ Expected<Target> parseTarget(const json &doc, std::string_view source) {
   return t;
 }
 
+json targetToJson(const Target &t) {
+  auto names = [](const std::vector<DType> &dtypes) {
+    json a = json::array();
+    for (DType d : dtypes)
+      a.push_back(dtypeName(d));
+    return a;
+  };
+  json modes = json::array();
+  for (OverflowMode m : t.overflow_modes)
+    modes.push_back(overflowModeName(m));
+  json peak = json::object();
+  for (const auto &[d, v] : t.peak_tflops)
+    peak[std::string(dtypeName(d))] = v;
+  json doc = {
+      {"format", "kiln.target"},
+      {"version", 1},
+      {"name", t.name},
+      {"description", t.description},
+      {"dtypes", names(t.dtypes)},
+      {"cube_input_dtypes", names(t.cube_input_dtypes)},
+      {"overflow_modes", modes},
+      {"default_overflow_mode", overflowModeName(t.default_overflow_mode)},
+      {"fixpipe", {{"present", t.fixpipe.present}, {"epilogue_ops", t.fixpipe.epilogue_ops}}},
+      {"cores", {{"cube", t.cube_cores}, {"vector", t.vector_cores}}},
+      {"memory",
+       {{"ub_bytes", t.memory.ub_bytes},
+        {"l1_bytes", t.memory.l1_bytes},
+        {"l0a_bytes", t.memory.l0a_bytes},
+        {"l0b_bytes", t.memory.l0b_bytes},
+        {"l0c_bytes", t.memory.l0c_bytes},
+        {"l2_bytes", t.memory.l2_bytes},
+        {"hbm_bytes", t.memory.hbm_bytes}}},
+      {"vector_tile_elements", t.vector_tile_elements},
+      {"cube_tile", t.cube_tile},
+      {"peak_tflops", peak},
+      {"unconfirmed", t.unconfirmed},
+  };
+  if (t.hbm_bandwidth_gbps > 0)
+    doc["hbm_bandwidth_gbps"] = t.hbm_bandwidth_gbps;
+  return doc;
+}
+
 namespace {
 
 std::string targetNameOf(const EmbeddedFile &file) {

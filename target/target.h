@@ -67,6 +67,9 @@ struct Target {
 
 // `source` names the file in errors; every error carries the JSON path.
 Expected<Target> parseTarget(const nlohmann::json &doc, std::string_view source);
+// The target in the file format parseTarget reads (keys sorted when dumped):
+// its canonical description, for cache keys and artifact manifests.
+nlohmann::json targetToJson(const Target &target);
 // The built-in targets, by name.
 std::vector<std::string> builtinTargetNames();
 // A built-in target by name, or a target file when `name_or_path` ends in

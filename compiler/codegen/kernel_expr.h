@@ -1,0 +1,111 @@
+// The kernel expression IR: what one element of a kernel's value is, as a
+// scalar expression over the element's indices (TVM's tensor expressions,
+// reduced to what kiln's ops need).
+//
+// A kernel program is a list of stages; stage s defines a tensor of `shape`
+// whose element at indices (i0, ..., iN-1) is `body` evaluated with
+// Var(d) = i_d. Bodies read kernel inputs and earlier stages through Load and
+// may contain reductions (Reduce over a reduction variable RVar). Only stages
+// that contain a reduction are materialised (held in the kernel's scratch
+// memory, one row at a time); every other stage is inlined into its readers,
+// which is how elementwise chains fuse.
+//
+// Arithmetic on floats is f32 (the vector unit's), integers are i64, and
+// predicates are i1; storage dtypes (f16, bf16, i32, bool) appear only at
+// loads, stores and Round.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/shape.h"
+
+namespace kiln::codegen {
+
+enum class ScalarType : uint8_t { F32, I64, Bool };
+ScalarType scalarTypeOf(DType dtype);
+std::string_view scalarTypeName(ScalarType type);
+
+enum class ExprKind : uint8_t {
+  FConst,  // f32 constant
+  IConst,  // i64 (or i1) constant
+  Var,     // index `var` of the stage being evaluated
+  RVar,    // reduction variable `var`
+  Load,    // buffer `buffer` at operands (one i64 index per axis)
+  Unary,   // op(operands[0])
+  Binary,  // op(operands[0], operands[1]); comparisons give Bool
+  Select,  // operands[0] ? operands[1] : operands[2]
+  Convert, // operands[0] to `type`: int <-> float like Cast (trunc, saturating, NaN -> 0)
+  Round,   // f32 operands[0] rounded to the storage dtype `dtype` (overflow mode of the kernel)
+  Reduce,  // reduce_op over RVar(var) in [0, extent) of operands[0]
+};
+
+enum class UnaryOp : uint8_t { Neg, Exp, Log, Sqrt, Cos, Sin, Abs, Not };
+enum class BinaryOp : uint8_t {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Max,
+  Min,
+  Pow,
+  Rem, // arithmetic (Rem: integers only)
+  And,
+  Or, // Bool
+  Lt,
+  Le,
+  Eq,
+  Ne,
+  Gt,
+  Ge, // comparisons
+};
+enum class ReduceOp : uint8_t { Sum, Max, Min };
+
+struct Expr;
+using ExprRef = std::shared_ptr<const Expr>;
+
+struct Expr {
+  ExprKind kind;
+  ScalarType type;
+  double fvalue = 0;  // FConst
+  int64_t ivalue = 0; // IConst
+  int var = 0;        // Var: axis; RVar and Reduce: the reduction variable's id
+  int buffer = -1;    // Load
+  UnaryOp unary = UnaryOp::Neg;
+  BinaryOp binary = BinaryOp::Add;
+  ReduceOp reduce = ReduceOp::Sum;
+  DType dtype = DType::F32; // Round
+  int64_t extent = 0;       // Reduce
+  std::vector<ExprRef> operands;
+};
+
+// Builders. Arithmetic between an f32 and an i64 operand is an error caught
+// by assertions: lowerings convert explicitly.
+ExprRef fconst(double value);
+ExprRef iconst(int64_t value);
+ExprRef bconst(bool value);
+ExprRef var(int axis);
+ExprRef rvar(int id);
+ExprRef load(int buffer, ScalarType type, std::vector<ExprRef> indices);
+ExprRef unary(UnaryOp op, ExprRef x);
+ExprRef binary(BinaryOp op, ExprRef a, ExprRef b);
+ExprRef select(ExprRef cond, ExprRef a, ExprRef b);
+ExprRef convert(ExprRef x, ScalarType to);
+ExprRef round(ExprRef x, DType dtype);
+ExprRef reduce(ReduceOp op, int rvar_id, int64_t extent, ExprRef body);
+
+// Operators for readable lowerings.
+inline ExprRef operator+(ExprRef a, ExprRef b) { return binary(BinaryOp::Add, a, b); }
+inline ExprRef operator-(ExprRef a, ExprRef b) { return binary(BinaryOp::Sub, a, b); }
+inline ExprRef operator*(ExprRef a, ExprRef b) { return binary(BinaryOp::Mul, a, b); }
+inline ExprRef operator/(ExprRef a, ExprRef b) { return binary(BinaryOp::Div, a, b); }
+inline ExprRef operator-(ExprRef a) { return unary(UnaryOp::Neg, a); }
+
+bool containsReduce(const ExprRef &e);
+// Deterministic text of an expression (stage bodies in dumps and tests).
+std::string exprToString(const ExprRef &e);
+
+} // namespace kiln::codegen

@@ -1,0 +1,79 @@
+#include "compiler/codegen/kernel_loader.h"
+
+#include <map>
+#include <mutex>
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+
+#include "ir/float16.h"
+
+namespace kiln::codegen {
+namespace {
+
+// The half-precision conversions LLVM calls when the CPU lacks F16C.
+extern "C" float kilnExtendHalf(uint16_t bits) { return halfToFloat(bits); }
+extern "C" uint16_t kilnTruncateHalf(float value) {
+  return floatToHalf(value, OverflowMode::InfNan);
+}
+
+} // namespace
+
+struct KernelLoader::Impl {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::mutex mutex;
+  std::map<std::string, KernelEntry> loaded;
+};
+
+KernelLoader::KernelLoader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+KernelLoader::~KernelLoader() = default;
+
+Expected<std::unique_ptr<KernelLoader>> KernelLoader::create() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  auto jit = llvm::orc::LLJITBuilder().create();
+  if (!jit)
+    return Error("cannot start the kernel loader (LLVM ORC): " + llvm::toString(jit.takeError()));
+  llvm::orc::JITDylib &main = (*jit)->getMainJITDylib();
+  // Kernels call libm (expf, logf, ...) from this process.
+  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      (*jit)->getDataLayout().getGlobalPrefix());
+  if (!process)
+    return Error("cannot expose libm to kernels: " + llvm::toString(process.takeError()));
+  main.addGenerator(std::move(*process));
+  llvm::orc::SymbolMap helpers;
+  auto &es = (*jit)->getExecutionSession();
+  helpers[es.intern("__extendhfsf2")] = {llvm::orc::ExecutorAddr::fromPtr(&kilnExtendHalf),
+                                         llvm::JITSymbolFlags::Exported};
+  helpers[es.intern("__truncsfhf2")] = {llvm::orc::ExecutorAddr::fromPtr(&kilnTruncateHalf),
+                                        llvm::JITSymbolFlags::Exported};
+  if (auto err = main.define(llvm::orc::absoluteSymbols(std::move(helpers))))
+    return Error("cannot define kernel helpers: " + llvm::toString(std::move(err)));
+  auto impl = std::make_unique<Impl>();
+  impl->jit = std::move(*jit);
+  return std::unique_ptr<KernelLoader>(new KernelLoader(std::move(impl)));
+}
+
+Expected<KernelEntry> KernelLoader::load(std::string_view object, const std::string &symbol) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (auto it = impl_->loaded.find(symbol); it != impl_->loaded.end())
+    return it->second;
+  auto buffer =
+      llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), symbol);
+  if (auto err = impl_->jit->addObjectFile(std::move(buffer)))
+    return Error("cannot link kernel object '" + symbol + "': " + llvm::toString(std::move(err)));
+  auto address = impl_->jit->lookup(symbol);
+  if (!address)
+    return Error("kernel object does not define '" + symbol +
+                 "': " + llvm::toString(address.takeError()));
+  auto entry = address->toPtr<KernelEntry>();
+  impl_->loaded[symbol] = entry;
+  return entry;
+}
+
+} // namespace kiln::codegen

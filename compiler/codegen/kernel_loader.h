@@ -1,0 +1,35 @@
+// Loads kernel objects into the running process (LLVM ORC's LLJIT) and hands
+// out their entry points. Objects come from the kernel cache or an artifact;
+// this is the seam a real NPU backend would replace with its own loader.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "ir/error.h"
+
+namespace kiln::codegen {
+
+// llvm_emitter.h's kernel signature.
+using KernelEntry = void (*)(void **buffers, void *scratch, int64_t row_begin, int64_t row_end);
+
+class KernelLoader {
+public:
+  static Expected<std::unique_ptr<KernelLoader>> create();
+  ~KernelLoader();
+  KernelLoader(const KernelLoader &) = delete;
+  KernelLoader &operator=(const KernelLoader &) = delete;
+
+  // Links `object` (once per symbol: loading a symbol again returns the first
+  // one) and returns the address of `symbol`.
+  Expected<KernelEntry> load(std::string_view object, const std::string &symbol);
+
+private:
+  struct Impl;
+  explicit KernelLoader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace kiln::codegen

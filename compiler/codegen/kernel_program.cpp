@@ -1,0 +1,218 @@
+#include "compiler/codegen/kernel_program.h"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+namespace kiln::codegen {
+namespace {
+
+int64_t product(const Shape &shape, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t d = from; d < to; ++d)
+    n *= shape[d];
+  return n;
+}
+
+// For each Var of the body being walked: the kernel row axis it equals, if any.
+using RowAxes = std::vector<std::optional<int>>;
+
+// Walks every body reachable from the stored and materialised stages, as the
+// emitter would evaluate it, checking that reads of materialised stages stay
+// in the row of the element being computed.
+class RowChecker {
+public:
+  RowChecker(const KernelProgram &program, int outer_rank)
+      : program_(program), outer_rank_(outer_rank) {}
+
+  bool ok() {
+    for (size_t s = 0; s < program_.stages.size(); ++s) {
+      const Stage &stage = program_.stages[s];
+      if (!stage.materialized && !isStored(static_cast<int>(s)))
+        continue;
+      RowAxes axes(stage.shape.size());
+      for (int d = 0; d < outer_rank_; ++d)
+        axes[d] = d;
+      if (!walk(stage.body, axes))
+        return false;
+    }
+    return true;
+  }
+
+private:
+  bool isStored(int stage) const {
+    for (const StoredOutput &o : program_.outputs)
+      if (o.stage == stage)
+        return true;
+    return false;
+  }
+
+  std::optional<int> rowAxisOf(const ExprRef &index, const RowAxes &axes) const {
+    if (index->kind == ExprKind::Var && index->var < static_cast<int>(axes.size()))
+      return axes[index->var];
+    return std::nullopt;
+  }
+
+  bool walk(const ExprRef &e, const RowAxes &axes) {
+    if (!visited_.insert({e.get(), axes}).second)
+      return true;
+    for (const ExprRef &op : e->operands)
+      if (!walk(op, axes))
+        return false;
+    if (e->kind != ExprKind::Load)
+      return true;
+    const bool row_local_input = e->buffer == program_.accumulator;
+    if (program_.isInput(e->buffer) && !row_local_input)
+      return true;
+    if (row_local_input || program_.stageOf(e->buffer).materialized) {
+      for (int d = 0; d < outer_rank_; ++d)
+        if (rowAxisOf(e->operands[d], axes) != d)
+          return false;
+      return true;
+    }
+    const Stage &target = program_.stageOf(e->buffer);
+    RowAxes inner(target.shape.size());
+    for (size_t d = 0; d < inner.size(); ++d)
+      inner[d] = rowAxisOf(e->operands[d], axes);
+    return walk(target.body, inner);
+  }
+
+  const KernelProgram &program_;
+  int outer_rank_;
+  std::set<std::pair<const Expr *, RowAxes>> visited_;
+};
+
+// Errors for loads of later stages and index counts that do not match.
+Status checkLoads(const KernelProgram &program, const ExprRef &e, int stage,
+                  std::set<const Expr *> &seen) {
+  if (!seen.insert(e.get()).second)
+    return Status::ok();
+  for (const ExprRef &op : e->operands)
+    KILN_RETURN_IF_ERROR(checkLoads(program, op, stage, seen));
+  if (e->kind != ExprKind::Load)
+    return Status::ok();
+  const int buffers = static_cast<int>(program.inputs.size() + program.stages.size());
+  if (e->buffer < 0 || e->buffer >= buffers)
+    return Error("stage " + std::to_string(stage) + " reads buffer " + std::to_string(e->buffer) +
+                 ", which does not exist");
+  size_t rank;
+  if (program.isInput(e->buffer)) {
+    rank = program.inputs[e->buffer].shape.size();
+  } else {
+    if (e->buffer >= program.stageBuffer(stage))
+      return Error("stage " + std::to_string(stage) + " reads stage " +
+                   std::to_string(e->buffer - program.inputs.size()) +
+                   ", which is not computed before it");
+    rank = program.stageOf(e->buffer).shape.size();
+  }
+  if (e->operands.size() != rank)
+    return Error("stage " + std::to_string(stage) + " reads buffer " + std::to_string(e->buffer) +
+                 " of rank " + std::to_string(rank) + " with " +
+                 std::to_string(e->operands.size()) + " indices");
+  return Status::ok();
+}
+
+void collectReads(const ExprRef &e, std::set<int> &reads, std::set<const Expr *> &seen) {
+  if (!seen.insert(e.get()).second)
+    return;
+  if (e->kind == ExprKind::Load)
+    reads.insert(e->buffer);
+  for (const ExprRef &op : e->operands)
+    collectReads(op, reads, seen);
+}
+
+} // namespace
+
+int64_t KernelProgram::rows() const {
+  if (outputs.empty())
+    return 0;
+  return product(stages[outputs[0].stage].shape, 0, outer_rank);
+}
+
+bool KernelProgram::accumulatorIsRowLocal() const {
+  return accumulator >= 0 && outer_rank + 1 == static_cast<int>(inputs[accumulator].shape.size());
+}
+
+int64_t KernelProgram::scratchElementsPerRow() const {
+  int64_t n = 0;
+  for (const Stage &s : stages)
+    if (s.materialized)
+      n += product(s.shape, outer_rank, s.shape.size());
+  return n;
+}
+
+int64_t KernelProgram::scratchOffset(int stage) const {
+  int64_t n = 0;
+  for (int s = 0; s < stage; ++s)
+    if (stages[s].materialized)
+      n += product(stages[s].shape, outer_rank, stages[s].shape.size());
+  return n;
+}
+
+Status planRows(KernelProgram &program) {
+  if (program.outputs.empty())
+    return Error("the kernel stores nothing");
+  std::set<int> read;
+  for (size_t s = 0; s < program.stages.size(); ++s) {
+    std::set<const Expr *> seen;
+    KILN_RETURN_IF_ERROR(checkLoads(program, program.stages[s].body, static_cast<int>(s), seen));
+    std::set<const Expr *> seen_reads;
+    collectReads(program.stages[s].body, read, seen_reads);
+  }
+  for (const StoredOutput &o : program.outputs)
+    if (o.stage < 0 || o.stage >= static_cast<int>(program.stages.size()))
+      return Error("an output names stage " + std::to_string(o.stage) + ", which does not exist");
+
+  // A reduction read by another stage is computed once per row into scratch.
+  for (size_t s = 0; s < program.stages.size(); ++s) {
+    Stage &stage = program.stages[s];
+    stage.materialized =
+        containsReduce(stage.body) && read.count(program.stageBuffer(static_cast<int>(s)));
+  }
+
+  // The row axes: a common prefix of every stored and materialised shape.
+  std::vector<const Shape *> shapes;
+  for (const StoredOutput &o : program.outputs)
+    shapes.push_back(&program.stages[o.stage].shape);
+  for (const Stage &s : program.stages)
+    if (s.materialized)
+      shapes.push_back(&s.shape);
+  if (program.accumulator >= 0)
+    shapes.push_back(&program.inputs[program.accumulator].shape);
+  size_t prefix = shapes[0]->size();
+  for (const Shape *shape : shapes) {
+    size_t d = 0;
+    while (d < prefix && d < shape->size() && (*shape)[d] == (*shapes[0])[d])
+      ++d;
+    prefix = d;
+  }
+  // A stored stage keeps at least one axis of its own when it has any, so a
+  // row is a run of contiguous elements and not a single scattered element.
+  for (const StoredOutput &o : program.outputs)
+    if (!program.stages[o.stage].shape.empty() && prefix >= program.stages[o.stage].shape.size())
+      prefix = program.stages[o.stage].shape.size() - 1;
+  int outer = static_cast<int>(prefix);
+  while (outer > 0 && !RowChecker(program, outer).ok())
+    --outer;
+  program.outer_rank = outer;
+  return Status::ok();
+}
+
+std::string programToString(const KernelProgram &program) {
+  std::ostringstream os;
+  for (size_t i = 0; i < program.inputs.size(); ++i)
+    os << "b" << i << " = input " << typeToString(program.inputs[i]) << "\n";
+  for (size_t s = 0; s < program.stages.size(); ++s) {
+    const Stage &st = program.stages[s];
+    os << "b" << program.stageBuffer(static_cast<int>(s)) << " = stage " << st.name << " "
+       << scalarTypeName(st.type) << shapeToString(st.shape)
+       << (st.materialized ? " materialized" : "") << " = " << exprToString(st.body) << "\n";
+  }
+  for (const StoredOutput &o : program.outputs)
+    os << "store b" << program.stageBuffer(o.stage) << " as " << dtypeName(o.dtype) << "\n";
+  os << "rows over " << program.outer_rank << " axes\n";
+  return os.str();
+}
+
+} // namespace kiln::codegen

@@ -1,0 +1,67 @@
+// A kernel program: the kernel's inputs, its stages (kernel_expr.h) and which
+// stages it stores. Buffer ids in Load are: inputs [0, inputs.size()), then
+// stage s at inputs.size() + s.
+//
+// Execution is row-blocked: the first `outer_rank` axes of every stored and
+// materialised stage are the kernel's rows (the same extents everywhere), and
+// each row is computed on its own: the materialised stages' rows into scratch
+// memory, then the stored stages' rows. Rows run in parallel tiles.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/kernel_expr.h"
+#include "ir/error.h"
+#include "ir/shape.h"
+
+namespace kiln::codegen {
+
+struct Stage {
+  std::string name; // for dumps: "%3" or the op's own label ("softmax.max")
+  Shape shape;
+  ScalarType type = ScalarType::F32;
+  ExprRef body;
+  bool materialized = false; // computed into scratch (it contains a reduction)
+};
+
+struct StoredOutput {
+  int stage = 0;
+  DType dtype = DType::F32; // storage dtype of the kernel output
+};
+
+struct KernelProgram {
+  std::vector<TensorType> inputs;
+  std::vector<Stage> stages;
+  std::vector<StoredOutput> outputs;
+  int outer_rank = 0; // set by planRows()
+  // The input a GEMM writes (kernel_builder.h), or -1. Its rows are the
+  // kernel's rows when planRows() can make them so: then each tile's GEMM
+  // result is consumed while it is hot (the input is read only within the
+  // row being computed).
+  int accumulator = -1;
+
+  int stageBuffer(int stage) const { return static_cast<int>(inputs.size()) + stage; }
+  bool isInput(int buffer) const { return buffer < static_cast<int>(inputs.size()); }
+  const Stage &stageOf(int buffer) const { return stages[buffer - inputs.size()]; }
+
+  // Rows: the product of the first outer_rank axes of the stored stages.
+  int64_t rows() const;
+  // f32 elements of scratch one row needs (all materialised stages' row parts).
+  int64_t scratchElementsPerRow() const;
+  // Offset of materialised stage `stage` in a row's scratch, in elements.
+  int64_t scratchOffset(int stage) const;
+  // The accumulator's rows are the kernel's rows (outer_rank is all its axes but the last).
+  bool accumulatorIsRowLocal() const;
+};
+
+// Marks the stages that must be materialised and chooses the largest
+// outer_rank for which every read of a materialised stage stays in its row.
+// Errors when the program is malformed (a load of a later stage, an index
+// count that does not match the buffer's rank).
+Status planRows(KernelProgram &program);
+
+// Text of the whole program, for --dump and tests.
+std::string programToString(const KernelProgram &program);
+
+} // namespace kiln::codegen

@@ -1,0 +1,32 @@
+// Cutting a compiled graph into kernels: each fusion group is one kernel and
+// every node outside a group is a kernel of its own. A kernel's canonical
+// text names nothing but ops, attributes, types and structure, so the 40
+// identical layers of a model give one text, one cache key and one compile.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::codegen {
+
+struct KernelSpec {
+  std::string name;      // the group's name, or the node's
+  std::string kind;      // the group's kernel kind ("eltwise", "matmul_fixpipe"), or the op
+  std::string formed_by; // the pass or rule that formed the group; empty for single nodes
+  bool grouped = false;
+  Intermediates intermediates = Intermediates::Storage;
+  std::vector<NodeId> members;  // in graph order
+  std::vector<ValueId> inputs;  // values read from outside, in first-use order
+  std::vector<ValueId> outputs; // member outputs read after the kernel or by graph outputs
+};
+
+// The kernels of `graph` (compacted: groups contiguous), in execution order.
+std::vector<KernelSpec> partitionKernels(const Graph &graph);
+
+// The kernel's canonical text: inputs and values numbered locally, attributes
+// sorted, no names. Equal texts compile to equal code.
+std::string canonicalKernelText(const Graph &graph, const KernelSpec &kernel);
+
+} // namespace kiln::codegen

@@ -1,0 +1,508 @@
+#include "compiler/codegen/llvm_emitter.h"
+
+#include <cfloat>
+#include <functional>
+#include <map>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "ir/float16.h"
+
+namespace kiln::codegen {
+namespace {
+
+using llvm::Value;
+
+int64_t product(const Shape &shape, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t d = from; d < to; ++d)
+    n *= shape[d];
+  return n;
+}
+
+std::vector<int64_t> strides(const Shape &shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+// Index bindings while an expression is emitted: Var(d) and RVar(id) values.
+struct Env {
+  std::vector<Value *> vars;
+  std::map<int, Value *> rvars;
+
+  std::vector<Value *> key() const {
+    std::vector<Value *> k = vars;
+    for (const auto &[id, v] : rvars)
+      k.push_back(v);
+    return k;
+  }
+};
+
+class Emitter {
+public:
+  Emitter(const KernelProgram &program, OverflowMode overflow, llvm::Module &module)
+      : program_(program), overflow_(overflow), module_(module), ctx_(module.getContext()),
+        b_(ctx_) {}
+
+  Status emit(const std::string &name) {
+    llvm::Type *ptr = b_.getPtrTy();
+    llvm::Type *i64 = b_.getInt64Ty();
+    auto *type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, i64, i64}, false);
+    fn_ = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, module_);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    fn_->addParamAttr(0, llvm::Attribute::NoAlias);
+    fn_->addParamAttr(1, llvm::Attribute::NoAlias);
+    llvm::Value *buffers = fn_->getArg(0);
+    scratch_ = fn_->getArg(1);
+    Value *row_begin = fn_->getArg(2), *row_end = fn_->getArg(3);
+
+    auto *entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry);
+    const size_t slots = program_.inputs.size() + program_.outputs.size();
+    for (size_t i = 0; i < slots; ++i)
+      pointers_.push_back(b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, buffers, i),
+                                        "buf" + std::to_string(i)));
+
+    auto *rows = llvm::BasicBlock::Create(ctx_, "rows", fn_);
+    auto *done = llvm::BasicBlock::Create(ctx_, "done", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLT(row_begin, row_end), rows, done);
+    b_.SetInsertPoint(rows);
+    auto *row = b_.CreatePHI(i64, 2, "row");
+    row->addIncoming(row_begin, entry);
+    emitRow(row);
+    Value *next = b_.CreateAdd(row, b_.getInt64(1));
+    row->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateCondBr(b_.CreateICmpSLT(next, row_end), rows, done);
+    b_.SetInsertPoint(done);
+    b_.CreateRetVoid();
+
+    std::string problems;
+    llvm::raw_string_ostream os(problems);
+    if (llvm::verifyFunction(*fn_, &os))
+      return Error("generated kernel '" + name + "' is not valid LLVM IR: " + os.str());
+    return Status::ok();
+  }
+
+private:
+  // One row: the materialised stages into scratch, then the stored outputs.
+  void emitRow(Value *row) {
+    const int p = program_.outer_rank;
+    const Shape &first = program_.stages[program_.outputs[0].stage].shape;
+    std::vector<Value *> outer(p);
+    Value *rest = row;
+    for (int d = p - 1; d >= 0; --d) {
+      Value *extent = b_.getInt64(first[d]);
+      outer[d] = d == 0 ? rest : b_.CreateURem(rest, extent);
+      if (d > 0)
+        rest = b_.CreateUDiv(rest, extent);
+    }
+    memo_.clear();
+    for (size_t s = 0; s < program_.stages.size(); ++s) {
+      const Stage &stage = program_.stages[s];
+      if (!stage.materialized)
+        continue;
+      const int64_t base = program_.scratchOffset(static_cast<int>(s));
+      forEachInRow(stage.shape, outer, [&](const std::vector<Value *> &idx, Value *inner) {
+        Value *v = emitExpr(stage.body, Env{idx, {}});
+        b_.CreateStore(v, scratchSlot(base, inner));
+      });
+    }
+    for (size_t o = 0; o < program_.outputs.size(); ++o) {
+      const StoredOutput &out = program_.outputs[o];
+      const Stage &stage = program_.stages[out.stage];
+      const int64_t inner_size = product(stage.shape, p, stage.shape.size());
+      Value *base = b_.CreateMul(row, b_.getInt64(inner_size));
+      Value *pointer = pointers_[program_.inputs.size() + o];
+      forEachInRow(stage.shape, outer, [&](const std::vector<Value *> &idx, Value *inner) {
+        Value *v = loadStage(program_.stageBuffer(out.stage), idx);
+        store(v, out.dtype, elementPointer(pointer, out.dtype, b_.CreateAdd(base, inner)));
+      });
+    }
+  }
+
+  // Loops over the row part (axes from outer_rank on) of `shape`; `body` gets
+  // the full indices and the flat index within the row.
+  void forEachInRow(const Shape &shape, const std::vector<Value *> &outer,
+                    const std::function<void(const std::vector<Value *> &, Value *)> &body) {
+    const size_t p = outer.size();
+    if (product(shape, p, shape.size()) == 0)
+      return;
+    std::vector<Value *> idx(outer);
+    idx.resize(shape.size());
+    const std::vector<int64_t> st = strides(shape);
+    std::function<void(size_t, Value *)> nest = [&](size_t d, Value *flat) {
+      if (d == shape.size()) {
+        body(idx, flat);
+        return;
+      }
+      loop(shape[d], nullptr, [&](Value *i, Value *) {
+        idx[d] = i;
+        nest(d + 1, b_.CreateAdd(flat, b_.CreateMul(i, b_.getInt64(st[d]))));
+        return nullptr;
+      });
+    };
+    nest(p, b_.getInt64(0));
+  }
+
+  // A counted loop [0, extent), extent >= 1, as do-while so that everything the
+  // body defines dominates the code after it. With `init`, the loop carries a
+  // value: body(i, acc) returns the next one, and loop() returns the last.
+  Value *loop(int64_t extent, Value *init, const std::function<Value *(Value *, Value *)> &body) {
+    llvm::BasicBlock *pre = b_.GetInsertBlock();
+    auto *header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+    auto *exit = llvm::BasicBlock::Create(ctx_, "loop.exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    auto *i = b_.CreatePHI(b_.getInt64Ty(), 2, "i");
+    i->addIncoming(b_.getInt64(0), pre);
+    llvm::PHINode *acc = nullptr;
+    if (init) {
+      acc = b_.CreatePHI(init->getType(), 2, "acc");
+      acc->addIncoming(init, pre);
+    }
+    Value *result = body(i, acc);
+    Value *next = b_.CreateAdd(i, b_.getInt64(1));
+    llvm::BasicBlock *latch = b_.GetInsertBlock();
+    i->addIncoming(next, latch);
+    if (acc)
+      acc->addIncoming(result, latch);
+    b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(extent)), header, exit);
+    b_.SetInsertPoint(exit);
+    return result;
+  }
+
+  Value *scratchSlot(int64_t base, Value *inner) {
+    Value *slot = b_.CreateAdd(b_.getInt64(base), inner);
+    return b_.CreateGEP(b_.getInt64Ty(), scratch_, slot);
+  }
+
+  llvm::Type *scalarType(ScalarType t) {
+    switch (t) {
+    case ScalarType::F32:
+      return b_.getFloatTy();
+    case ScalarType::I64:
+      return b_.getInt64Ty();
+    case ScalarType::Bool:
+      return b_.getInt1Ty();
+    }
+    return nullptr;
+  }
+
+  llvm::Type *storageType(DType d) {
+    switch (d) {
+    case DType::F32:
+      return b_.getFloatTy();
+    case DType::F16:
+      return b_.getHalfTy();
+    case DType::BF16:
+      return b_.getInt16Ty();
+    case DType::I32:
+      return b_.getInt32Ty();
+    case DType::I64:
+      return b_.getInt64Ty();
+    case DType::Bool:
+      return b_.getInt8Ty();
+    }
+    return nullptr;
+  }
+
+  Value *elementPointer(Value *base, DType dtype, Value *flat) {
+    return b_.CreateInBoundsGEP(storageType(dtype), base, flat);
+  }
+
+  Value *loadStorage(Value *ptr, DType dtype) {
+    Value *raw = b_.CreateLoad(storageType(dtype), ptr);
+    switch (dtype) {
+    case DType::F32:
+      return raw;
+    case DType::F16:
+      return b_.CreateFPExt(raw, b_.getFloatTy());
+    case DType::BF16:
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(raw, b_.getInt32Ty()), 16),
+                              b_.getFloatTy());
+    case DType::I32:
+      return b_.CreateSExt(raw, b_.getInt64Ty());
+    case DType::I64:
+      return raw;
+    case DType::Bool:
+      return b_.CreateICmpNE(raw, b_.getInt8(0));
+    }
+    return nullptr;
+  }
+
+  void store(Value *v, DType dtype, Value *ptr) {
+    switch (dtype) {
+    case DType::F32:
+      b_.CreateStore(roundTo(v, DType::F32), ptr);
+      return;
+    case DType::F16:
+      b_.CreateStore(b_.CreateFPTrunc(roundTo(v, DType::F16), b_.getHalfTy()), ptr);
+      return;
+    case DType::BF16: {
+      Value *bits = b_.CreateBitCast(roundTo(v, DType::BF16), b_.getInt32Ty());
+      b_.CreateStore(b_.CreateTrunc(b_.CreateLShr(bits, 16), b_.getInt16Ty()), ptr);
+      return;
+    }
+    case DType::I32:
+      b_.CreateStore(b_.CreateTrunc(v, b_.getInt32Ty()), ptr);
+      return;
+    case DType::I64:
+      b_.CreateStore(v, ptr);
+      return;
+    case DType::Bool:
+      b_.CreateStore(b_.CreateZExt(v, b_.getInt8Ty()), ptr);
+      return;
+    }
+  }
+
+  Value *call(llvm::Intrinsic::ID id, std::vector<Value *> args) {
+    return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
+  }
+  Value *fconstant(double v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
+
+  // x with NaN -> +-0 and +-inf clamped to +-max: the saturation of ir/float16.cpp.
+  Value *clamp(Value *x, float max) {
+    Value *clamped = call(llvm::Intrinsic::minnum,
+                          {call(llvm::Intrinsic::maxnum, {x, fconstant(-max)}), fconstant(max)});
+    return b_.CreateSelect(b_.CreateFCmpUNO(x, x), fconstant(0), clamped);
+  }
+
+  // An f32 value rounded to what `dtype` stores, as ir/float16.cpp rounds it.
+  Value *roundTo(Value *x, DType dtype) {
+    const bool saturate = overflow_ == OverflowMode::Saturation;
+    switch (dtype) {
+    case DType::F32:
+      return saturate ? clamp(x, FLT_MAX) : x;
+    case DType::F16: {
+      Value *h = b_.CreateFPExt(b_.CreateFPTrunc(x, b_.getHalfTy()), b_.getFloatTy());
+      if (!saturate)
+        return h;
+      Value *inf = b_.CreateFCmpOEQ(call(llvm::Intrinsic::fabs, {h}),
+                                    fconstant(std::numeric_limits<float>::infinity()));
+      h = b_.CreateSelect(inf, call(llvm::Intrinsic::copysign, {fconstant(kF16Max), x}), h);
+      return b_.CreateSelect(b_.CreateFCmpUNO(x, x),
+                             call(llvm::Intrinsic::copysign, {fconstant(0), x}), h);
+    }
+    case DType::BF16: {
+      Value *v = saturate ? clamp(x, kBF16Max) : x;
+      Value *bits = b_.CreateBitCast(v, b_.getInt32Ty());
+      Value *lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), b_.getInt32(1));
+      Value *rounded = b_.CreateAnd(b_.CreateAdd(bits, b_.CreateAdd(lsb, b_.getInt32(0x7fff))),
+                                    b_.getInt32(0xffff0000u));
+      if (!saturate) {
+        Value *quiet =
+            b_.CreateOr(b_.CreateAnd(bits, b_.getInt32(0xffff0000u)), b_.getInt32(0x00400000));
+        rounded = b_.CreateSelect(b_.CreateFCmpUNO(v, v), quiet, rounded);
+      }
+      return b_.CreateBitCast(rounded, b_.getFloatTy());
+    }
+    default:
+      return x;
+    }
+  }
+
+  Value *flatIndex(const Shape &shape, const std::vector<Value *> &idx) {
+    const std::vector<int64_t> st = strides(shape);
+    Value *flat = b_.getInt64(0);
+    for (size_t d = 0; d < shape.size(); ++d)
+      flat = b_.CreateAdd(flat, b_.CreateMul(idx[d], b_.getInt64(st[d])));
+    return flat;
+  }
+
+  Value *loadStage(int buffer, const std::vector<Value *> &idx) {
+    if (program_.isInput(buffer)) {
+      const TensorType &t = program_.inputs[buffer];
+      return loadStorage(elementPointer(pointers_[buffer], t.dtype, flatIndex(t.shape, idx)),
+                         t.dtype);
+    }
+    const int s = buffer - static_cast<int>(program_.inputs.size());
+    const Stage &stage = program_.stages[s];
+    if (!stage.materialized)
+      return emitExpr(stage.body, Env{idx, {}});
+    const int p = program_.outer_rank;
+    Shape row(stage.shape.begin() + p, stage.shape.end());
+    std::vector<Value *> inner(idx.begin() + p, idx.end());
+    Value *slot = scratchSlot(program_.scratchOffset(s), flatIndex(row, inner));
+    return b_.CreateLoad(scalarType(stage.type), slot);
+  }
+
+  Value *emitExpr(const ExprRef &e, const Env &env) {
+    auto key = std::make_pair(e.get(), env.key());
+    if (auto it = memo_.find(key); it != memo_.end())
+      return it->second;
+    Value *v = emitUncached(*e, env);
+    memo_[key] = v;
+    return v;
+  }
+
+  Value *emitUncached(const Expr &e, const Env &env) {
+    const bool f = !e.operands.empty() && e.operands[0]->type == ScalarType::F32;
+    auto operand = [&](size_t i) { return emitExpr(e.operands[i], env); };
+    switch (e.kind) {
+    case ExprKind::FConst:
+      return fconstant(static_cast<float>(e.fvalue));
+    case ExprKind::IConst:
+      return e.type == ScalarType::Bool ? b_.getInt1(e.ivalue != 0) : b_.getInt64(e.ivalue);
+    case ExprKind::Var:
+      return env.vars.at(e.var);
+    case ExprKind::RVar:
+      return env.rvars.at(e.var);
+    case ExprKind::Load: {
+      std::vector<Value *> idx;
+      for (size_t i = 0; i < e.operands.size(); ++i)
+        idx.push_back(operand(i));
+      return loadStage(e.buffer, idx);
+    }
+    case ExprKind::Unary:
+      return emitUnary(e.unary, operand(0), f);
+    case ExprKind::Binary:
+      return emitBinary(e.binary, operand(0), operand(1), f);
+    case ExprKind::Select:
+      return b_.CreateSelect(operand(0), operand(1), operand(2));
+    case ExprKind::Convert:
+      return emitConvert(operand(0), e.operands[0]->type, e.type);
+    case ExprKind::Round:
+      return roundTo(operand(0), e.dtype);
+    case ExprKind::Reduce:
+      return emitReduce(e, env);
+    }
+    return nullptr;
+  }
+
+  Value *emitUnary(UnaryOp op, Value *x, bool f) {
+    switch (op) {
+    case UnaryOp::Neg:
+      return f ? b_.CreateFNeg(x) : b_.CreateSub(b_.getInt64(0), x);
+    case UnaryOp::Exp:
+      return call(llvm::Intrinsic::exp, {x});
+    case UnaryOp::Log:
+      return call(llvm::Intrinsic::log, {x});
+    case UnaryOp::Sqrt:
+      return call(llvm::Intrinsic::sqrt, {x});
+    case UnaryOp::Cos:
+      return call(llvm::Intrinsic::cos, {x});
+    case UnaryOp::Sin:
+      return call(llvm::Intrinsic::sin, {x});
+    case UnaryOp::Abs:
+      return f ? call(llvm::Intrinsic::fabs, {x})
+               : b_.CreateIntrinsic(llvm::Intrinsic::abs, {x->getType()}, {x, b_.getFalse()});
+    case UnaryOp::Not:
+      return b_.CreateNot(x);
+    }
+    return nullptr;
+  }
+
+  Value *emitBinary(BinaryOp op, Value *a, Value *c, bool f) {
+    switch (op) {
+    case BinaryOp::Add:
+      return f ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
+    case BinaryOp::Sub:
+      return f ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
+    case BinaryOp::Mul:
+      return f ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
+    case BinaryOp::Div:
+      return f ? b_.CreateFDiv(a, c) : b_.CreateSDiv(a, c);
+    case BinaryOp::Max:
+      return f ? call(llvm::Intrinsic::maxnum, {a, c}) : call(llvm::Intrinsic::smax, {a, c});
+    case BinaryOp::Min:
+      return f ? call(llvm::Intrinsic::minnum, {a, c}) : call(llvm::Intrinsic::smin, {a, c});
+    case BinaryOp::Pow:
+      return call(llvm::Intrinsic::pow, {a, c});
+    case BinaryOp::Rem:
+      return b_.CreateSRem(a, c);
+    case BinaryOp::And:
+      return b_.CreateAnd(a, c);
+    case BinaryOp::Or:
+      return b_.CreateOr(a, c);
+    case BinaryOp::Lt:
+      return f ? b_.CreateFCmpOLT(a, c) : b_.CreateICmpSLT(a, c);
+    case BinaryOp::Le:
+      return f ? b_.CreateFCmpOLE(a, c) : b_.CreateICmpSLE(a, c);
+    case BinaryOp::Eq:
+      return f ? b_.CreateFCmpOEQ(a, c) : b_.CreateICmpEQ(a, c);
+    case BinaryOp::Ne:
+      return f ? b_.CreateFCmpUNE(a, c) : b_.CreateICmpNE(a, c);
+    case BinaryOp::Gt:
+      return f ? b_.CreateFCmpOGT(a, c) : b_.CreateICmpSGT(a, c);
+    case BinaryOp::Ge:
+      return f ? b_.CreateFCmpOGE(a, c) : b_.CreateICmpSGE(a, c);
+    }
+    return nullptr;
+  }
+
+  Value *emitConvert(Value *x, ScalarType from, ScalarType to) {
+    if (from == to)
+      return x;
+    if (to == ScalarType::Bool)
+      return from == ScalarType::F32 ? b_.CreateFCmpUNE(x, fconstant(0))
+                                     : b_.CreateICmpNE(x, b_.getInt64(0));
+    if (to == ScalarType::F32)
+      return from == ScalarType::Bool ? b_.CreateUIToFP(x, b_.getFloatTy())
+                                      : b_.CreateSIToFP(x, b_.getFloatTy());
+    // to i64
+    if (from == ScalarType::Bool)
+      return b_.CreateZExt(x, b_.getInt64Ty());
+    return b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt64Ty(), b_.getFloatTy()}, {x});
+  }
+
+  Value *emitReduce(const Expr &e, const Env &env) {
+    const bool f = e.type == ScalarType::F32;
+    Value *init = nullptr;
+    switch (e.reduce) {
+    case ReduceOp::Sum:
+      init = f ? fconstant(0) : static_cast<Value *>(b_.getInt64(0));
+      break;
+    case ReduceOp::Max:
+      init = f ? fconstant(-std::numeric_limits<float>::infinity())
+               : static_cast<Value *>(b_.getInt64(INT64_MIN));
+      break;
+    case ReduceOp::Min:
+      init = f ? fconstant(std::numeric_limits<float>::infinity())
+               : static_cast<Value *>(b_.getInt64(INT64_MAX));
+      break;
+    }
+    if (e.extent <= 0)
+      return init;
+    return loop(e.extent, init, [&](Value *i, Value *acc) {
+      Env inner = env;
+      inner.rvars[e.var] = i;
+      Value *v = emitExpr(e.operands[0], inner);
+      switch (e.reduce) {
+      case ReduceOp::Sum:
+        return f ? b_.CreateFAdd(acc, v) : b_.CreateAdd(acc, v);
+      case ReduceOp::Max:
+        return f ? call(llvm::Intrinsic::maxnum, {acc, v}) : call(llvm::Intrinsic::smax, {acc, v});
+      case ReduceOp::Min:
+        return f ? call(llvm::Intrinsic::minnum, {acc, v}) : call(llvm::Intrinsic::smin, {acc, v});
+      }
+      return v;
+    });
+  }
+
+  const KernelProgram &program_;
+  OverflowMode overflow_;
+  llvm::Module &module_;
+  llvm::LLVMContext &ctx_;
+  llvm::IRBuilder<> b_;
+  llvm::Function *fn_ = nullptr;
+  Value *scratch_ = nullptr;
+  std::vector<Value *> pointers_;
+  std::map<std::pair<const Expr *, std::vector<Value *>>, Value *> memo_;
+};
+
+} // namespace
+
+Status emitKernel(const KernelProgram &program, const std::string &function_name,
+                  OverflowMode overflow, llvm::Module &module) {
+  if (program.outputs.empty())
+    return Error("kernel '" + function_name + "' stores nothing");
+  return Emitter(program, overflow, module).emit(function_name);
+}
+
+} // namespace kiln::codegen

@@ -1,0 +1,68 @@
+// Lowerings of Softmax and SoftmaxGrad (ops/lib/softmax.cpp) as row kernels:
+// the row's max and sum are stages of their own, held in f32 for the row.
+#include "compiler/codegen/op_lowering.h"
+#include "ops/kernel_util.h"
+
+namespace kiln::codegen {
+namespace {
+
+using Bodies = Expected<std::vector<ExprRef>>;
+
+// `indices` with the element at `axis` replaced.
+std::vector<ExprRef> at(std::vector<ExprRef> indices, int64_t axis, ExprRef index) {
+  indices[axis] = std::move(index);
+  return indices;
+}
+
+Bodies lowerSoftmax(LowerContext &ctx) {
+  const Shape &shape = ctx.outputType(0).shape;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  if (rank == 0)
+    return std::vector<ExprRef>{fconst(1)};
+  auto axis = ops::normalizeAxis(ctx.attrs().getInt("axis"), rank);
+  if (!axis)
+    return ctx.error(axis.message());
+  const std::vector<ExprRef> idx = LowerContext::vars(rank);
+  Shape row_shape = shape;
+  row_shape[*axis] = 1;
+  const std::vector<ExprRef> row_idx = at(idx, *axis, iconst(0));
+
+  int r = ctx.newReduceVar();
+  int max =
+      ctx.addStage("max", row_shape, ScalarType::F32,
+                   reduce(ReduceOp::Max, r, shape[*axis], ctx.input(0, at(idx, *axis, rvar(r)))));
+  r = ctx.newReduceVar();
+  ExprRef shifted = ctx.input(0, at(idx, *axis, rvar(r))) - ctx.read(max, idx);
+  int sum = ctx.addStage("sum", row_shape, ScalarType::F32,
+                         reduce(ReduceOp::Sum, r, shape[*axis], unary(UnaryOp::Exp, shifted)));
+  ExprRef e = unary(UnaryOp::Exp, ctx.input(0, idx) - ctx.read(max, row_idx));
+  return std::vector<ExprRef>{e / ctx.read(sum, row_idx)};
+}
+
+// dx = y * (dy - sum(dy * y, axis)).
+Bodies lowerSoftmaxGrad(LowerContext &ctx) {
+  const Shape &shape = ctx.outputType(0).shape;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  if (rank == 0)
+    return std::vector<ExprRef>{fconst(0)};
+  auto axis = ops::normalizeAxis(ctx.attrs().getInt("axis"), rank);
+  if (!axis)
+    return ctx.error(axis.message());
+  const std::vector<ExprRef> idx = LowerContext::vars(rank);
+  Shape row_shape = shape;
+  row_shape[*axis] = 1;
+  int r = ctx.newReduceVar();
+  const std::vector<ExprRef> along = at(idx, *axis, rvar(r));
+  int dot = ctx.addStage(
+      "dot", row_shape, ScalarType::F32,
+      reduce(ReduceOp::Sum, r, shape[*axis], ctx.input(1, along) * ctx.input(0, along)));
+  ExprRef y = ctx.input(0, idx), dy = ctx.input(1, idx);
+  return std::vector<ExprRef>{y * (dy - ctx.read(dot, at(idx, *axis, iconst(0))))};
+}
+
+} // namespace
+
+KILN_REGISTER_LOWERING("Softmax", lowerSoftmax);
+KILN_REGISTER_LOWERING("SoftmaxGrad", lowerSoftmaxGrad);
+
+} // namespace kiln::codegen

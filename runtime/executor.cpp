@@ -1,0 +1,131 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "compiler/codegen/gemm.h"
+#include "compiler/codegen/llvm_emitter.h"
+
+namespace kiln::runtime {
+
+Executor::Executor(const Graph &graph, codegen::CompiledKernels kernels,
+                   const ExecutorOptions &options)
+    : graph_(graph), kernels_(std::move(kernels)), options_(options), pool_(options.threads),
+      scratch_(pool_.size()), acc_tiles_(pool_.size()) {}
+
+Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
+                                                     codegen::CompiledKernels kernels,
+                                                     const ExecutorOptions &options) {
+  std::unique_ptr<Executor> ex(new Executor(graph, std::move(kernels), options));
+  KILN_ASSIGN_OR_RETURN(ex->loader_, codegen::KernelLoader::create());
+  for (const codegen::CompiledKernel &k : ex->kernels_.kernels) {
+    KILN_ASSIGN_OR_RETURN(codegen::KernelEntry entry,
+                          ex->loader_->load(ex->kernels_.objects[k.object], k.symbol));
+    ex->entries_.push_back(entry);
+  }
+  ex->last_use_kernel_.assign(graph.numValues(), -1);
+  for (size_t i = 0; i < ex->kernels_.kernels.size(); ++i)
+    for (ValueId v : ex->kernels_.kernels[i].spec.inputs)
+      ex->last_use_kernel_[v] = static_cast<ValueId>(i);
+  for (const GraphOutput &out : graph.outputs())
+    ex->last_use_kernel_[out.value] = static_cast<ValueId>(ex->kernels_.kernels.size());
+  codegen::useSingleThreadedBlas(); // tiles are the parallelism
+  return ex;
+}
+
+Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs) {
+  std::vector<Tensor> values(graph_.numValues());
+  for (const GraphInput &in : graph_.inputs()) {
+    auto it = inputs.find(in.name);
+    if (it == inputs.end())
+      return Error("graph '" + graph_.name() + "': no data for input '" + in.name + "' (" +
+                   typeToString(graph_.type(in.value)) + ")");
+    if (!(it->second.type() == graph_.type(in.value)))
+      return Error("graph '" + graph_.name() + "': input '" + in.name + "' must be " +
+                   typeToString(graph_.type(in.value)) + ", got " +
+                   typeToString(it->second.type()));
+    values[in.value] = it->second;
+  }
+  for (size_t k = 0; k < kernels_.kernels.size(); ++k) {
+    launch(k, values);
+    for (ValueId v : kernels_.kernels[k].spec.inputs)
+      if (last_use_kernel_[v] == static_cast<ValueId>(k))
+        values[v] = Tensor();
+  }
+  ops::TensorMap outputs;
+  for (const GraphOutput &out : graph_.outputs())
+    outputs[out.name] = values[out.value];
+  return outputs;
+}
+
+void Executor::launch(size_t index, std::vector<Tensor> &values) {
+  const codegen::CompiledKernel &kernel = kernels_.kernels[index];
+  const codegen::KernelProgram &program = kernel.build.program;
+  const codegen::KernelEntry entry = entries_[index];
+
+  std::vector<void *> buffers;
+  for (ValueId v : kernel.spec.inputs)
+    buffers.push_back(values[v].data());
+  const size_t acc_slot = buffers.size();
+  if (kernel.build.gemm)
+    buffers.push_back(nullptr); // the accumulator, set per tile
+  for (ValueId v : kernel.spec.outputs) {
+    values[v] = Tensor(graph_.type(v));
+    buffers.push_back(values[v].data());
+  }
+
+  const int64_t rows = program.rows();
+  if (rows == 0)
+    return;
+  const int64_t row_elements = std::max<int64_t>(1, [&] {
+    int64_t n = 1;
+    const Shape &s = program.stages[program.outputs[0].stage].shape;
+    for (size_t d = program.outer_rank; d < s.size(); ++d)
+      n *= s[d];
+    return n;
+  }());
+  const int64_t rows_per_tile = std::max<int64_t>(1, options_.tile_elements / row_elements);
+  const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
+  const size_t scratch_slots = static_cast<size_t>(program.scratchElementsPerRow());
+
+  std::optional<codegen::GemmOperands> operands;
+  std::vector<float> full_acc;
+  const codegen::GemmPlan *gemm = kernel.build.gemm ? &*kernel.build.gemm : nullptr;
+  if (gemm) {
+    const Tensor &a = values[kernel.spec.inputs[gemm->a_input]];
+    const Tensor &b = values[kernel.spec.inputs[gemm->b_input]];
+    operands.emplace(*gemm, a.data(), a.dtype(), b.data(), b.dtype());
+    if (!program.accumulatorIsRowLocal()) {
+      // The epilogue reads across rows: the whole result first.
+      const int64_t total = gemm->batch * gemm->m;
+      full_acc.resize(static_cast<size_t>(total * gemm->n));
+      const int64_t block =
+          std::max<int64_t>(1, options_.tile_elements / std::max<int64_t>(1, gemm->n));
+      pool_.parallelFor((total + block - 1) / block, [&](int64_t t, int) {
+        const int64_t r0 = t * block, r1 = std::min(total, r0 + block);
+        codegen::gemmRows(*gemm, *operands, r0, r1, full_acc.data() + r0 * gemm->n);
+      });
+      buffers[acc_slot] = full_acc.data();
+    }
+  }
+
+  pool_.parallelFor(tiles, [&](int64_t t, int worker) {
+    const int64_t r0 = t * rows_per_tile, r1 = std::min(rows, r0 + rows_per_tile);
+    std::vector<uint64_t> &scratch = scratch_[worker];
+    if (scratch.size() < scratch_slots)
+      scratch.resize(scratch_slots);
+    std::vector<void *> local = buffers;
+    if (gemm && program.accumulatorIsRowLocal()) {
+      std::vector<float> &tile = acc_tiles_[worker];
+      tile.resize(static_cast<size_t>((r1 - r0) * gemm->n));
+      codegen::gemmRows(*gemm, *operands, r0, r1, tile.data());
+      // The epilogue indexes the accumulator by global row: shift the tile's base.
+      local[acc_slot] =
+          reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(tile.data()) -
+                                   static_cast<uintptr_t>(r0 * gemm->n) * sizeof(float));
+    }
+    entry(local.data(), scratch.data(), r0, r1);
+  });
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,53 @@
+// Runs a compiled graph on the host CPU: one buffer per value, the kernels in
+// order, each kernel's rows split into tiles that run in parallel. A GEMM
+// kernel computes each tile's f32 result and hands it straight to its
+// epilogue while it is in cache, the CPU's counterpart of FixPipe draining
+// L0C. This is the single-device executor the multi-device runtime builds on.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/kernel_compiler.h"
+#include "compiler/codegen/kernel_loader.h"
+#include "ir/graph.h"
+#include "ops/interpreter.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::runtime {
+
+struct ExecutorOptions {
+  int threads = 0; // 0: one per core
+  // Elements a tile aims at: enough work per task to amortise the dispatch.
+  int64_t tile_elements = 1 << 15;
+};
+
+class Executor {
+public:
+  // Loads every kernel object of `kernels` (compiled for `graph`).
+  static Expected<std::unique_ptr<Executor>>
+  create(const Graph &graph, codegen::CompiledKernels kernels, const ExecutorOptions &options = {});
+
+  // Runs the graph: `inputs` must hold every graph input by name with exactly
+  // its type; returns the graph outputs by name.
+  Expected<ops::TensorMap> run(const ops::TensorMap &inputs);
+
+  const codegen::CompiledKernels &kernels() const { return kernels_; }
+
+private:
+  Executor(const Graph &graph, codegen::CompiledKernels kernels, const ExecutorOptions &options);
+  void launch(size_t kernel, std::vector<Tensor> &values);
+
+  const Graph &graph_;
+  codegen::CompiledKernels kernels_;
+  ExecutorOptions options_;
+  std::unique_ptr<codegen::KernelLoader> loader_;
+  std::vector<codegen::KernelEntry> entries_;
+  std::vector<ValueId> last_use_kernel_; // per value: the last kernel reading it
+  ThreadPool pool_;
+  std::vector<std::vector<uint64_t>> scratch_; // per worker
+  std::vector<std::vector<float>> acc_tiles_;  // per worker
+};
+
+} // namespace kiln::runtime

@@ -1,0 +1,113 @@
+#include "tests/support/codegen_test_util.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "compiler/codegen/kernel_compiler.h"
+#include "ops/op_builder.h"
+#include "runtime/executor.h"
+#include "target/target.h"
+#include "tests/support/random.h"
+
+namespace kiln::testing {
+namespace {
+
+double defaultRtol(DType dtype) {
+  switch (dtype) {
+  case DType::F16:
+    return 2e-3;
+  case DType::BF16:
+    return 1.6e-2;
+  default:
+    return 1e-5;
+  }
+}
+
+} // namespace
+
+std::string compareTensors(const Tensor &got, const Tensor &want, double rtol, double atol) {
+  if (!(got.type() == want.type()))
+    return "type " + typeToString(got.type()) + ", expected " + typeToString(want.type());
+  for (int64_t i = 0; i < want.numElements(); ++i) {
+    if (!isFloat(want.dtype())) {
+      if (got.getInt(i) != want.getInt(i))
+        return "element " + std::to_string(i) + " is " + std::to_string(got.getInt(i)) +
+               ", expected " + std::to_string(want.getInt(i));
+      continue;
+    }
+    const double g = got.getFloat(i), w = want.getFloat(i);
+    if (std::isnan(w) && std::isnan(g))
+      continue;
+    if (std::isinf(w) && g == w)
+      continue;
+    if (!(std::fabs(g - w) <= atol + rtol * std::fabs(w))) {
+      std::ostringstream os;
+      os.precision(9);
+      os << "element " << i << " is " << g << ", expected " << w << " (|diff| " << std::fabs(g - w)
+         << ", allowed " << atol + rtol * std::fabs(w) << ")";
+      return os.str();
+    }
+  }
+  return {};
+}
+
+ops::TensorMap randomInputs(const Graph &graph, uint64_t seed, float lo, float hi,
+                            int64_t int_bound) {
+  ops::TensorMap inputs;
+  for (const GraphInput &in : graph.inputs()) {
+    const TensorType &t = graph.type(in.value);
+    inputs[in.name] =
+        isFloat(t.dtype) ? randomTensor(t, seed++, lo, hi) : randomIndices(t, seed++, int_bound);
+  }
+  return inputs;
+}
+
+ops::TensorMap expectCompiledMatchesReference(const Graph &graph, const ops::TensorMap &inputs,
+                                              const CompareOptions &options) {
+  auto target = target::loadTarget(options.target);
+  EXPECT_TRUE(target.isOk()) << (target ? "" : target.message());
+  if (!target)
+    return {};
+  codegen::KernelCompileOptions compile;
+  compile.object.overflow = options.overflow;
+  auto kernels = codegen::compileKernels(graph, *target, compile);
+  EXPECT_TRUE(kernels.isOk()) << (kernels ? "" : kernels.message());
+  if (!kernels)
+    return {};
+  auto executor = runtime::Executor::create(graph, std::move(*kernels));
+  EXPECT_TRUE(executor.isOk()) << (executor ? "" : executor.message());
+  if (!executor)
+    return {};
+  auto got = (*executor)->run(inputs);
+  EXPECT_TRUE(got.isOk()) << (got ? "" : got.message());
+  ops::InterpretOptions reference;
+  reference.overflow = options.overflow;
+  auto want = ops::interpret(graph, inputs, reference);
+  EXPECT_TRUE(want.isOk()) << (want ? "" : want.message());
+  if (!got || !want)
+    return {};
+  for (const auto &[name, w] : *want) {
+    const double rtol = options.rtol >= 0 ? options.rtol : defaultRtol(w.dtype());
+    const double atol = options.atol >= 0 ? options.atol : rtol;
+    std::string mismatch = compareTensors(got->at(name), w, rtol, atol);
+    EXPECT_TRUE(mismatch.empty()) << "output '" << name << "': " << mismatch;
+  }
+  return std::move(*got);
+}
+
+void expectOpMatchesReference(const std::string &op, const std::vector<TensorType> &inputs,
+                              const AttrMap &attrs, const CompareOptions &options, uint64_t seed) {
+  Graph g("op_" + op);
+  std::vector<ValueId> args;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    args.push_back(g.addInput("in_" + std::to_string(i), inputs[i], InputRole::Data));
+  ops::OpBuilder b(g);
+  auto outs = b.tryCreate(op, "op", args, attrs);
+  ASSERT_TRUE(outs.isOk()) << outs.message();
+  for (size_t k = 0; k < outs->size(); ++k)
+    g.addOutput("out_" + std::to_string(k), (*outs)[k]);
+  SCOPED_TRACE(op);
+  expectCompiledMatchesReference(g, randomInputs(g, seed), options);
+}
+
+} // namespace kiln::testing

@@ -76,17 +76,24 @@ std::vector<KernelDiagnostic> checkKernel(const passes::FusionView &view, const 
     fail(kErrDType,
          "uses " + std::string(dtypeName(d)) + ", which " + target.name + " does not have");
 
-  // The UB: streamed tiles, plus the rows a fused row kernel holds.
-  const passes::UbUsage usage = passes::ubUsage(view, kernel.members, target.vector_tile_elements);
+  // The UB: streamed tiles, plus the rows a fused row kernel holds. The tile
+  // halves from the target's vector tile until the working set fits.
   tiling.resident_row_bytes = kernel.grouped ? residentRowBytes(build.program) : 0;
+  int64_t tile = target.vector_tile_elements;
+  passes::UbUsage usage = passes::ubUsage(view, kernel.members, tile);
+  while (usage.bytes + tiling.resident_row_bytes > target.memory.ub_bytes &&
+         tile / 2 >= kMinVectorTileElements) {
+    tile /= 2;
+    usage = passes::ubUsage(view, kernel.members, tile);
+  }
+  tiling.vector_tile_elements = tile;
   tiling.ub_bytes = usage.bytes + tiling.resident_row_bytes;
   if (tiling.ub_bytes > target.memory.ub_bytes)
     fail(kErrUbOverflow, "needs " + kib(tiling.ub_bytes) + " of UB (" + kib(usage.bytes) + " for " +
                              std::to_string(usage.inputs) + " inputs and " +
                              std::to_string(usage.outputs) + " outputs double-buffered and " +
                              std::to_string(usage.intermediates) + " intermediates in tiles of " +
-                             std::to_string(target.vector_tile_elements) + " elements, " +
-                             kib(tiling.resident_row_bytes) +
+                             std::to_string(tile) + " elements, " + kib(tiling.resident_row_bytes) +
                              " for rows held across a reduction), " + target.name + " has " +
                              kib(target.memory.ub_bytes));
 
@@ -125,7 +132,8 @@ std::vector<KernelDiagnostic> checkKernel(const passes::FusionView &view, const 
            "the kernel applies its epilogue in FixPipe, which " + target.name + " does not have");
     else
       for (NodeId n : kernel.members)
-        if (n != build.gemm->node && !target.fixpipeApplies(graph.node(n).op))
+        if (n != build.gemm->node && graph.node(n).op != "Reshape" &&
+            !target.fixpipeApplies(graph.node(n).op)) // a Reshape is a free view
           fail(kErrFixPipeEpilogue, "FixPipe of " + target.name + " cannot apply " +
                                         graph.node(n).op + " ('" + graph.node(n).name + "')");
   }

@@ -4,7 +4,8 @@
 // at compile time, with a code and the numbers.
 //
 // The Unified Buffer model (passes/fusion/ub_budget.h) streams every kernel in
-// tiles of vector_tile_elements. A fused kernel that reduces rows and reads
+// tiles of vector_tile_elements, halved until the kernel fits (down to
+// kMinVectorTileElements). A fused kernel that reduces rows and reads
 // the result back (RMSNorm, softmax) also keeps, per row, its reduction
 // results and the reduced f32 row of its source in UB, since its
 // intermediates never go back to HBM; a single op streams its rows from HBM
@@ -23,9 +24,13 @@
 
 namespace kiln::codegen {
 
+// The smallest vector tile a kernel is split into (256 bytes of f32).
+inline constexpr int64_t kMinVectorTileElements = 64;
+
 struct KernelTiling {
-  int64_t ub_bytes = 0;           // the working set in the UB model
-  int64_t resident_row_bytes = 0; // the part held per row (fused row kernels)
+  int64_t vector_tile_elements = 0; // the tile the kernel streams in
+  int64_t ub_bytes = 0;             // the working set in the UB model
+  int64_t resident_row_bytes = 0;   // the part held per row (fused row kernels)
   // Matmul kernels: the output tile (m, n) and its L0C bytes.
   std::array<int64_t, 2> cube_out_tile{0, 0};
   int64_t l0c_bytes = 0;

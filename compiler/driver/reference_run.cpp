@@ -40,7 +40,7 @@ Expected<ops::TensorMap> bindModelInputs(const Graph &graph, const ops::TensorMa
   return bound;
 }
 
-Expected<ops::TensorMap> runReference(const ReferenceRunRequest &request) {
+Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
   KILN_ASSIGN_OR_RETURN(SafetensorsFile data, readSafetensors(request.inputs_path));
   auto ids = data.tensors.find("input_ids");
   if (ids == data.tensors.end())
@@ -73,10 +73,10 @@ Expected<ops::TensorMap> runReference(const ReferenceRunRequest &request) {
   KILN_ASSIGN_OR_RETURN(ops::TensorMap bound,
                         bindModelInputs(graph, weights.tensors, request.weights_path, data.tensors,
                                         request.inputs_path, overflow));
-  ops::InterpretOptions run_options;
-  run_options.overflow = overflow;
-  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, ops::interpret(graph, bound, run_options));
+  return PreparedRun{std::move(graph), std::move(bound), overflow};
+}
 
+ops::TensorMap selectRunOutputs(ops::TensorMap outputs) {
   ops::TensorMap result;
   for (auto &[name, t] : outputs) {
     if (name != "logits" && name != "loss" && name != "grad_norm" && name.rfind("grad.", 0) != 0)
@@ -84,6 +84,14 @@ Expected<ops::TensorMap> runReference(const ReferenceRunRequest &request) {
     result[name] = t.dtype() == DType::F32 ? std::move(t) : t.castTo(DType::F32);
   }
   return result;
+}
+
+Expected<ops::TensorMap> runReference(const ReferenceRunRequest &request) {
+  KILN_ASSIGN_OR_RETURN(PreparedRun run, prepareModelRun(request));
+  ops::InterpretOptions options;
+  options.overflow = run.overflow;
+  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, ops::interpret(run.graph, run.inputs, options));
+  return selectRunOutputs(std::move(outputs));
 }
 
 } // namespace kiln::driver

@@ -25,8 +25,19 @@ struct ReferenceRunRequest {
   passes::Instrumentation instrumentation;
 };
 
-// Outputs: "logits" (f32 [B,S,V]) and "loss" (f32 []), and with training
-// "grad_norm" and "grad.<param>" (f32) per parameter.
+// A model ready to run: its graph after the job's passes and its bound inputs.
+struct PreparedRun {
+  Graph graph;
+  ops::TensorMap inputs;
+  OverflowMode overflow = OverflowMode::InfNan;
+};
+Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request);
+
+// The outputs a run reports, in f32: "logits" (f32 [B,S,V]) and "loss" (f32
+// []), and with training "grad_norm" and "grad.<param>" per parameter.
+ops::TensorMap selectRunOutputs(ops::TensorMap outputs);
+
+// prepareModelRun, then the reference interpreter.
 Expected<ops::TensorMap> runReference(const ReferenceRunRequest &request);
 
 // Binds graph inputs from weights and data: every Parameter from `weights`

@@ -94,4 +94,25 @@ passes::Instrumentation instrumentationOf(const JobFlags &flags) {
   return inst;
 }
 
+void addKernelCacheFlags(CLI::App &cmd, driver::KernelCacheSettings &settings) {
+  cmd.add_option_function<std::string>(
+         "--cache-dir", [&settings](const std::string &d) { settings.dir = d; },
+         "kernel cache folder (default: KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln, ~/.cache/kiln)")
+      ->group("Kernel cache");
+  cmd.add_option_function<std::string>(
+         "--cache-mode",
+         [&settings](const std::string &m) {
+           auto mode = cache::parseCacheMode(m);
+           if (!mode)
+             throw CLI::ValidationError("--cache-mode", mode.message());
+           settings.mode = *mode;
+         },
+         "enable (default), disable or force (recompile and overwrite), as CANN's "
+         "op_compiler_cache_mode")
+      ->group("Kernel cache");
+  cmd.add_flag("--explain-cache-misses", settings.explain_misses,
+               "say which key part differs for every kernel that missed")
+      ->group("Kernel cache");
+}
+
 } // namespace kiln::cli

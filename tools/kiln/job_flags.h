@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "compiler/driver/job.h"
+#include "compiler/driver/kernels.h"
 #include "passes/pass_manager.h"
 
 namespace kiln::cli {
@@ -29,5 +30,7 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags);
 // Reads the job file and the switch file and resolves the job.
 Expected<driver::ResolvedJob> resolveJobFlags(const JobFlags &flags, DType default_dtype);
 passes::Instrumentation instrumentationOf(const JobFlags &flags);
+// --cache-dir, --cache-mode and --explain-cache-misses.
+void addKernelCacheFlags(CLI::App &cmd, driver::KernelCacheSettings &settings);
 
 } // namespace kiln::cli

@@ -1,10 +1,13 @@
-// `kiln run`: run a model on the reference interpreter, forward or forward
-// and backward, from safetensors weights and inputs.
+// `kiln run`: compile a model and run its kernels (or, with --reference, the
+// reference interpreter), forward or forward and backward, from safetensors
+// weights and inputs.
 #include <cmath>
 #include <iostream>
 
+#include "compiler/driver/kernels.h"
 #include "compiler/driver/reference_run.h"
 #include "ir/safetensors.h"
+#include "runtime/executor.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 
@@ -15,7 +18,22 @@ struct RunOptions {
   driver::ReferenceRunRequest request;
   std::string outputs;
   JobFlags job;
+  driver::KernelCacheSettings cache;
+  bool reference = false;
 };
+
+// Compiles the prepared graph's kernels and runs them.
+Expected<ops::TensorMap> runCompiled(driver::PreparedRun &run, const driver::ResolvedJob &job,
+                                     const driver::KernelCacheSettings &cache) {
+  KILN_ASSIGN_OR_RETURN(driver::JobKernels kernels,
+                        driver::compileJobKernels(run.graph, job, cache));
+  for (const std::string &line : kernels.kernels.miss_explanations)
+    std::cerr << "kiln: cache miss: " << line << "\n";
+  KILN_ASSIGN_OR_RETURN(auto executor,
+                        runtime::Executor::create(run.graph, std::move(kernels.kernels)));
+  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, executor->run(run.inputs));
+  return driver::selectRunOutputs(std::move(outputs));
+}
 
 int runRun(const RunOptions &opts) {
   // Without --dtype or a job's precision, run in f32: exact reference results.
@@ -25,7 +43,15 @@ int runRun(const RunOptions &opts) {
   driver::ReferenceRunRequest request = opts.request;
   request.job = &*job;
   request.instrumentation = instrumentationOf(opts.job);
-  auto outputs = driver::runReference(request);
+  Expected<ops::TensorMap> outputs = Error("not run");
+  if (opts.reference) {
+    outputs = driver::runReference(request);
+  } else {
+    auto run = driver::prepareModelRun(request);
+    if (!run)
+      return fail(run.error());
+    outputs = runCompiled(*run, *job, opts.cache);
+  }
   if (!outputs)
     return fail(outputs.error());
   SafetensorsFile file;
@@ -45,7 +71,8 @@ int runRun(const RunOptions &opts) {
 void registerRunCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<RunOptions>();
   CLI::App *cmd = app.add_subcommand(
-      "run", "Compile a model with a job's passes and run it on the reference interpreter");
+      "run", "Compile a model with a job's passes and run its kernels (or the reference "
+             "interpreter)");
   cmd->add_option("MODEL", opts->request.model,
                   "config.json, a folder holding it, or a kiln graph JSON")
       ->required();
@@ -57,7 +84,10 @@ void registerRunCommand(CLI::App &app, Action &action) {
   cmd->add_option("--outputs", opts->outputs, "safetensors to write logits, loss (and grads) to")
       ->required();
   cmd->add_flag("--training", opts->request.training, "also compute grad.<param> per parameter");
+  cmd->add_flag("--reference", opts->reference,
+                "run the reference interpreter instead of the compiled kernels");
   addJobFlags(*cmd, opts->job);
+  addKernelCacheFlags(*cmd, opts->cache);
   cmd->callback([opts, &action] { action = [opts] { return runRun(*opts); }; });
 }
 

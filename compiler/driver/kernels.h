@@ -1,0 +1,32 @@
+// The kernel half of a compile job: open the kernel cache the job asks for
+// and compile every kernel of the passes' result through it.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "compiler/cache/cache_config.h"
+#include "compiler/codegen/kernel_compiler.h"
+#include "compiler/driver/job.h"
+
+namespace kiln::driver {
+
+struct KernelCacheSettings {
+  std::optional<std::string> dir; // --cache-dir; else KILN_CACHE_DIR, XDG, ~/.cache/kiln
+  cache::CacheMode mode = cache::CacheMode::Enable;
+  bool explain_misses = false;
+};
+
+struct JobKernels {
+  codegen::CompiledKernels kernels;
+  std::string cache_dir; // empty when the cache is disabled
+};
+
+// Compiles `graph`'s kernels for the job's target and overflow mode. A
+// kernel the target cannot hold fails the compile; `failure` then has every
+// diagnostic.
+Expected<JobKernels> compileJobKernels(const Graph &graph, const ResolvedJob &job,
+                                       const KernelCacheSettings &cache_settings,
+                                       codegen::KernelCompileFailure *failure = nullptr);
+
+} // namespace kiln::driver

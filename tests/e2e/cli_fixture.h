@@ -40,6 +40,8 @@ protected:
            ("kiln_cli_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
+    // Kernels compile into a cache of the test's own, never the user's.
+    ::setenv("KILN_CACHE_DIR", (dir_ / "kernel-cache").c_str(), 1);
   }
   void TearDown() override { fs::remove_all(dir_); }
 

@@ -47,8 +47,27 @@ nlohmann::json KernelStats::toJson() const {
 std::string KernelCompileFailure::message() const {
   std::string s = std::to_string(diagnostics.size()) + " kernel" +
                   (diagnostics.size() == 1 ? "" : "s") + " cannot be built for the target:";
-  for (const KernelDiagnostic &d : diagnostics)
-    s += "\n" + d.toString();
+  // Identical layers fail identically: print each failure once, then its twins.
+  std::map<std::string, std::vector<const KernelDiagnostic *>> alike;
+  std::vector<std::string> order;
+  for (const KernelDiagnostic &d : diagnostics) {
+    const std::string what = d.code + d.kind + d.formed_by + d.constraint;
+    if (alike[what].empty())
+      order.push_back(what);
+    alike[what].push_back(&d);
+  }
+  for (const std::string &what : order) {
+    const auto &group = alike[what];
+    s += "\n" + group.front()->toString();
+    if (group.size() == 1)
+      continue;
+    s += "\n  and " + std::to_string(group.size() - 1) + " more kernel" +
+         (group.size() == 2 ? "" : "s") + " like it:";
+    for (size_t i = 1; i < group.size() && i <= 3; ++i)
+      s += " '" + group[i]->kernel + "'";
+    if (group.size() > 4)
+      s += " ...";
+  }
   return s;
 }
 

@@ -25,18 +25,21 @@ int64_t reducedElements(const ExprRef &e, std::set<const Expr *> &seen) {
   return e->kind == ExprKind::Reduce ? e->extent * inner : inner;
 }
 
+// Per row: every reduction result, plus the source row the reductions walk
+// (held once, however many reductions read it).
 int64_t residentRowBytes(const KernelProgram &program) {
-  int64_t bytes = 0;
+  int64_t results = 0, source = 0;
   for (const Stage &stage : program.stages) {
     if (!stage.materialized)
       continue;
     int64_t row = 1;
     for (size_t d = program.outer_rank; d < stage.shape.size(); ++d)
       row *= stage.shape[d];
+    results += row;
     std::set<const Expr *> seen;
-    bytes += 4 * (row + reducedElements(stage.body, seen));
+    source = std::max(source, reducedElements(stage.body, seen));
   }
-  return bytes;
+  return 4 * (results + (results > 0 ? source : 0));
 }
 
 } // namespace

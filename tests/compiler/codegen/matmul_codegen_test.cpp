@@ -1,0 +1,99 @@
+// Matmul kernels (a BLAS GEMM plus the generated epilogue) against the
+// reference interpreter: every transpose, bias and fp32_out combination, the
+// batched form, and fused epilogues that read the accumulator per row tile
+// or across rows.
+#include <gtest/gtest.h>
+
+#include "compiler/codegen/kernel_compiler.h"
+#include "ops/op_builder.h"
+#include "tests/support/codegen_test_util.h"
+
+namespace kiln::testing {
+namespace {
+
+const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
+
+CompareOptions matmulTolerance(DType d) {
+  CompareOptions o;
+  // f32 sums of K products in another order than the interpreter's double sums.
+  o.rtol = d == DType::F32 ? 1e-5 : (d == DType::F16 ? 2e-3 : 1.6e-2);
+  o.atol = d == DType::F32 ? 1e-5 : o.rtol;
+  return o;
+}
+
+TEST(MatmulCodegen, EveryTransposeBiasAndOutputDtype) {
+  for (DType d : kFloats)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool fp32_out : {false, true}) {
+          const TensorType a{d, ta ? Shape{24, 37} : Shape{37, 24}};
+          const TensorType b{d, tb ? Shape{19, 24} : Shape{24, 19}};
+          AttrMap attrs{{"transpose_a", ta}, {"transpose_b", tb}, {"fp32_out", fp32_out}};
+          SCOPED_TRACE(std::string(dtypeName(d)) + (ta ? " ta" : "") + (tb ? " tb" : "") +
+                       (fp32_out ? " fp32_out" : ""));
+          expectOpMatchesReference("MatMul", {a, b}, attrs, matmulTolerance(d));
+          expectOpMatchesReference("MatMul", {a, b, {DType::F32, {19}}}, attrs, matmulTolerance(d));
+        }
+}
+
+TEST(MatmulCodegen, BatchedOverLeadingAxes) {
+  for (DType d : kFloats)
+    for (bool tb : {false, true}) {
+      AttrMap attrs{{"transpose_b", tb}};
+      expectOpMatchesReference(
+          "BatchMatMul", {{d, {2, 3, 9, 16}}, {d, tb ? Shape{2, 3, 11, 16} : Shape{2, 3, 16, 11}}},
+          attrs, matmulTolerance(d));
+      expectOpMatchesReference("BatchMatMul", {{d, {4, 16, 9}}, {d, {4, 16, 5}}},
+                               {{"transpose_a", true}}, matmulTolerance(d));
+    }
+}
+
+TEST(MatmulCodegen, LargeEnoughForManyTiles) {
+  // 300 rows of 257 columns: tiles split rows, and K = 130 crosses BLAS blocks.
+  expectOpMatchesReference("MatMul", {{DType::F16, {300, 130}}, {DType::F16, {130, 257}}}, {},
+                           matmulTolerance(DType::F16));
+}
+
+// MatMul -> BiasAdd -> Mul(scale) -> Cast(f16), one F32 group: the epilogue
+// reads its row of the accumulator while the tile is hot.
+Graph epilogueGroup(const std::string &tail) {
+  Graph g("epilogue");
+  ValueId x = g.addInput("x", {DType::F16, {70, 32}}, InputRole::Data);
+  ValueId w = g.addInput("w", {DType::F16, {32, 48}}, InputRole::Parameter);
+  ValueId bias = g.addInput("bias", {DType::F16, {48}}, InputRole::Parameter);
+  ValueId scale = g.addInput("scale", {DType::F16, {48}}, InputRole::Parameter);
+  ops::OpBuilder b(g);
+  ValueId c = b.create("MatMul", "mm", {x, w});
+  ValueId y = b.create("Mul", "scaled", {b.create("BiasAdd", "bias", {c, bias}), scale});
+  if (tail == "transpose") // reads the accumulator across rows
+    y = b.create("Transpose", "t", {y}, {{"perm", Shape{1, 0}}});
+  g.addOutput("y", b.create("Cast", "out", {y}, {{"dtype", DType::F32}}));
+  GroupId id = g.addGroup(FusionGroup{"fused.mm", "matmul_elemwise", "Test", Intermediates::F32});
+  for (size_t n = 0; n < g.numNodes(); ++n)
+    g.node(static_cast<NodeId>(n)).group = id;
+  return g;
+}
+
+TEST(MatmulCodegen, FusedEpilogueRunsPerRowTile) {
+  Graph g = epilogueGroup("");
+  auto target = target::loadTarget("ascend910b");
+  ASSERT_TRUE(target.isOk());
+  auto k = codegen::compileKernels(g, *target, {});
+  ASSERT_TRUE(k.isOk()) << k.message();
+  ASSERT_EQ(k->kernels.size(), 1u);
+  EXPECT_TRUE(k->kernels[0].build.program.accumulatorIsRowLocal());
+  expectCompiledMatchesReference(g, randomInputs(g, 5), matmulTolerance(DType::F16));
+}
+
+TEST(MatmulCodegen, EpilogueAcrossRowsUsesTheWholeAccumulator) {
+  Graph g = epilogueGroup("transpose");
+  auto target = target::loadTarget("ascend910b");
+  ASSERT_TRUE(target.isOk());
+  auto k = codegen::compileKernels(g, *target, {});
+  ASSERT_TRUE(k.isOk()) << k.message();
+  EXPECT_FALSE(k->kernels[0].build.program.accumulatorIsRowLocal());
+  expectCompiledMatchesReference(g, randomInputs(g, 6), matmulTolerance(DType::F16));
+}
+
+} // namespace
+} // namespace kiln::testing

@@ -48,6 +48,8 @@ Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs) {
   }
   for (size_t k = 0; k < kernels_.kernels.size(); ++k) {
     launch(k, values);
+    if (options_.after_kernel)
+      KILN_RETURN_IF_ERROR(options_.after_kernel(k, values));
     for (ValueId v : kernels_.kernels[k].spec.inputs)
       if (last_use_kernel_[v] == static_cast<ValueId>(k))
         values[v] = Tensor();

@@ -5,6 +5,7 @@
 // L0C. This is the single-device executor the multi-device runtime builds on.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ struct ExecutorOptions {
   int threads = 0; // 0: one per core
   // Elements a tile aims at: enough work per task to amortise the dispatch.
   int64_t tile_elements = 1 << 15;
+  // Called after each kernel with every live value (by ValueId; the kernel's
+  // inputs are still held); an error stops the run and is returned.
+  std::function<Status(size_t kernel, const std::vector<Tensor> &values)> after_kernel;
 };
 
 class Executor {

@@ -19,6 +19,10 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
   std::unique_ptr<Executor> ex(new Executor(graph, std::move(kernels), options));
   KILN_ASSIGN_OR_RETURN(ex->loader_, codegen::KernelLoader::create());
   for (const codegen::CompiledKernel &k : ex->kernels_.kernels) {
+    if (k.host) {
+      ex->entries_.push_back(nullptr);
+      continue;
+    }
     KILN_ASSIGN_OR_RETURN(codegen::KernelEntry entry,
                           ex->loader_->load(ex->kernels_.objects[k.object], k.symbol));
     ex->entries_.push_back(entry);
@@ -47,7 +51,10 @@ Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs) {
     values[in.value] = it->second;
   }
   for (size_t k = 0; k < kernels_.kernels.size(); ++k) {
-    launch(k, values);
+    if (kernels_.kernels[k].host)
+      KILN_RETURN_IF_ERROR(runOnHost(k, values));
+    else
+      launch(k, values);
     if (options_.after_kernel)
       KILN_RETURN_IF_ERROR(options_.after_kernel(k, values));
     for (ValueId v : kernels_.kernels[k].spec.inputs)
@@ -58,6 +65,30 @@ Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs) {
   for (const GraphOutput &out : graph_.outputs())
     outputs[out.name] = values[out.value];
   return outputs;
+}
+
+// A fallback kernel: the op's reference kernel, one thread, the job's rounding.
+Status Executor::runOnHost(size_t index, std::vector<Tensor> &values) {
+  const codegen::KernelSpec &spec = kernels_.kernels[index].spec;
+  const Node &node = graph_.node(spec.members.front());
+  const ops::RegisteredOp *op = ops::OpRegistry::global().find(node.op);
+  if (!op)
+    return Error("node '" + node.name + "': unknown op '" + node.op + "'");
+  std::vector<const Tensor *> args;
+  for (ValueId v : node.inputs)
+    args.push_back(&values[v]);
+  std::vector<Tensor> results;
+  for (ValueId v : node.outputs)
+    results.emplace_back(graph_.type(v));
+  ops::KernelContext ctx;
+  ctx.overflow = kernels_.overflow;
+  ctx.node_name = node.name;
+  Status s = op->impl.kernel(ctx, args, results, node.attrs);
+  if (!s)
+    return s.error().withContext("node '" + node.name + "' (" + node.op + ", on the host)");
+  for (size_t k = 0; k < node.outputs.size(); ++k)
+    values[node.outputs[k]] = std::move(results[k]);
+  return Status::ok();
 }
 
 void Executor::launch(size_t index, std::vector<Tensor> &values) {

@@ -42,6 +42,7 @@ public:
 private:
   Executor(const Graph &graph, codegen::CompiledKernels kernels, const ExecutorOptions &options);
   void launch(size_t kernel, std::vector<Tensor> &values);
+  Status runOnHost(size_t kernel, std::vector<Tensor> &values);
 
   const Graph &graph_;
   codegen::CompiledKernels kernels_;

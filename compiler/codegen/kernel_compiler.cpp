@@ -44,31 +44,62 @@ nlohmann::json KernelStats::toJson() const {
           {"seconds", seconds}};
 }
 
-std::string KernelCompileFailure::message() const {
-  std::string s = std::to_string(diagnostics.size()) + " kernel" +
-                  (diagnostics.size() == 1 ? "" : "s") + " cannot be built for the target:";
-  // Identical layers fail identically: print each failure once, then its twins.
-  std::map<std::string, std::vector<const KernelDiagnostic *>> alike;
+nlohmann::json KernelFallback::toJson() const {
+  nlohmann::json j = why.toJson();
+  j["action"] = action;
+  return j;
+}
+
+namespace {
+
+// Each distinct (diagnostic, note) in full once, then the kernels like it:
+// identical layers fail identically.
+std::string
+describeAlike(const std::vector<std::pair<const KernelDiagnostic *, std::string>> &items) {
+  std::map<std::string, std::vector<size_t>> alike;
   std::vector<std::string> order;
-  for (const KernelDiagnostic &d : diagnostics) {
-    const std::string what = d.code + d.kind + d.formed_by + d.constraint;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const KernelDiagnostic &d = *items[i].first;
+    const std::string what = d.code + d.kind + d.formed_by + d.constraint + items[i].second;
     if (alike[what].empty())
       order.push_back(what);
-    alike[what].push_back(&d);
+    alike[what].push_back(i);
   }
+  std::string s;
   for (const std::string &what : order) {
-    const auto &group = alike[what];
-    s += "\n" + group.front()->toString();
+    const std::vector<size_t> &group = alike[what];
+    const auto &[first, note] = items[group.front()];
+    s += "\n" + first->toString();
+    if (!note.empty())
+      s += "\n  fallback: " + note;
     if (group.size() == 1)
       continue;
     s += "\n  and " + std::to_string(group.size() - 1) + " more kernel" +
          (group.size() == 2 ? "" : "s") + " like it:";
     for (size_t i = 1; i < group.size() && i <= 3; ++i)
-      s += " '" + group[i]->kernel + "'";
+      s += " '" + items[group[i]].first->kernel + "'";
     if (group.size() > 4)
       s += " ...";
   }
   return s;
+}
+
+} // namespace
+
+std::string KernelCompileFailure::message() const {
+  std::vector<std::pair<const KernelDiagnostic *, std::string>> items;
+  for (const KernelDiagnostic &d : diagnostics)
+    items.emplace_back(&d, "");
+  return std::to_string(diagnostics.size()) + " kernel" + (diagnostics.size() == 1 ? "" : "s") +
+         " cannot be built for the target:" + describeAlike(items);
+}
+
+std::string fallbackSummary(const std::vector<KernelFallback> &fallbacks) {
+  std::vector<std::pair<const KernelDiagnostic *, std::string>> items;
+  for (const KernelFallback &f : fallbacks)
+    items.emplace_back(&f.why, f.action);
+  return std::to_string(fallbacks.size()) + " kernel" + (fallbacks.size() == 1 ? "" : "s") +
+         " fell back:" + describeAlike(items);
 }
 
 cache::CacheKeyInputs baseKeyInputs(const target::Target &target, const ObjectOptions &options) {
@@ -87,25 +118,28 @@ Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Targe
                                          KernelCompileFailure *failure) {
   const auto start = std::chrono::steady_clock::now();
   CompiledKernels out;
+  out.overflow = options.object.overflow;
   const passes::FusionView view(graph);
   std::vector<KernelDiagnostic> diagnostics;
   std::map<std::string, int> object_of_key;
   std::vector<cache::CacheKeyInputs> unique_inputs;
   const cache::CacheKeyInputs base = baseKeyInputs(target, options.object);
 
-  for (KernelSpec &spec : partitionKernels(graph)) {
+  // Builds and checks `spec`; a kernel that fits joins `out`.
+  auto plan = [&](KernelSpec spec, std::vector<KernelDiagnostic> &problems) {
     CompiledKernel k;
     auto build = buildKernel(graph, spec);
     if (!build) {
       KernelDiagnostic d = describeKernel(graph, spec);
       d.code = kErrLowering;
       d.constraint = build.message();
-      diagnostics.push_back(std::move(d));
-      continue;
+      problems.push_back(std::move(d));
+      return;
     }
     k.build = std::move(*build);
-    for (KernelDiagnostic &d : checkKernel(view, spec, k.build, target, k.tiling))
-      diagnostics.push_back(std::move(d));
+    problems = checkKernel(view, spec, k.build, target, k.tiling);
+    if (!problems.empty())
+      return;
     cache::CacheKeyInputs in = base;
     in.kernel_name = spec.name;
     in.kernel_ir = canonicalKernelText(graph, spec);
@@ -118,6 +152,42 @@ Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Targe
     k.object = it->second;
     k.spec = std::move(spec);
     out.kernels.push_back(std::move(k));
+  };
+  auto onHost = [&](KernelSpec spec, KernelDiagnostic why) {
+    CompiledKernel k;
+    k.host = true;
+    k.spec = std::move(spec);
+    out.fallbacks.push_back({std::move(why), "runs its reference kernel on the host"});
+    out.kernels.push_back(std::move(k));
+  };
+
+  const bool fallback = options.on_error == OnCompileError::Fallback;
+  for (KernelSpec &spec : partitionKernels(graph)) {
+    std::vector<KernelDiagnostic> problems;
+    const std::vector<NodeId> members = spec.members;
+    const bool grouped = spec.grouped;
+    plan(spec, problems);
+    if (problems.empty())
+      continue;
+    if (!fallback) {
+      for (KernelDiagnostic &d : problems)
+        diagnostics.push_back(std::move(d));
+      continue;
+    }
+    if (!grouped) {
+      onHost(std::move(spec), std::move(problems.front()));
+      continue;
+    }
+    out.fallbacks.push_back(
+        {std::move(problems.front()),
+         "split into " + std::to_string(members.size()) + " single-op kernels"});
+    for (NodeId n : members) {
+      std::vector<KernelDiagnostic> single;
+      KernelSpec one = singleNodeKernel(graph, n);
+      plan(one, single);
+      if (!single.empty())
+        onHost(std::move(one), std::move(single.front()));
+    }
   }
   if (!diagnostics.empty()) {
     KernelCompileFailure f{std::move(diagnostics)};
@@ -130,7 +200,7 @@ Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Targe
   // One representative kernel per distinct object.
   std::vector<const CompiledKernel *> representative(unique_inputs.size(), nullptr);
   for (const CompiledKernel &k : out.kernels)
-    if (!representative[k.object])
+    if (!k.host && !representative[k.object])
       representative[k.object] = &k;
 
   out.objects.resize(unique_inputs.size());

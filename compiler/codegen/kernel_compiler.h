@@ -18,8 +18,16 @@
 
 namespace kiln::codegen {
 
+// What a kernel the target cannot hold does to the compile.
+enum class OnCompileError {
+  Fail,     // the compile fails with every diagnostic
+  Fallback, // a failing group splits into single-op kernels; a failing op runs
+            // its reference kernel on the host; every fallback is reported
+};
+
 struct KernelCompileOptions {
   ObjectOptions object;
+  OnCompileError on_error = OnCompileError::Fail;
   cache::KernelCache *cache = nullptr; // null: compile everything, keep nothing
   bool explain_misses = false;
   int threads = 0; // 0: one per core
@@ -32,6 +40,15 @@ struct CompiledKernel {
   std::string key;    // cache key, hex
   std::string symbol; // the entry point in the object
   int object = -1;    // index into CompiledKernels::objects, shared by identical kernels
+  // A fallback: the op's reference kernel runs on the host (no object).
+  bool host = false;
+};
+
+// A kernel that could not be built as planned, and what ran instead.
+struct KernelFallback {
+  KernelDiagnostic why;
+  std::string action; // "split into 3 single-op kernels", "runs its reference kernel on the host"
+  nlohmann::json toJson() const;
 };
 
 struct KernelStats {
@@ -44,10 +61,12 @@ struct KernelStats {
 };
 
 struct CompiledKernels {
-  std::vector<CompiledKernel> kernels; // in execution order
-  std::vector<std::string> objects;    // one object per distinct kernel
+  OverflowMode overflow = OverflowMode::InfNan; // the rounding built into every kernel
+  std::vector<CompiledKernel> kernels;          // in execution order
+  std::vector<std::string> objects;             // one object per distinct kernel
   KernelStats stats;
   std::vector<std::string> miss_explanations; // with explain_misses
+  std::vector<KernelFallback> fallbacks;      // with OnCompileError::Fallback
 };
 
 // A compile that failed on the target's constraints carries every diagnostic.
@@ -55,6 +74,9 @@ struct KernelCompileFailure {
   std::vector<KernelDiagnostic> diagnostics;
   std::string message() const; // all of them, readable
 };
+
+// The fallbacks, readable: each distinct one in full, then the kernels like it.
+std::string fallbackSummary(const std::vector<KernelFallback> &fallbacks);
 
 // The key parts every kernel of this kiln, host and LLVM shares.
 cache::CacheKeyInputs baseKeyInputs(const target::Target &target, const ObjectOptions &options);

@@ -7,12 +7,19 @@
 namespace kiln::codegen {
 namespace {
 
-void addKernel(const Graph &graph, const std::vector<std::vector<NodeId>> &users,
-               const std::vector<bool> &graph_output, std::vector<NodeId> members,
-               std::vector<KernelSpec> &kernels) {
+std::vector<bool> graphOutputs(const Graph &graph) {
+  std::vector<bool> graph_output(graph.numValues(), false);
+  for (const GraphOutput &out : graph.outputs())
+    graph_output[out.value] = true;
+  return graph_output;
+}
+
+KernelSpec makeKernel(const Graph &graph, const std::vector<std::vector<NodeId>> &users,
+                      const std::vector<bool> &graph_output, std::vector<NodeId> members,
+                      bool as_group) {
   KernelSpec k;
   const Node &first = graph.node(members.front());
-  if (first.group != kNoGroup) {
+  if (as_group && first.group != kNoGroup) {
     const FusionGroup &g = graph.group(first.group);
     k.name = g.name;
     k.kind = g.kernel;
@@ -39,16 +46,14 @@ void addKernel(const Graph &graph, const std::vector<std::vector<NodeId>> &users
     }
   }
   k.members = std::move(members);
-  kernels.push_back(std::move(k));
+  return k;
 }
 
 } // namespace
 
 std::vector<KernelSpec> partitionKernels(const Graph &graph) {
   const std::vector<std::vector<NodeId>> users = graph.computeUsers();
-  std::vector<bool> graph_output(graph.numValues(), false);
-  for (const GraphOutput &out : graph.outputs())
-    graph_output[out.value] = true;
+  const std::vector<bool> graph_output = graphOutputs(graph);
   std::vector<KernelSpec> kernels;
   const NodeId n = static_cast<NodeId>(graph.numNodes());
   for (NodeId i = 0; i < n;) {
@@ -57,9 +62,13 @@ std::vector<KernelSpec> partitionKernels(const Graph &graph) {
     ++i;
     while (g != kNoGroup && i < n && graph.node(i).group == g)
       members.push_back(i++);
-    addKernel(graph, users, graph_output, std::move(members), kernels);
+    kernels.push_back(makeKernel(graph, users, graph_output, std::move(members), true));
   }
   return kernels;
+}
+
+KernelSpec singleNodeKernel(const Graph &graph, NodeId node) {
+  return makeKernel(graph, graph.computeUsers(), graphOutputs(graph), {node}, false);
 }
 
 std::string canonicalKernelText(const Graph &graph, const KernelSpec &kernel) {

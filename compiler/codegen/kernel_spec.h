@@ -25,6 +25,10 @@ struct KernelSpec {
 // The kernels of `graph` (compacted: groups contiguous), in execution order.
 std::vector<KernelSpec> partitionKernels(const Graph &graph);
 
+// Node `node` as a kernel of its own, even when it belongs to a group: what a
+// failing group falls back to.
+KernelSpec singleNodeKernel(const Graph &graph, NodeId node);
+
 // The kernel's canonical text: inputs and values numbered locally, attributes
 // sorted, no names. Equal texts compile to equal code.
 std::string canonicalKernelText(const Graph &graph, const KernelSpec &kernel);

@@ -19,6 +19,7 @@ Expected<JobKernels> compileJobKernels(const Graph &graph, const ResolvedJob &jo
   options.object.overflow = job.overflow;
   options.cache = cache.get();
   options.explain_misses = cache_settings.explain_misses;
+  options.on_error = cache_settings.on_compile_error;
   KILN_ASSIGN_OR_RETURN(result.kernels,
                         codegen::compileKernels(graph, job.target, options, failure));
   if (cache)

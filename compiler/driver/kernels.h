@@ -15,6 +15,7 @@ struct KernelCacheSettings {
   std::optional<std::string> dir; // --cache-dir; else KILN_CACHE_DIR, XDG, ~/.cache/kiln
   cache::CacheMode mode = cache::CacheMode::Enable;
   bool explain_misses = false;
+  codegen::OnCompileError on_compile_error = codegen::OnCompileError::Fail;
 };
 
 struct JobKernels {

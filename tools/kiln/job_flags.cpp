@@ -113,6 +113,19 @@ void addKernelCacheFlags(CLI::App &cmd, driver::KernelCacheSettings &settings) {
   cmd.add_flag("--explain-cache-misses", settings.explain_misses,
                "say which key part differs for every kernel that missed")
       ->group("Kernel cache");
+  cmd.add_option_function<std::string>(
+         "--on-compile-error",
+         [&settings](const std::string &m) {
+           if (m != "fail" && m != "fallback")
+             throw CLI::ValidationError("--on-compile-error",
+                                        "expected fail or fallback, got '" + m + "'");
+           settings.on_compile_error =
+               m == "fail" ? codegen::OnCompileError::Fail : codegen::OnCompileError::Fallback;
+         },
+         "fail (default): a kernel the target cannot hold fails the compile; fallback: split "
+         "it into single-op kernels, or run the op's reference kernel on the host, and list "
+         "every fallback")
+      ->group("Kernel cache");
 }
 
 } // namespace kiln::cli

@@ -4,6 +4,7 @@
 
 #include "compiler/codegen/kernel_compiler.h"
 #include "ops/op_builder.h"
+#include "runtime/executor.h"
 #include "tests/support/codegen_test_util.h"
 
 namespace kiln::testing {
@@ -147,6 +148,78 @@ TEST(TargetCheck, MatmulKernelsReportTheirL0cTile) {
   EXPECT_EQ(t.cube_out_tile[0], 32); // no larger than the 32 x 48 result
   EXPECT_EQ(t.cube_out_tile[1], 64);
   EXPECT_LE(t.l0c_bytes, 128 * 1024);
+}
+
+} // namespace
+} // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+TEST(CompileErrorFallback, AFailingGroupSplitsIntoSingleOpKernels) {
+  Graph g = rmsNormGroup(65536);
+  auto target = target::loadTarget("ascend910b");
+  ASSERT_TRUE(target.isOk());
+  codegen::KernelCompileOptions options;
+  options.on_error = codegen::OnCompileError::Fallback;
+  auto k = codegen::compileKernels(g, *target, options);
+  ASSERT_TRUE(k.isOk()) << k.message();
+  ASSERT_EQ(k->fallbacks.size(), 1u);
+  EXPECT_EQ(k->fallbacks[0].why.code, "E40001");
+  EXPECT_EQ(k->fallbacks[0].action, "split into 4 single-op kernels");
+  EXPECT_EQ(k->kernels.size(), 4u);
+  for (const codegen::CompiledKernel &kernel : k->kernels)
+    EXPECT_FALSE(kernel.host);
+  EXPECT_NE(codegen::fallbackSummary(k->fallbacks).find("fallback: split into 4"),
+            std::string::npos);
+}
+
+TEST(CompileErrorFallback, ARunWithFallbacksAgreesWithTheInterpreter) {
+  // The split kernels round like single ops, the interpreter keeps the group's
+  // f32 intermediates: they agree within f32 rounding.
+  Graph g = rmsNormGroup(65536);
+  ops::TensorMap inputs = randomInputs(g, 11);
+  auto target = target::loadTarget("ascend910b");
+  codegen::KernelCompileOptions options;
+  options.on_error = codegen::OnCompileError::Fallback;
+  auto k = codegen::compileKernels(g, *target, options);
+  ASSERT_TRUE(k.isOk()) << k.message();
+  auto executor = runtime::Executor::create(g, std::move(*k));
+  ASSERT_TRUE(executor.isOk()) << executor.message();
+  auto got = (*executor)->run(inputs);
+  ASSERT_TRUE(got.isOk()) << got.message();
+  auto want = ops::interpret(g, inputs);
+  ASSERT_TRUE(want.isOk());
+  EXPECT_EQ(compareTensors(got->at("y"), want->at("y"), 1e-5, 1e-5), "");
+}
+
+TEST(CompileErrorFallback, AnOpTheChipCannotRunGoesToTheHost) {
+  // bf16 on ascend910: no kernel can be built; the reference kernel runs instead.
+  Graph g("bf16");
+  ValueId a = g.addInput("a", {DType::BF16, {4, 8}}, InputRole::Data);
+  ValueId b = g.addInput("b", {DType::BF16, {8}}, InputRole::Data);
+  ops::OpBuilder ob(g);
+  g.addOutput("y", ob.create("Add", "add", {a, b}));
+  auto target = target::loadTarget("ascend910");
+  codegen::KernelCompileOptions options;
+  options.on_error = codegen::OnCompileError::Fallback;
+  options.object.overflow = OverflowMode::Saturation;
+  auto k = codegen::compileKernels(g, *target, options);
+  ASSERT_TRUE(k.isOk()) << k.message();
+  ASSERT_EQ(k->kernels.size(), 1u);
+  EXPECT_TRUE(k->kernels[0].host);
+  EXPECT_EQ(k->fallbacks[0].why.code, "E40004");
+  EXPECT_EQ(k->fallbacks[0].action, "runs its reference kernel on the host");
+  ops::TensorMap inputs = randomInputs(g, 2);
+  auto executor = runtime::Executor::create(g, std::move(*k));
+  ASSERT_TRUE(executor.isOk()) << executor.message();
+  auto got = (*executor)->run(inputs);
+  ASSERT_TRUE(got.isOk()) << got.message();
+  ops::InterpretOptions saturate;
+  saturate.overflow = OverflowMode::Saturation;
+  auto want = ops::interpret(g, inputs, saturate);
+  ASSERT_TRUE(want.isOk());
+  EXPECT_TRUE(got->at("y") == want->at("y")) << "the same kernel: bit for bit";
 }
 
 } // namespace

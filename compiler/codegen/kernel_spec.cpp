@@ -4,6 +4,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ops/op_registry.h"
+
 namespace kiln::codegen {
 namespace {
 
@@ -62,7 +64,9 @@ std::vector<KernelSpec> partitionKernels(const Graph &graph) {
     ++i;
     while (g != kNoGroup && i < n && graph.node(i).group == g)
       members.push_back(i++);
-    kernels.push_back(makeKernel(graph, users, graph_output, std::move(members), true));
+    KernelSpec k = makeKernel(graph, users, graph_output, std::move(members), true);
+    if (!k.outputs.empty()) // nothing reads what it makes: dead code, no kernel
+      kernels.push_back(std::move(k));
   }
   return kernels;
 }
@@ -93,6 +97,10 @@ std::string canonicalKernelText(const Graph &graph, const KernelSpec &kernel) {
     for (size_t k = 0; k < node.inputs.size(); ++k)
       os << (k ? ", " : "") << local.at(node.inputs[k]);
     os << ")";
+    // A custom op's code is its compute: a changed definition is another kernel.
+    if (const ops::RegisteredOp *reg = ops::OpRegistry::global().find(node.op);
+        reg && !reg->def.compute.empty())
+      os << " compute=\"" << reg->def.compute << "\"";
     if (!node.attrs.empty()) {
       os << " {";
       bool first = true;

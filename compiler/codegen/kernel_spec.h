@@ -23,6 +23,7 @@ struct KernelSpec {
 };
 
 // The kernels of `graph` (compacted: groups contiguous), in execution order.
+// Nodes whose results nobody reads (dead code left when DCE is off) get none.
 std::vector<KernelSpec> partitionKernels(const Graph &graph);
 
 // Node `node` as a kernel of its own, even when it belongs to a group: what a

@@ -2,11 +2,16 @@
 // `overflow` names the first kernel and op that produce inf or NaN, `compare`
 // finds the first value where two runs part ways.
 #include <iostream>
+#include <set>
 
+#include "compiler/driver/compile.h"
 #include "compiler/driver/kernels.h"
 #include "compiler/driver/reference_run.h"
+#include "debug/bisect.h"
 #include "debug/overflow_locator.h"
 #include "debug/value_compare.h"
+#include "ir/tensor_compare.h"
+#include "runtime/executor.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 
@@ -164,6 +169,171 @@ void registerCompare(CLI::App &debug, Action &action) {
   cmd->callback([opts, &action] { action = [opts] { return runCompare(*opts); }; });
 }
 
+struct BisectOptions {
+  driver::ModelRequest model;
+  std::string weights, inputs; // --check accuracy
+  JobFlags job;
+  driver::KernelCacheSettings cache;
+  std::string check = "compile";
+  double tolerance = 1e-2;
+  std::string format = "text";
+};
+
+// The failure a trial reproduces: the codes of the kernels that failed, or
+// "error" for a compile error that is not a kernel's.
+using Signature = std::set<std::string>;
+
+Signature signatureOf(const codegen::KernelCompileFailure &failure) {
+  Signature s;
+  for (const codegen::KernelDiagnostic &d : failure.diagnostics)
+    s.insert(d.code);
+  return s.empty() ? Signature{"error"} : s;
+}
+
+// The job of `flags` with `trial`'s passes off.
+Expected<driver::ResolvedJob> trialJob(const JobFlags &flags, const debug::BisectTrial &trial,
+                                       DType default_dtype) {
+  JobFlags f = flags;
+  for (const std::string &p : trial.disabled) {
+    std::erase(f.settings.enable_passes, p);
+    f.settings.disable_passes.push_back(p);
+  }
+  return resolveJobFlags(f, default_dtype);
+}
+
+int runBisect(const BisectOptions &opts) {
+  const bool accuracy = opts.check == "accuracy";
+  if (accuracy && (opts.weights.empty() || opts.inputs.empty()))
+    return fail("--check accuracy runs the model: give --weights and --inputs");
+  const DType default_dtype = accuracy ? DType::F32 : DType::F16;
+  auto job = resolveJobFlags(opts.job, default_dtype);
+  if (!job)
+    return fail(job.error());
+
+  // The graph after the trial's passes, limited as the trial says.
+  auto trialGraph = [&](const driver::ResolvedJob &trial_job,
+                        const debug::BisectTrial &trial) -> Expected<Graph> {
+    KILN_ASSIGN_OR_RETURN(Graph graph, driver::buildModelGraph(opts.model, trial_job.dtype));
+    KILN_RETURN_IF_ERROR(driver::compileGraph(graph, trial_job).status());
+    if (!trial.limited_pass.empty())
+      KILN_RETURN_IF_ERROR(debug::keepFirstGroups(graph, trial.limited_pass, trial.keep_groups));
+    return graph;
+  };
+
+  // Candidates: the job's enabled passes it may switch off, in run order, with
+  // the groups each formed in the full job.
+  Graph full("none");
+  if (auto g = trialGraph(*job, {}))
+    full = std::move(*g);
+  std::vector<debug::BisectCandidate> candidates;
+  for (const passes::Pass *p : job->registry->ordered()) {
+    const passes::PassInfo &info = p->info();
+    if (!info.may_disable || !job->context->isEnabled(info.name, info.default_on))
+      continue;
+    candidates.push_back({info.name, info.group,
+                          static_cast<int64_t>(debug::groupsFormedBy(full, info.name).size())});
+  }
+
+  // --check accuracy: the compiled run's outputs, against the same run with
+  // every candidate off (so only passes can make a difference).
+  driver::ReferenceRunRequest request;
+  request.model = opts.model.model;
+  request.weights_path = opts.weights;
+  request.inputs_path = opts.inputs;
+  request.training = opts.model.training;
+  auto outputsOf = [&](const driver::ResolvedJob &trial_job,
+                       const debug::BisectTrial &trial) -> Expected<ops::TensorMap> {
+    driver::ReferenceRunRequest r = request;
+    r.job = &trial_job;
+    KILN_ASSIGN_OR_RETURN(driver::PreparedRun run, driver::prepareModelRun(r));
+    if (!trial.limited_pass.empty())
+      KILN_RETURN_IF_ERROR(
+          debug::keepFirstGroups(run.graph, trial.limited_pass, trial.keep_groups));
+    KILN_ASSIGN_OR_RETURN(driver::JobKernels kernels,
+                          driver::compileJobKernels(run.graph, trial_job, opts.cache));
+    KILN_ASSIGN_OR_RETURN(auto executor,
+                          runtime::Executor::create(run.graph, std::move(kernels.kernels)));
+    KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, executor->run(run.inputs));
+    return driver::selectRunOutputs(std::move(outputs));
+  };
+  std::optional<ops::TensorMap> reference;
+  if (accuracy) {
+    debug::BisectTrial none;
+    for (const debug::BisectCandidate &c : candidates)
+      none.disabled.push_back(c.name);
+    auto plain = trialJob(opts.job, none, default_dtype);
+    if (!plain)
+      return fail(plain.error());
+    auto ref = outputsOf(*plain, none);
+    if (!ref)
+      return fail(ref.error());
+    reference = std::move(*ref);
+  }
+
+  std::optional<Signature> baseline;
+  debug::BisectPredicate fails = [&](const debug::BisectTrial &trial) -> Expected<bool> {
+    KILN_ASSIGN_OR_RETURN(driver::ResolvedJob trial_job, trialJob(opts.job, trial, default_dtype));
+    if (!accuracy) {
+      KILN_ASSIGN_OR_RETURN(Graph graph, trialGraph(trial_job, trial));
+      codegen::KernelCompileFailure failure;
+      auto kernels = driver::compileJobKernels(graph, trial_job, opts.cache, &failure);
+      if (kernels)
+        return false;
+      Signature sig = signatureOf(failure);
+      if (!baseline)
+        baseline = sig; // the job as given defines the failure
+      for (const std::string &code : sig)
+        if (baseline->count(code))
+          return true;
+      return false;
+    }
+    KILN_ASSIGN_OR_RETURN(ops::TensorMap got, outputsOf(trial_job, trial));
+    for (const auto &[name, want] : *reference)
+      if (!firstMismatch(got.at(name), want, opts.tolerance, opts.tolerance).empty())
+        return true;
+    return false;
+  };
+
+  auto result = debug::bisect(candidates, fails, [&](const std::string &pass, int64_t n) {
+    std::vector<std::string> names = debug::groupsFormedBy(full, pass);
+    return n >= 1 && n <= static_cast<int64_t>(names.size()) ? names[n - 1] : std::string();
+  });
+  if (!result)
+    return fail(result.error());
+  if (opts.format == "json")
+    std::cout << result->toJson().dump(2) << "\n";
+  else
+    std::cout << result->toText();
+  return 0;
+}
+
+void registerBisect(CLI::App &debug, Action &action) {
+  auto opts = std::make_shared<BisectOptions>();
+  CLI::App *cmd = debug.add_subcommand(
+      "bisect", "Find the pass or rule that causes a compile failure or an accuracy regression: "
+                "by group, by pass, then by the N-th group it formed");
+  cmd->add_option("MODEL", opts->model.model,
+                  "config.json, a folder holding it, or a kiln graph JSON")
+      ->required();
+  cmd->add_flag("--training", opts->model.training, "the whole training step");
+  cmd->add_option("--batch", opts->model.batch, "batch size (--check compile)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", opts->model.seq, "sequence length (--check compile)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--check", opts->check,
+                  "compile (default: the job's compile error) or accuracy (outputs beyond --tol "
+                  "from the same run with every switchable pass off)")
+      ->check(CLI::IsMember({"compile", "accuracy"}));
+  cmd->add_option("--tol", opts->tolerance, "relative and absolute tolerance for accuracy")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--weights", opts->weights, "safetensors with the parameters (accuracy)");
+  cmd->add_option("--inputs", opts->inputs, "safetensors with input_ids (accuracy)");
+  cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  addJobFlags(*cmd, opts->job);
+  addKernelCacheFlags(*cmd, opts->cache);
+  cmd->callback([opts, &action] { action = [opts] { return runBisect(*opts); }; });
+}
+
 } // namespace
 
 void registerDebugCommand(CLI::App &app, Action &action) {
@@ -171,6 +341,7 @@ void registerDebugCommand(CLI::App &app, Action &action) {
   debug->require_subcommand(1);
   registerOverflow(*debug, action);
   registerCompare(*debug, action);
+  registerBisect(*debug, action);
 }
 
 } // namespace kiln::cli

@@ -174,6 +174,8 @@ Expected<std::vector<OpDef>> parseOpDefs(std::string_view xml, std::string_view 
         def.summary = c->GetText() ? c->GetText() : "";
         continue;
       }
+      if (tag == "compute" || tag == "gradient")
+        continue; // custom ops: ops/custom/custom_op_file.cpp
       const char *cname = c->Attribute("name");
       if (!cname || !*cname)
         return Error(cwhere + ": <" + tag + "> needs a name");

@@ -10,7 +10,8 @@
 // <input> may carry optional="true" (only trailing inputs) or variadic="true"
 // (the last input, one or more values); <output> may be variadic too (its
 // count then comes from shape inference). Attributes without a default are
-// required.
+// required. <compute> and <gradient> belong to custom ops and are read by
+// ops/custom/custom_op_file.h; parseOpDefs skips them.
 #pragma once
 
 #include <optional>
@@ -59,6 +60,9 @@ struct OpDef {
   std::vector<OperandDef> outputs;
   std::vector<AttrDef> attrs;
   std::string source; // "ops/defs/elementwise.xml:12" or a custom-op file
+  // A custom op's compute in its canonical text (docs/custom-ops.md); empty
+  // for built-in ops. Part of a kernel's cache key: it decides the code.
+  std::string compute;
 
   const AttrDef *findAttr(std::string_view attr_name) const;
   // Bounds on the number of inputs given optional and variadic operands.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "compiler/frontend/custom_ops.h"
 #include "ir/file_io.h"
 #include "ir/json_reader.h"
 #include "passes/fusion/rules/embedded_rules.h"
@@ -64,10 +65,10 @@ Status checkNotBoth(const std::string &source, const std::vector<std::string> &e
 Expected<JobSettings> parseJob(const json &doc, const std::string &source,
                                const std::string &base_dir) {
   JsonReader r(source);
-  KILN_RETURN_IF_ERROR(
-      r.checkKeys(doc, "$",
-                  {"format", "version", "name", "target", "precision", "fusion_switch",
-                   "enable_passes", "disable_passes", "fusion_rules", "allow_unknown_passes"}));
+  KILN_RETURN_IF_ERROR(r.checkKeys(doc, "$",
+                                   {"format", "version", "name", "target", "precision",
+                                    "fusion_switch", "enable_passes", "disable_passes",
+                                    "fusion_rules", "custom_ops", "allow_unknown_passes"}));
   JobSettings job;
   job.source = source;
   if (doc.contains("format")) {
@@ -155,6 +156,9 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> dirs, passList(r, doc, "fusion_rules"));
   for (const std::string &d : dirs)
     job.fusion_rule_dirs.push_back(resolvePath(base_dir, d));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> op_dirs, passList(r, doc, "custom_ops"));
+  for (const std::string &d : op_dirs)
+    job.custom_op_dirs.push_back(resolvePath(base_dir, d));
   if (doc.contains("allow_unknown_passes")) {
     KILN_ASSIGN_OR_RETURN(job.allow_unknown_passes, r.boolean(doc, "$", "allow_unknown_passes"));
   }
@@ -218,6 +222,11 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
                    return s;
                  }() +
                  ")");
+
+  // Custom ops first: rules may name them.
+  for (const auto *dirs : {&job.custom_op_dirs, &command_line.custom_op_dirs})
+    for (const std::string &dir : *dirs)
+      KILN_RETURN_IF_ERROR(frontend::loadCustomOps(dir));
 
   // The registry: built-in passes, the built-in rules, then the rule folders'.
   std::vector<std::string> rule_dirs = job.fusion_rule_dirs;

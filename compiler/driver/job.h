@@ -38,6 +38,7 @@ struct JobSettings {
   std::vector<std::string> enable_passes;
   std::vector<std::string> disable_passes;
   std::vector<std::string> fusion_rule_dirs; // folders of fusion rules
+  std::vector<std::string> custom_op_dirs;   // folders of custom ops (docs/custom-ops.md)
   bool allow_unknown_passes = false;
 };
 
@@ -62,7 +63,9 @@ struct ResolvedJob {
 // switch file (and that of each rule folder), the job file's fusion_switch and
 // pass lists, then the command line's switch file and pass lists. Errors: an
 // unknown target, a dtype or overflow mode the target lacks, bad rule folders
-// and every switch error of passes::resolveSwitches.
+// and every switch error of passes::resolveSwitches. The job's custom ops
+// (the job file's folders, then the command line's) are loaded first, so
+// rules may name them and graphs read afterwards may use them.
 // `default_dtype` is the model's dtype when neither sets one (kiln compile:
 // f16, the NPU's working type; kiln run: f32, exact reference results); a
 // precision mode other than must_keep_origin_dtype builds the model in f32

@@ -54,6 +54,9 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
       ->group("Job");
   cmd.add_option("--fusion-rules", s.fusion_rule_dirs, "a folder of fusion rules (repeatable)")
       ->group("Job");
+  cmd.add_option("--custom-ops", s.custom_op_dirs,
+                 "a folder of custom op definitions, docs/custom-ops.md (repeatable)")
+      ->group("Job");
   cmd.add_flag("--allow-unknown-passes", s.allow_unknown_passes,
                "accept switch files naming passes kiln lacks, with a warning each")
       ->group("Job");

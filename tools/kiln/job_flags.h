@@ -1,7 +1,7 @@
 // The job flags every command that compiles takes (compile, run, and later
 // train and debug), parsed by this one piece of code: --job, --target,
 // --dtype, --overflow-mode, --fusion-switch-file, --enable-pass,
-// --disable-pass, --fusion-rules, --allow-unknown-passes and the pass
+// --disable-pass, --fusion-rules, --custom-ops, --allow-unknown-passes and the pass
 // instrumentation flags.
 #pragma once
 

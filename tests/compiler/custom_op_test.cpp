@@ -1,0 +1,451 @@
+// Custom ops end to end in the library: loading a folder, shapes, the
+// reference kernel against hand computation, derived and declared gradients
+// against finite differences, compiled kernels against the interpreter
+// (alone, fused by TbeEltwiseFusionPass and by a fusion rule), the kernel
+// cache key, job files and the errors of conflicting definitions.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "compiler/autodiff/autodiff.h"
+#include "compiler/codegen/kernel_builder.h"
+#include "compiler/codegen/kernel_spec.h"
+#include "compiler/codegen/op_lowering.h"
+#include "compiler/driver/job.h"
+#include "compiler/frontend/custom_ops.h"
+#include "ops/op_builder.h"
+#include "passes/fusion/rules/rule_loader.h"
+#include "tests/support/codegen_test_util.h"
+#include "tests/support/gradient_check.h"
+#include "tests/support/op_test_util.h"
+#include "tests/support/pass_test_util.h"
+#include "tests/support/random.h"
+
+namespace kiln::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kExamples = std::string(KILN_SOURCE_DIR) + "/examples/custom-ops";
+const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
+
+// Test ops of every shape of compute; the names start with T so they meet
+// no built-in op.
+const char *kTestOps = R"(<ops>
+  <op name="TSoftmax" kind="reduce">
+    <input name="x"/>
+    <output name="y"/>
+    <compute>y[i, j] = exp(x[i, j]) / sum(k, exp(x[i, k]))</compute>
+  </op>
+  <op name="TAffine" kind="broadcast">
+    <input name="x"/>
+    <input name="b"/>
+    <output name="y"/>
+    <attr name="alpha" type="float" default="1.5"/>
+    <compute>y[i, j] = alpha * tanh(x[i, j]) + b[j] * x[i, j]</compute>
+  </op>
+  <op name="TMix" kind="elementwise">
+    <input name="x"/>
+    <input name="z"/>
+    <output name="y"/>
+    <compute>
+      y[i] = select(x[i] &gt; 0, pow(x[i] * x[i] + 1, 0.75), abs(x[i]) * exp(x[i]))
+             + max(x[i], z[i]) - min(x[i] * z[i], 0.25)
+             + log(z[i] * z[i] + 1) * sqrt(z[i] * z[i] + 1) + rsqrt(x[i] * x[i] + 2)
+    </compute>
+  </op>
+  <op name="TTwoOut" kind="reduce">
+    <input name="x"/>
+    <input name="w"/>
+    <output name="lo"/>
+    <output name="hi"/>
+    <compute>
+      lo[i] = sum(j, x[i, j] * w[j]);
+      hi[i, j] = x[i, j] * x[i, j] * w[j] - sigmoid(x[i, j] / sum(k, w[k] * w[k]))
+    </compute>
+  </op>
+  <op name="TRowMax" kind="reduce">
+    <input name="x"/>
+    <output name="m"/>
+    <compute>m[i] = max(j, x[i, j])</compute>
+    <gradient input="x">dx[i, j] = select(x[i, j] == max(k, x[i, k]), dm[i], 0)</gradient>
+  </op>
+  <op name="TRowMin" kind="reduce">
+    <input name="x"/>
+    <output name="m"/>
+    <compute>m[i] = min(j, x[i, j]) + i</compute>
+  </op>
+</ops>
+)";
+
+class CustomOps : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    Status examples = frontend::loadCustomOps(kExamples);
+    ASSERT_TRUE(examples.isOk()) << examples.message();
+    fs::path dir = fs::temp_directory_path() / ("kiln_custom_ops_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    std::ofstream(dir / "test_ops.xml") << kTestOps;
+    Status tests = frontend::loadCustomOps(dir.string());
+    fs::remove_all(dir);
+    ASSERT_TRUE(tests.isOk()) << tests.message();
+  }
+
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("kiln_custom_op_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A folder under the test's own with these files.
+  std::string folder(const std::string &name, const std::map<std::string, std::string> &files) {
+    fs::path d = dir_ / name;
+    fs::create_directories(d);
+    for (const auto &[file, text] : files)
+      std::ofstream(d / file) << text;
+    return d.string();
+  }
+
+  fs::path dir_;
+};
+
+const ops::RegisteredOp *op(const std::string &name) {
+  return ops::OpRegistry::global().find(name);
+}
+
+TEST_F(CustomOps, LoadingRegistersOpsGradientsAndLowerings) {
+  for (const char *name : {"SwishX", "SumSquares", "SwishXGrad0", "SumSquaresGrad0", "TSoftmax",
+                           "TSoftmaxGrad0", "TAffineGrad1", "TRowMaxGrad0"}) {
+    ASSERT_NE(op(name), nullptr) << name;
+    EXPECT_NE(codegen::findLowering(name), nullptr) << name;
+  }
+  EXPECT_EQ(op("SwishX")->def.kind, ops::OpKind::Elementwise);
+  EXPECT_EQ(op("SwishX")->def.compute, "y[i, j] = x[i, j] * sigmoid(x[i, j])");
+  EXPECT_NE(op("SwishX")->def.source.find("examples/custom-ops/ops.xml:5"), std::string::npos);
+  EXPECT_TRUE(static_cast<bool>(op("SwishX")->impl.grad));
+  EXPECT_EQ(op("SumSquaresGrad0")->def.compute, "dx[i, j] = ds[i] * x[i, j] + ds[i] * x[i, j]");
+  EXPECT_EQ(op("SumSquaresGrad0")->def.kind, ops::OpKind::Broadcast);
+  EXPECT_EQ(op("SwishXGrad0")->def.compute,
+            "dx[i, j] = dy[i, j] * sigmoid(x[i, j]) + dy[i, j] * (x[i, j] * (sigmoid(x[i, j]) * "
+            "(1 - sigmoid(x[i, j]))))");
+  EXPECT_EQ(op("SwishXGrad0")->def.kind, ops::OpKind::Elementwise);
+  // The gradient ops themselves have no gradient.
+  EXPECT_FALSE(static_cast<bool>(op("SwishXGrad0")->impl.grad));
+  // Loading the same folder again changes nothing.
+  Status again = frontend::loadCustomOps(kExamples);
+  EXPECT_TRUE(again.isOk()) << again.message();
+}
+
+TEST_F(CustomOps, ShapesFollowTheIndexVariables) {
+  auto swish = inferOp("SwishX", {{DType::F16, {3, 5}}});
+  ASSERT_TRUE(swish.isOk()) << swish.message();
+  EXPECT_EQ((*swish)[0], (TensorType{DType::F16, {3, 5}}));
+  auto sum = inferOp("SumSquares", {{DType::BF16, {2, 7}}});
+  ASSERT_TRUE(sum.isOk()) << sum.message();
+  EXPECT_EQ((*sum)[0], (TensorType{DType::BF16, {2}}));
+  auto two = inferOp("TTwoOut", {{DType::F32, {2, 7}}, {DType::F32, {7}}});
+  ASSERT_TRUE(two.isOk()) << two.message();
+  EXPECT_EQ((*two)[0], (TensorType{DType::F32, {2}}));
+  EXPECT_EQ((*two)[1], (TensorType{DType::F32, {2, 7}}));
+
+  auto rank = inferOp("SumSquares", {{DType::F32, {4}}});
+  ASSERT_FALSE(rank.isOk());
+  EXPECT_NE(rank.message().find("examples/custom-ops/ops.xml"), std::string::npos);
+  EXPECT_NE(rank.message().find("reads it with 2 indices"), std::string::npos) << rank.message();
+  auto extents = inferOp("TAffine", {{DType::F32, {2, 3}}, {DType::F32, {4}}});
+  ASSERT_FALSE(extents.isOk());
+  EXPECT_NE(extents.message().find("op TAffine: index 'j' has extent 4 from axis 0 of b"),
+            std::string::npos)
+      << extents.message();
+  auto dtype = inferOp("SwishX", {{DType::I32, {2, 3}}});
+  ASSERT_FALSE(dtype.isOk());
+}
+
+TEST_F(CustomOps, ReferenceKernelMatchesAHandComputation) {
+  const std::vector<float> v = {-3.0f, -0.5f, 0.0f, 0.25f, 1.0f, 4.0f};
+  Tensor x = Tensor::fromFloats(DType::F32, {2, 3}, v);
+  Tensor y = run1("SwishX", {x});
+  Tensor s = run1("SumSquares", {x});
+  ASSERT_EQ(y.shape(), (Shape{2, 3}));
+  ASSERT_EQ(s.shape(), (Shape{2}));
+  for (int i = 0; i < 6; ++i) {
+    const double want = v[i] / (1.0 + std::exp(-double(v[i])));
+    EXPECT_EQ(y.getFloat(i), static_cast<float>(want)) << i;
+  }
+  for (int r = 0; r < 2; ++r) {
+    double want = 0;
+    for (int c = 0; c < 3; ++c)
+      want += double(v[r * 3 + c]) * v[r * 3 + c];
+    EXPECT_EQ(s.getFloat(r), static_cast<float>(want)) << r;
+  }
+  // f16 storage: computed in double, rounded once.
+  Tensor y16 = run1("SwishX", {x.castTo(DType::F16)});
+  EXPECT_EQ(y16.dtype(), DType::F16);
+  EXPECT_EQ(y16.getFloat(5), Tensor::scalar(DType::F16, 4.0 / (1.0 + std::exp(-4.0))).getFloat(0));
+
+  // TSoftmax is the built-in Softmax.
+  Tensor r = randomTensor({DType::F32, {3, 9}}, 7, -3, 3);
+  Tensor mine = run1("TSoftmax", {r});
+  Tensor builtin = run1("Softmax", {r}, {{"axis", int64_t{-1}}});
+  EXPECT_EQ(compareTensors(mine, builtin, 1e-6, 1e-7), "");
+
+  // An index variable read as a value, and an empty reduction.
+  Tensor m = run1("TRowMin", {Tensor::fromFloats(DType::F32, {2, 2}, {3, 1, -2, 5})});
+  EXPECT_EQ(m.toFloats(), (std::vector<float>{1, -1}));
+  Tensor empty = run1("TRowMin", {Tensor(TensorType{DType::F32, {2, 0}})});
+  EXPECT_TRUE(std::isinf(empty.getFloat(0)));
+}
+
+TEST_F(CustomOps, GradientsMatchFiniteDifferences) {
+  EXPECT_TRUE(checkOpGradient("SwishX", {gradInput({DType::F32, {3, 4}}, -2, 2)}));
+  EXPECT_TRUE(checkOpGradient("SumSquares", {gradInput({DType::F32, {3, 4}})}));
+  EXPECT_TRUE(checkOpGradient("TSoftmax", {gradInput({DType::F32, {2, 5}}, -2, 2)}));
+  EXPECT_TRUE(checkOpGradient("TAffine",
+                              {gradInput({DType::F32, {3, 4}}), gradInput({DType::F32, {4}})},
+                              {{"alpha", 0.75}}));
+  // Kinks (select at 0, max and min at ties) are rare within a small step.
+  GradCheckOptions fine;
+  fine.eps = 1e-3;
+  EXPECT_TRUE(checkOpGradient(
+      "TMix",
+      {gradInput({DType::F32, {12}}, -1.5f, 1.5f), gradInput({DType::F32, {12}}, -1.5f, 1.5f)}, {},
+      fine));
+  EXPECT_TRUE(
+      checkOpGradient("TTwoOut", {gradInput({DType::F32, {3, 4}}), gradInput({DType::F32, {4}})}));
+  // Declared: the max of each row takes the gradient.
+  EXPECT_TRUE(checkOpGradient("TRowMax", {gradInput({DType::F32, {3, 4}})}, {}, fine));
+}
+
+// A max reduction without a declared gradient: the op is not differentiable,
+// and autodiff says so when a gradient has to pass it.
+TEST_F(CustomOps, UnderivableOpsHaveNoGradientRule) {
+  ASSERT_NE(op("TRowMin"), nullptr);
+  EXPECT_FALSE(static_cast<bool>(op("TRowMin")->impl.grad));
+  EXPECT_EQ(op("TRowMinGrad0"), nullptr);
+  bool listed = false;
+  for (const std::string &line : frontend::customOpsWithoutGradient())
+    listed = listed || line.find("TRowMin: ") == 0;
+  EXPECT_TRUE(listed);
+
+  Graph g("t");
+  ValueId x = g.addInput("x", {DType::F32, {2, 3}}, InputRole::Parameter);
+  ops::OpBuilder b(g);
+  ValueId m = b.create("TRowMin", "m", {x});
+  ValueId loss = b.create("ReduceSum", "loss", {m});
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  auto grads = autodiff::gradients(b, loss, {x});
+  ASSERT_FALSE(grads.isOk());
+  EXPECT_NE(grads.message().find("op TRowMin (node 'm') is not differentiable"), std::string::npos)
+      << grads.message();
+}
+
+TEST_F(CustomOps, CompiledKernelsMatchTheInterpreter) {
+  for (DType d : kFloats) {
+    expectOpMatchesReference("SwishX", {{d, {3, 37}}});
+    expectOpMatchesReference("SumSquares", {{d, {5, 33}}});
+    expectOpMatchesReference("SwishXGrad0", {{d, {3, 37}}, {d, {3, 37}}});
+    expectOpMatchesReference("SumSquaresGrad0", {{d, {5, 33}}, {d, {5}}});
+    expectOpMatchesReference("TSoftmax", {{d, {4, 17}}});
+    expectOpMatchesReference("TSoftmaxGrad0", {{d, {4, 17}}, {d, {4, 17}}});
+  }
+  expectOpMatchesReference("TAffine", {{DType::F32, {6, 9}}, {DType::F32, {9}}}, {{"alpha", 0.5}});
+  expectOpMatchesReference("TAffineGrad0",
+                           {{DType::F32, {6, 9}}, {DType::F32, {9}}, {DType::F32, {6, 9}}},
+                           {{"alpha", 0.5}});
+  expectOpMatchesReference("TAffineGrad1",
+                           {{DType::F32, {6, 9}}, {DType::F32, {9}}, {DType::F32, {6, 9}}});
+  expectOpMatchesReference("TMix", {{DType::F32, {40}}, {DType::F32, {40}}});
+  expectOpMatchesReference("TMixGrad0",
+                           {{DType::F32, {40}}, {DType::F32, {40}}, {DType::F32, {40}}});
+  expectOpMatchesReference("TMixGrad1",
+                           {{DType::F32, {40}}, {DType::F32, {40}}, {DType::F32, {40}}});
+  expectOpMatchesReference("TTwoOut", {{DType::F32, {3, 11}}, {DType::F32, {11}}});
+  expectOpMatchesReference(
+      "TTwoOutGrad0",
+      {{DType::F32, {3, 11}}, {DType::F32, {11}}, {DType::F32, {3}}, {DType::F32, {3, 11}}});
+  expectOpMatchesReference("TRowMax", {{DType::F16, {4, 10}}});
+  expectOpMatchesReference("TRowMaxGrad0", {{DType::F32, {4, 10}}, {DType::F32, {4}}});
+  expectOpMatchesReference("TRowMin", {{DType::F32, {4, 10}}});
+  // tanh over a wide range, where its two formulas meet.
+  Graph g("tanh");
+  ValueId x = g.addInput("x", {DType::F32, {4, 64}}, InputRole::Data);
+  ValueId bias = g.addInput("b", {DType::F32, {64}}, InputRole::Data);
+  ops::OpBuilder b(g);
+  g.addOutput("y", b.create("TAffine", "affine", {x, bias}, {{"alpha", 1.0}}));
+  ASSERT_TRUE(b.status().isOk());
+  ops::TensorMap feed{{"x", randomTensor({DType::F32, {4, 64}}, 3, -12, 12)},
+                      {"b", Tensor(TensorType{DType::F32, {64}})}};
+  expectCompiledMatchesReference(g, feed);
+}
+
+// A custom elementwise op joins its neighbours in one vector kernel, and the
+// fused kernel still computes what the interpreter does.
+TEST_F(CustomOps, TbeEltwiseFusionPassFusesThem) {
+  for (DType d : {DType::F32, DType::F16}) {
+    Graph g("t");
+    ValueId x = g.addInput("x", {d, {4, 32}}, InputRole::Data);
+    ValueId z = g.addInput("z", {d, {4, 32}}, InputRole::Data);
+    ops::OpBuilder b(g);
+    ValueId act = b.create("SwishX", "act", {x});
+    ValueId mul = b.create("Mul", "mul", {act, z});
+    ValueId neg = b.create("Neg", "neg", {mul});
+    ValueId sum = b.create("SumSquares", "energy", {neg});
+    ASSERT_TRUE(b.status().isOk()) << b.status().message();
+    g.addOutput("y", neg);
+    g.addOutput("s", sum);
+    passes::PassResult r = runOnePass(g, "TbeEltwiseFusionPass");
+    EXPECT_EQ(r.effect_times, 1);
+    EXPECT_EQ(groupMemberNames(g, "act"), (std::vector<std::string>{"act", "mul", "neg"}));
+    expectCompiledMatchesReference(g, randomInputs(g, 5));
+  }
+}
+
+TEST_F(CustomOps, FusionRulesMayNameThem) {
+  const std::string rules = folder("rules", {{"swish_scale.json", R"({
+    "format": "kiln.fusion-rule", "version": 1, "name": "SwishScaleFusionRule",
+    "group": "UBFusion", "priority": 4250, "default": "on",
+    "description": "Fuses a custom SwishX with the scale after it.",
+    "kernel": "swish_scale", "intermediates": "f32",
+    "pattern": {"root": "mul", "nodes": [
+      {"id": "act", "op": "SwishX", "inputs": ["$x"]},
+      {"id": "mul", "op": "Mul", "inputs": ["act", "$w"], "commutative": true}]}
+  })"}});
+  auto registry = passes::rules::registryWithFusionRules(passes::PassRegistry::builtin(), {rules});
+  ASSERT_TRUE(registry.isOk()) << registry.message();
+  Graph g("t");
+  ValueId x = g.addInput("x", {DType::F16, {4, 32}}, InputRole::Data);
+  ValueId w = g.addInput("w", {DType::F16, {32}}, InputRole::Data);
+  ops::OpBuilder b(g);
+  ValueId mul = b.create("Mul", "mul", {w, b.create("SwishX", "act", {x})});
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  g.addOutput("y", mul);
+  runPasses(g, onlyFusionPass("ascend910b", "SwishScaleFusionRule", *registry), *registry);
+  ASSERT_EQ(g.groups().size(), 1u);
+  EXPECT_EQ(g.groups()[0].formed_by, "SwishScaleFusionRule");
+  EXPECT_EQ(groupMemberNames(g, "act"), (std::vector<std::string>{"act", "mul"}));
+  expectCompiledMatchesReference(g, randomInputs(g, 2));
+}
+
+// Autodiff through custom ops: the training graph's kernels, the derived
+// gradient ops among them, match the interpreter.
+TEST_F(CustomOps, TrainingGraphThroughCustomOpsCompiles) {
+  Graph g("t");
+  ValueId x = g.addInput("x", {DType::F32, {4, 16}}, InputRole::Parameter);
+  ValueId w = g.addInput("w", {DType::F32, {16}}, InputRole::Parameter);
+  ops::OpBuilder b(g);
+  ValueId sm = b.create("TSoftmax", "sm", {b.create("SwishX", "act", {x})});
+  ValueId aff = b.create("TAffine", "aff", {sm, w});
+  ValueId loss = b.create("ReduceSum", "loss", {b.create("SumSquares", "ss", {aff})});
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  auto grads = autodiff::gradients(b, loss, {x, w});
+  ASSERT_TRUE(grads.isOk()) << grads.message();
+  g.addOutput("loss", loss);
+  g.addOutput("dx", (*grads)[0]);
+  g.addOutput("dw", (*grads)[1]);
+  runOnePass(g, "TbeEltwiseFusionPass");
+  CompareOptions tol;
+  tol.rtol = 1e-4;
+  expectCompiledMatchesReference(g, randomInputs(g, 9), tol);
+}
+
+// x / sum(k, x[i, k]): the row sum is a materialised stage of shape [rows, 1],
+// computed once per row, and the rows are the kernel's parallel axis.
+TEST_F(CustomOps, ARowReductionInsideAnElementwiseExpressionIsAStage) {
+  Graph g("t");
+  ValueId x = g.addInput("x", {DType::F32, {6, 16}}, InputRole::Data);
+  ops::OpBuilder b(g);
+  g.addOutput("y", b.create("TSoftmax", "sm", {x}));
+  ASSERT_TRUE(b.status().isOk());
+  const std::vector<codegen::KernelSpec> kernels = codegen::partitionKernels(g);
+  ASSERT_EQ(kernels.size(), 1u);
+  auto build = codegen::buildKernel(g, kernels[0]);
+  ASSERT_TRUE(build.isOk()) << build.message();
+  const codegen::KernelProgram &p = build->program;
+  ASSERT_EQ(p.stages.size(), 2u) << codegen::programToString(p);
+  EXPECT_EQ(p.stages[0].name, "sm.sum0");
+  EXPECT_EQ(p.stages[0].shape, (Shape{6, 1}));
+  EXPECT_TRUE(p.stages[0].materialized);
+  EXPECT_FALSE(codegen::containsReduce(p.stages[1].body));
+  EXPECT_EQ(p.outer_rank, 1);
+}
+
+TEST_F(CustomOps, TheCacheKeyHoldsTheCompute) {
+  Graph g("t");
+  ValueId x = g.addInput("x", {DType::F32, {2, 3}}, InputRole::Data);
+  ops::OpBuilder b(g);
+  g.addOutput("y", b.create("SwishX", "act", {x}));
+  const std::vector<codegen::KernelSpec> kernels = codegen::partitionKernels(g);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_NE(codegen::canonicalKernelText(g, kernels[0])
+                .find("SwishX(%in0) compute=\"y[i, j] = x[i, j] * sigmoid(x[i, j])\""),
+            std::string::npos)
+      << codegen::canonicalKernelText(g, kernels[0]);
+}
+
+TEST_F(CustomOps, JobFilesLoadFoldersRelativeToThemselves) {
+  folder("job/ops", {{"a.xml", R"(<ops><op name="TJobOp" kind="elementwise"><input name="x"/>
+      <output name="y"/><compute>y[i] = 2 * x[i]</compute></op></ops>)"}});
+  std::ofstream(dir_ / "job" / "job.json") << R"({"custom_ops": ["ops"]})";
+  auto job = driver::readJobFile((dir_ / "job" / "job.json").string());
+  ASSERT_TRUE(job.isOk()) << job.message();
+  ASSERT_EQ(job->custom_op_dirs.size(), 1u);
+  EXPECT_EQ(job->custom_op_dirs[0], (dir_ / "job" / "ops").string());
+  EXPECT_EQ(op("TJobOp"), nullptr);
+  auto resolved = driver::resolveJob(*job, driver::JobSettings{}, DType::F32);
+  ASSERT_TRUE(resolved.isOk()) << resolved.message();
+  EXPECT_NE(op("TJobOp"), nullptr);
+
+  driver::JobSettings cli;
+  cli.custom_op_dirs = {(dir_ / "missing").string()};
+  auto missing = driver::resolveJob(std::nullopt, cli, DType::F32);
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_NE(missing.message().find("custom ops folder does not exist"), std::string::npos);
+}
+
+TEST_F(CustomOps, ConflictsAndBadFilesAreErrorsThatRegisterNothing) {
+  Status builtin = frontend::loadCustomOps(folder("builtin", {{"a.xml", R"(<ops>
+    <op name="Exp" kind="elementwise"><input name="x"/><output name="y"/>
+    <compute>y[i] = x[i]</compute></op></ops>)"}}));
+  ASSERT_FALSE(builtin.isOk());
+  EXPECT_NE(builtin.message().find("a.xml:2: op Exp is the name of a built-in op"),
+            std::string::npos)
+      << builtin.message();
+
+  Status changed = frontend::loadCustomOps(folder("changed", {{"a.xml", R"(<ops>
+    <op name="SwishX" kind="elementwise"><input name="x"/><output name="y"/>
+    <compute>y[i, j] = x[i, j] * 2</compute></op></ops>)"}}));
+  ASSERT_FALSE(changed.isOk());
+  EXPECT_NE(changed.message().find("op SwishX is defined already, differently, at "),
+            std::string::npos)
+      << changed.message();
+
+  const char *twice = R"(<ops><op name="TTwice" kind="elementwise"><input name="x"/>
+    <output name="y"/><compute>y[i] = x[i]</compute></op></ops>)";
+  Status dup = frontend::loadCustomOps(folder("dup", {{"a.xml", twice}, {"b.xml", twice}}));
+  ASSERT_FALSE(dup.isOk());
+  EXPECT_NE(dup.message().find("b.xml:1: op TTwice is defined twice (also at "), std::string::npos)
+      << dup.message();
+
+  Status bad = frontend::loadCustomOps(folder("bad", {{"a_good.xml", R"(<ops>
+    <op name="TGood" kind="elementwise"><input name="x"/><output name="y"/>
+    <compute>y[i] = x[i]</compute></op></ops>)"},
+                                                      {"b_bad.xml", R"(<ops>
+    <op name="TBad" kind="elementwise"><input name="x"/><output name="y"/>
+    <compute>y[i] = x[i] +</compute></op></ops>)"}}));
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.message().find("b_bad.xml:3:27: op TBad: expected a number, a name or '(', got "
+                               "the end of the compute"),
+            std::string::npos)
+      << bad.message();
+  EXPECT_EQ(op("TGood"), nullptr);
+  EXPECT_EQ(op("TBad"), nullptr);
+}
+
+} // namespace
+} // namespace kiln::testing

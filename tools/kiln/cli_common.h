@@ -35,5 +35,7 @@ void registerOpsCommand(CLI::App &app, Action &action);
 void registerCompileCommand(CLI::App &app, Action &action);
 void registerPassesCommand(CLI::App &app, Action &action);
 void registerCacheCommand(CLI::App &app, Action &action);
+void registerDebugCommand(CLI::App &app, Action &action);
+void registerInspectCommand(CLI::App &app, Action &action);
 
 } // namespace kiln::cli

@@ -1,9 +1,10 @@
 // `kiln run`: compile a model and run its kernels (or, with --reference, the
 // reference interpreter), forward or forward and backward, from safetensors
-// weights and inputs.
+// weights and inputs; or run an artifact's kernels without compiling.
 #include <cmath>
 #include <iostream>
 
+#include "compiler/artifact/artifact_run.h"
 #include "compiler/driver/kernels.h"
 #include "compiler/driver/reference_run.h"
 #include "ir/safetensors.h"
@@ -22,6 +23,25 @@ struct RunOptions {
   bool reference = false;
 };
 
+bool endsWith(const std::string &s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Writes the outputs and prints the loss (and gradient norm).
+int writeOutputs(const std::string &path, ops::TensorMap outputs) {
+  SafetensorsFile file;
+  file.tensors = std::move(outputs);
+  Status written = writeSafetensors(path, file);
+  if (!written)
+    return fail(written.error());
+  if (auto it = file.tensors.find("loss"); it != file.tensors.end())
+    std::cout << "loss " << it->second.getFloat(0) << "\n";
+  if (auto it = file.tensors.find("grad_norm"); it != file.tensors.end())
+    std::cout << "grad_norm " << it->second.getFloat(0) << "\n";
+  return 0;
+}
+
 // Compiles the prepared graph's kernels and runs them.
 Expected<ops::TensorMap> runCompiled(driver::PreparedRun &run, const driver::ResolvedJob &job,
                                      const driver::KernelCacheSettings &cache) {
@@ -35,7 +55,44 @@ Expected<ops::TensorMap> runCompiled(driver::PreparedRun &run, const driver::Res
   return driver::selectRunOutputs(std::move(outputs));
 }
 
-int runRun(const RunOptions &opts) {
+// Runs an artifact's bucket for the inputs' seq: nothing is compiled.
+int runArtifact(const RunOptions &opts, const CLI::App &cmd) {
+  // The job was fixed when the artifact was compiled.
+  for (const CLI::Option *o : cmd.get_options())
+    if (o->count() > 0 && (o->get_group() == "Job" || o->get_group() == "Pass instrumentation" ||
+                           o->get_group() == "Kernel cache"))
+      return fail(o->get_name() + ": " + opts.request.model +
+                  " is an artifact: its job and kernels were fixed by kiln compile (kiln inspect "
+                  "shows them); drop the flag or recompile");
+  auto loaded = artifact::readArtifact(opts.request.model);
+  if (!loaded)
+    return fail(loaded.error());
+  artifact::ArtifactRunRequest request;
+  request.weights_path = opts.request.weights_path;
+  request.inputs_path = opts.request.inputs_path;
+  request.training = opts.request.training;
+  auto run = artifact::prepareArtifactRun(*loaded, request);
+  if (!run)
+    return fail(run.error());
+  Expected<ops::TensorMap> outputs = Error("not run");
+  if (opts.reference) {
+    ops::InterpretOptions options;
+    options.overflow = run->overflow;
+    outputs = ops::interpret(run->bucket.graph, run->inputs, options);
+  } else {
+    auto executor = runtime::Executor::create(run->bucket.graph, std::move(run->bucket.kernels));
+    if (!executor)
+      return fail(executor.error());
+    outputs = (*executor)->run(run->inputs);
+  }
+  if (!outputs)
+    return fail(outputs.error());
+  return writeOutputs(opts.outputs, artifact::selectArtifactOutputs(*loaded, std::move(*outputs)));
+}
+
+int runRun(const RunOptions &opts, const CLI::App &cmd) {
+  if (endsWith(opts.request.model, ".kiln"))
+    return runArtifact(opts, cmd);
   // Without --dtype or a job's precision, run in f32: exact reference results.
   auto job = resolveJobFlags(opts.job, DType::F32);
   if (!job)
@@ -54,16 +111,7 @@ int runRun(const RunOptions &opts) {
   }
   if (!outputs)
     return fail(outputs.error());
-  SafetensorsFile file;
-  file.tensors = std::move(*outputs);
-  Status written = writeSafetensors(opts.outputs, file);
-  if (!written)
-    return fail(written.error());
-  if (auto it = file.tensors.find("loss"); it != file.tensors.end())
-    std::cout << "loss " << it->second.getFloat(0) << "\n";
-  if (auto it = file.tensors.find("grad_norm"); it != file.tensors.end())
-    std::cout << "grad_norm " << it->second.getFloat(0) << "\n";
-  return 0;
+  return writeOutputs(opts.outputs, std::move(*outputs));
 }
 
 } // namespace
@@ -74,7 +122,8 @@ void registerRunCommand(CLI::App &app, Action &action) {
       "run", "Compile a model with a job's passes and run its kernels (or the reference "
              "interpreter)");
   cmd->add_option("MODEL", opts->request.model,
-                  "config.json, a folder holding it, or a kiln graph JSON")
+                  "config.json, a folder holding it, a kiln graph JSON, or an artifact "
+                  "(FILE.kiln, from kiln compile -o; run without compiling)")
       ->required();
   cmd->add_option("--weights", opts->request.weights_path, "safetensors with the parameters")
       ->required();
@@ -88,7 +137,7 @@ void registerRunCommand(CLI::App &app, Action &action) {
                 "run the reference interpreter instead of the compiled kernels");
   addJobFlags(*cmd, opts->job);
   addKernelCacheFlags(*cmd, opts->cache);
-  cmd->callback([opts, &action] { action = [opts] { return runRun(*opts); }; });
+  cmd->callback([opts, cmd, &action] { action = [opts, cmd] { return runRun(*opts, *cmd); }; });
 }
 
 } // namespace kiln::cli

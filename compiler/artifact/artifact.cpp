@@ -1,0 +1,349 @@
+// Encoding and checking artifact files (format in artifact.h).
+#include "compiler/artifact/artifact.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "compiler/artifact/json_fields.h"
+#include "compiler/cache/cache_key.h"
+#include "compiler/cache/sha256.h"
+#include "ir/file_io.h"
+#include "ir/graph_json.h"
+#include "ops/op_verifier.h"
+
+namespace kiln::artifact {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\0'};
+
+void putLE(std::string &out, uint64_t v, int width) {
+  for (int i = 0; i < width; ++i)
+    out.push_back(char(uint8_t(v >> (8 * i))));
+}
+uint64_t getLE(std::string_view bytes, size_t offset, int width) {
+  uint64_t v = 0;
+  for (int i = 0; i < width; ++i)
+    v |= uint64_t(uint8_t(bytes[offset + i])) << (8 * i);
+  return v;
+}
+void putSection(std::string &out, std::string_view section) {
+  putLE(out, section.size(), 8);
+  out += section;
+}
+
+json plannedKernelToJson(const PlannedKernel &k) {
+  return {{"name", k.name},       {"kind", k.kind},     {"formed_by", k.formed_by},
+          {"grouped", k.grouped}, {"key", k.key},       {"symbol", k.symbol},
+          {"object", k.object},   {"inputs", k.inputs}, {"outputs", k.outputs}};
+}
+
+json bucketToJson(const Bucket &b) {
+  json kernels = json::array();
+  for (const PlannedKernel &k : b.kernels)
+    kernels.push_back(plannedKernelToJson(k));
+  return {{"seq", b.seq},
+          {"batch", b.batch},
+          {"graph", graphToJson(b.graph)},
+          {"kernels", std::move(kernels)},
+          {"memory", memoryPlanToJson(b.memory)}};
+}
+
+Expected<std::vector<std::string>> stringList(const JsonFields &f, std::string_view key) {
+  KILN_ASSIGN_OR_RETURN(const json *list, f.array(key));
+  std::vector<std::string> out;
+  for (const json &s : *list) {
+    if (!s.is_string())
+      return f.error(key, "must be an array of strings");
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+// Reads the sections after the header, each a u64 size and its bytes.
+class SectionReader {
+public:
+  SectionReader(std::string_view bytes, size_t begin, size_t end)
+      : bytes_(bytes), pos_(begin), end_(end) {}
+  Expected<std::string_view> next(const std::string &what) {
+    if (end_ - pos_ < 8)
+      return Error("truncated: the file ends before the size of " + what);
+    const uint64_t size = getLE(bytes_, pos_, 8);
+    pos_ += 8;
+    if (size > end_ - pos_)
+      return Error("truncated: " + what + " promises " + std::to_string(size) +
+                   " bytes, the file has " + std::to_string(end_ - pos_) + " left");
+    std::string_view section = bytes_.substr(pos_, size);
+    pos_ += size;
+    return section;
+  }
+  size_t left() const { return end_ - pos_; }
+
+private:
+  std::string_view bytes_;
+  size_t pos_, end_;
+};
+
+struct Header {
+  uint32_t buckets = 0;
+  uint32_t objects = 0;
+  uint64_t manifest_size = 0;
+};
+
+Expected<Header> parseHeader(std::string_view bytes) {
+  if (bytes.size() < kArtifactHeaderSize + kArtifactChecksumSize)
+    return Error("truncated: " + std::to_string(bytes.size()) +
+                 " bytes is shorter than any artifact");
+  if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
+    return Error("bad magic: not a kiln artifact (.kiln, written by kiln compile -o FILE.kiln)");
+  const uint32_t version = uint32_t(getLE(bytes, 8, 4));
+  if (version != kArtifactFormatVersion)
+    return Error("unknown artifact format version " + std::to_string(version) +
+                 " (this kiln reads " + std::to_string(kArtifactFormatVersion) +
+                 "); recompile it with this kiln's kiln compile ... -o FILE.kiln");
+  if (getLE(bytes, 20, 4) != 0)
+    return Error("malformed header: the reserved field is not zero");
+  return Header{uint32_t(getLE(bytes, 12, 4)), uint32_t(getLE(bytes, 16, 4)), getLE(bytes, 24, 8)};
+}
+
+Expected<ArtifactObject> parseObjectEntry(const json &entry, size_t index) {
+  const JsonFields f(entry, "manifest: objects[" + std::to_string(index) + "]");
+  ArtifactObject o;
+  KILN_ASSIGN_OR_RETURN(o.key, f.string("key"));
+  if (!cache::isKeyHex(o.key))
+    return f.error("key", "must be 64 lower-case hex digits");
+  KILN_ASSIGN_OR_RETURN(o.symbol, f.string("symbol"));
+  if (o.symbol.empty())
+    return f.error("symbol", "must not be empty");
+  KILN_ASSIGN_OR_RETURN(o.kind, f.string("kind"));
+  KILN_ASSIGN_OR_RETURN(const json *parts, f.array("parts"));
+  for (const json &part : *parts) {
+    if (!part.is_array() || part.size() != 2 || !part[0].is_string() || !part[1].is_string())
+      return f.error("parts", "must be [name, digest] pairs");
+    o.parts.emplace_back(part[0].get<std::string>(), part[1].get<std::string>());
+  }
+  return o;
+}
+
+Expected<Bucket> parseBucket(std::string_view text, size_t index,
+                             const std::vector<ArtifactObject> &objects) {
+  const std::string where = "bucket " + std::to_string(index);
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return Error(where + ": malformed: not a JSON object");
+  const JsonFields f(j, where);
+  Bucket b;
+  KILN_ASSIGN_OR_RETURN(b.seq, f.integer("seq"));
+  KILN_ASSIGN_OR_RETURN(b.batch, f.integer("batch"));
+  const std::string named = where + " (seq " + std::to_string(b.seq) + ")";
+  KILN_ASSIGN_OR_RETURN(const json *graph, f.object("graph"));
+  auto parsed = graphFromJson(*graph, named + ": graph");
+  if (!parsed)
+    return parsed.error();
+  b.graph = std::move(*parsed);
+  // Every op known and every type what the op infers: the loader lowers it.
+  Status verified = ops::verifyGraph(b.graph);
+  if (!verified)
+    return verified.error().withContext(named + ": graph");
+
+  std::unordered_set<std::string> values;
+  for (ValueId v = 0; v < static_cast<ValueId>(b.graph.numValues()); ++v)
+    values.insert(b.graph.valueName(v));
+  KILN_ASSIGN_OR_RETURN(const json *kernels, f.array("kernels"));
+  for (size_t i = 0; i < kernels->size(); ++i) {
+    const JsonFields k((*kernels)[i], named + ": kernel " + std::to_string(i));
+    PlannedKernel p;
+    KILN_ASSIGN_OR_RETURN(p.name, k.string("name"));
+    const JsonFields kn((*kernels)[i], named + ": kernel '" + p.name + "'");
+    KILN_ASSIGN_OR_RETURN(p.kind, kn.string("kind"));
+    KILN_ASSIGN_OR_RETURN(p.formed_by, kn.string("formed_by"));
+    KILN_ASSIGN_OR_RETURN(p.grouped, kn.boolean("grouped"));
+    KILN_ASSIGN_OR_RETURN(p.key, kn.string("key"));
+    KILN_ASSIGN_OR_RETURN(p.symbol, kn.string("symbol"));
+    KILN_ASSIGN_OR_RETURN(int64_t object, kn.integer("object"));
+    if (object < 0 || object >= static_cast<int64_t>(objects.size()))
+      return Error(kn.where() + ": object index " + std::to_string(object) +
+                   " out of range (the artifact has " + std::to_string(objects.size()) +
+                   " objects)");
+    p.object = static_cast<int>(object);
+    if (p.key != objects[p.object].key)
+      return Error(kn.where() + ": key " + p.key.substr(0, 16) + "... is not that of object " +
+                   std::to_string(object) + " (" + objects[p.object].key.substr(0, 16) + "...)");
+    if (p.symbol != objects[p.object].symbol)
+      return Error(kn.where() + ": symbol '" + p.symbol + "' is not that of object " +
+                   std::to_string(object) + " ('" + objects[p.object].symbol + "')");
+    KILN_ASSIGN_OR_RETURN(p.inputs, stringList(kn, "inputs"));
+    KILN_ASSIGN_OR_RETURN(p.outputs, stringList(kn, "outputs"));
+    for (const auto *list : {&p.inputs, &p.outputs})
+      for (const std::string &v : *list)
+        if (!values.count(v))
+          return Error(kn.where() + ": value '" + v + "' is not in the bucket's graph");
+    b.kernels.push_back(std::move(p));
+  }
+
+  KILN_ASSIGN_OR_RETURN(const json *memory, f.object("memory"));
+  KILN_ASSIGN_OR_RETURN(b.memory, memoryPlanFromJson(*memory, named + ": memory plan"));
+  if (b.memory.kernels != static_cast<int>(b.kernels.size()))
+    return Error(named + ": memory plan is for " + std::to_string(b.memory.kernels) +
+                 " kernels, the bucket has " + std::to_string(b.kernels.size()));
+  for (const BufferPlacement &p : b.memory.buffers)
+    if (!values.count(p.value))
+      return Error(named + ": memory plan: value '" + p.value + "' is not in the bucket's graph");
+  return b;
+}
+
+Expected<Artifact> decode(std::string_view bytes) {
+  KILN_ASSIGN_OR_RETURN(Header h, parseHeader(bytes));
+  const size_t body = bytes.size() - kArtifactChecksumSize;
+  if (h.manifest_size > body - kArtifactHeaderSize)
+    return Error("truncated: the header promises a manifest of " + std::to_string(h.manifest_size) +
+                 " bytes, the file has " + std::to_string(body - kArtifactHeaderSize));
+  SectionReader sections(bytes, kArtifactHeaderSize + h.manifest_size, body);
+  std::vector<std::string_view> bucket_bytes, object_bytes;
+  for (uint32_t i = 0; i < h.buckets; ++i) {
+    KILN_ASSIGN_OR_RETURN(std::string_view s, sections.next("bucket " + std::to_string(i)));
+    bucket_bytes.push_back(s);
+  }
+  for (uint32_t i = 0; i < h.objects; ++i) {
+    KILN_ASSIGN_OR_RETURN(std::string_view s, sections.next("object " + std::to_string(i)));
+    object_bytes.push_back(s);
+  }
+  if (sections.left() != 0)
+    return Error("trailing bytes: " + std::to_string(sections.left()) + " after the last object");
+  const cache::Sha256::Digest sum = cache::sha256(bytes.substr(0, body));
+  if (std::memcmp(sum.data(), bytes.data() + body, kArtifactChecksumSize) != 0)
+    return Error("checksum mismatch: the file is corrupt (its SHA-256 is not the stored one)");
+
+  json manifest = json::parse(bytes.substr(kArtifactHeaderSize, h.manifest_size), nullptr,
+                              /*allow_exceptions=*/false);
+  if (manifest.is_discarded() || !manifest.is_object())
+    return Error("malformed manifest: not a JSON object");
+  const JsonFields f(manifest, "malformed manifest");
+  KILN_ASSIGN_OR_RETURN(std::string format, f.string("format"));
+  if (format != "kiln.artifact")
+    return f.error("format", "must be \"kiln.artifact\"");
+  KILN_ASSIGN_OR_RETURN(int64_t version, f.integer("format_version"));
+  if (version != kArtifactFormatVersion)
+    return f.error("format_version", "is " + std::to_string(version) + ", the header says " +
+                                         std::to_string(kArtifactFormatVersion));
+  Artifact a;
+  auto parsed = manifestFromJson(manifest);
+  if (!parsed)
+    return Error("malformed " + parsed.message());
+  a.manifest = std::move(*parsed);
+
+  KILN_ASSIGN_OR_RETURN(const json *objects, f.array("objects"));
+  if (objects->size() != h.objects)
+    return Error("malformed manifest: it lists " + std::to_string(objects->size()) +
+                 " objects, the header " + std::to_string(h.objects));
+  std::map<std::string, size_t> object_of_key;
+  for (size_t i = 0; i < h.objects; ++i) {
+    auto o = parseObjectEntry((*objects)[i], i);
+    if (!o)
+      return Error("malformed " + o.message());
+    auto [it, fresh] = object_of_key.emplace(o->key, i);
+    if (!fresh)
+      return Error("malformed manifest: objects " + std::to_string(it->second) + " and " +
+                   std::to_string(i) + " have the same key " + o->key.substr(0, 16) + "...");
+    o->code = std::string(object_bytes[i]);
+    a.objects.push_back(std::move(*o));
+  }
+
+  KILN_ASSIGN_OR_RETURN(const json *buckets, f.array("buckets"));
+  if (buckets->size() != h.buckets)
+    return Error("malformed manifest: it lists " + std::to_string(buckets->size()) +
+                 " buckets, the header " + std::to_string(h.buckets));
+  if (h.buckets == 0)
+    return Error("malformed manifest: the artifact has no bucket");
+  std::set<int64_t> seqs;
+  for (size_t i = 0; i < h.buckets; ++i) {
+    const JsonFields entry((*buckets)[i], "malformed manifest: buckets[" + std::to_string(i) + "]");
+    KILN_ASSIGN_OR_RETURN(int64_t seq, entry.integer("seq"));
+    KILN_ASSIGN_OR_RETURN(Bucket b, parseBucket(bucket_bytes[i], i, a.objects));
+    if (b.seq != seq)
+      return Error("bucket " + std::to_string(i) + " holds seq " + std::to_string(b.seq) +
+                   ", the manifest lists seq " + std::to_string(seq));
+    if (!seqs.insert(b.seq).second)
+      return Error("duplicate bucket for seq " + std::to_string(b.seq));
+    if (!a.buckets.empty() && a.buckets.back().seq > b.seq)
+      return Error("buckets are not sorted by seq (" + std::to_string(a.buckets.back().seq) +
+                   " before " + std::to_string(b.seq) + ")");
+    a.buckets.push_back(std::move(b));
+  }
+  return a;
+}
+
+} // namespace
+
+const Bucket *Artifact::findBucket(int64_t seq) const {
+  for (const Bucket &b : buckets)
+    if (b.seq == seq)
+      return &b;
+  return nullptr;
+}
+
+std::string Artifact::seqList() const {
+  std::string s;
+  for (const Bucket &b : buckets)
+    s += (s.empty() ? "" : ", ") + std::to_string(b.seq);
+  return s;
+}
+
+std::string encodeArtifact(const Artifact &artifact) {
+  json manifest = manifestToJson(artifact.manifest);
+  manifest["format"] = "kiln.artifact";
+  manifest["format_version"] = kArtifactFormatVersion;
+  json buckets = json::array();
+  for (const Bucket &b : artifact.buckets)
+    buckets.push_back({{"seq", b.seq}, {"batch", b.batch}, {"kernels", b.kernels.size()}});
+  manifest["buckets"] = std::move(buckets);
+  json objects = json::array();
+  for (const ArtifactObject &o : artifact.objects) {
+    // An array keeps the parts in key order (a JSON object would sort them).
+    json parts = json::array();
+    for (const auto &[name, hex] : o.parts)
+      parts.push_back({name, hex});
+    objects.push_back(
+        {{"key", o.key}, {"symbol", o.symbol}, {"kind", o.kind}, {"parts", std::move(parts)}});
+  }
+  manifest["objects"] = std::move(objects);
+  const std::string manifest_text = manifest.dump();
+
+  std::string out(kMagic, sizeof(kMagic));
+  putLE(out, kArtifactFormatVersion, 4);
+  putLE(out, artifact.buckets.size(), 4);
+  putLE(out, artifact.objects.size(), 4);
+  putLE(out, 0, 4);
+  putLE(out, manifest_text.size(), 8);
+  out += manifest_text;
+  for (const Bucket &b : artifact.buckets)
+    putSection(out, bucketToJson(b).dump());
+  for (const ArtifactObject &o : artifact.objects)
+    putSection(out, o.code);
+  const cache::Sha256::Digest sum = cache::sha256(out);
+  out.append(reinterpret_cast<const char *>(sum.data()), sum.size());
+  return out;
+}
+
+Expected<Artifact> decodeArtifact(std::string_view bytes, const std::string &source) {
+  auto artifact = decode(bytes);
+  if (!artifact)
+    return artifact.error().withContext(source);
+  artifact->source = source;
+  return artifact;
+}
+
+Status writeArtifact(const std::string &path, const Artifact &artifact) {
+  return writeFileAtomic(path, encodeArtifact(artifact));
+}
+
+Expected<Artifact> readArtifact(const std::string &path) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, readFile(path));
+  return decodeArtifact(bytes, path);
+}
+
+} // namespace kiln::artifact

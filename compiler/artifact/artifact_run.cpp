@@ -1,0 +1,65 @@
+// Binding an artifact run's inputs to the bucket of their seq.
+#include "compiler/artifact/artifact_run.h"
+
+#include "compiler/driver/reference_run.h"
+#include "ir/safetensors.h"
+
+namespace kiln::artifact {
+
+Expected<PreparedArtifactRun> prepareArtifactRun(const Artifact &artifact,
+                                                 const ArtifactRunRequest &request) {
+  const Manifest &m = artifact.manifest;
+  if (request.training != m.model.training)
+    return Error(artifact.source + ": compiled " +
+                 (m.model.training
+                      ? "as a whole training step (kiln compile --training): run it with --training"
+                      : "as a forward pass (kiln compile without --training): drop --training, "
+                        "or recompile it with kiln compile " +
+                            m.model.path + " --training ... -o " + artifact.source));
+
+  KILN_ASSIGN_OR_RETURN(SafetensorsFile data, readSafetensors(request.inputs_path));
+  auto ids = data.tensors.find("input_ids");
+  if (ids == data.tensors.end())
+    return Error(request.inputs_path + ": no tensor 'input_ids'");
+  if (ids->second.dtype() != DType::I64 || ids->second.shape().size() != 2)
+    return Error(request.inputs_path + ": 'input_ids' must be i64 [batch, seq], got " +
+                 typeToString(ids->second.type()));
+  const int64_t batch = ids->second.shape()[0], seq = ids->second.shape()[1];
+  KILN_ASSIGN_OR_RETURN(const Bucket *bucket, selectBucket(artifact, seq));
+  if (batch != bucket->batch)
+    return Error(request.inputs_path + ": 'input_ids' has batch " + std::to_string(batch) + ", " +
+                 artifact.source + " was compiled for batch " + std::to_string(bucket->batch) +
+                 "; recompile with --batch " + std::to_string(batch));
+  if (m.model.training) {
+    // The step ends with AdamW: its state comes with the data.
+    std::vector<std::string> missing;
+    for (const GraphInput &in : bucket->graph.inputs())
+      if ((in.role == InputRole::OptimizerState || in.role == InputRole::Hyperparameter) &&
+          !data.tensors.count(in.name))
+        missing.push_back(in.name);
+    if (!missing.empty())
+      return Error(request.inputs_path + ": " + artifact.source +
+                   " is a whole training step with AdamW and needs its state in the inputs: '" +
+                   missing.front() + "'" +
+                   (missing.size() == 1
+                        ? std::string(" is missing")
+                        : " and " + std::to_string(missing.size() - 1) + " more are missing") +
+                   " ('lr' f32[], 'adam.step' i64[], 'adam.m.<param>' and 'adam.v.<param>' f32 "
+                   "per parameter)");
+  }
+
+  KILN_ASSIGN_OR_RETURN(LoadedBucket loaded, loadBucket(artifact, *bucket));
+  KILN_ASSIGN_OR_RETURN(SafetensorsFile weights, readSafetensors(request.weights_path));
+  KILN_ASSIGN_OR_RETURN(ops::TensorMap bound,
+                        driver::bindModelInputs(loaded.graph, weights.tensors, request.weights_path,
+                                                data.tensors, request.inputs_path, m.overflow));
+  return PreparedArtifactRun{std::move(loaded), std::move(bound), m.overflow};
+}
+
+ops::TensorMap selectArtifactOutputs(const Artifact &artifact, ops::TensorMap outputs) {
+  if (artifact.manifest.model.training)
+    return outputs;
+  return driver::selectRunOutputs(std::move(outputs));
+}
+
+} // namespace kiln::artifact

@@ -1,0 +1,149 @@
+// The manifest's JSON and what a compile job puts in it.
+#include "compiler/artifact/manifest.h"
+
+#include <chrono>
+
+#include "compiler/artifact/json_fields.h"
+#include "compiler/codegen/kernel_compiler.h"
+#include "passes/precision/precision_mode.h"
+
+namespace kiln::artifact {
+
+using nlohmann::json;
+
+namespace {
+
+json jobToJson(const driver::ResolvedJob &job) {
+  const passes::PassContext &ctx = *job.context;
+  const passes::PrecisionSettings &precision = ctx.precision();
+  json passes = json::array();
+  for (const passes::Pass *p : job.registry->ordered()) {
+    const passes::PassInfo &info = p->info();
+    const std::string why_not = p->notApplicableReason(ctx);
+    json entry{{"name", info.name},
+               {"group", std::string(passes::passGroupName(info.group))},
+               {"enabled", ctx.isEnabled(info.name, info.default_on)},
+               {"default", info.default_on},
+               {"decided_by", ctx.decidedBy(info.name)},
+               {"applicable", why_not.empty()}};
+    passes.push_back(std::move(entry));
+  }
+  json white = json::array(), black = json::array();
+  for (const auto &[op, list] : precision.mixlist.entries()) {
+    if (list == passes::PrecisionList::White)
+      white.push_back(op);
+    else if (list == passes::PrecisionList::Black)
+      black.push_back(op);
+  }
+  return {{"target", job.target.name},
+          {"dtype", std::string(dtypeName(job.dtype))},
+          {"overflow_mode", std::string(overflowModeName(job.overflow))},
+          {"precision_mode", std::string(passes::precisionModeName(precision.mode))},
+          {"attention_fp32_layers", precision.attention_fp32_layers},
+          {"keep_dtype",
+           {{"node_names", precision.keep_dtype.node_names},
+            {"op_types", precision.keep_dtype.op_types}}},
+          {"mixlist", {{"white", white}, {"black", black}}},
+          {"passes", std::move(passes)},
+          {"warnings", job.warnings}};
+}
+
+} // namespace
+
+Manifest makeManifest(const driver::ResolvedJob &job, const codegen::ObjectOptions &codegen,
+                      ModelInfo model) {
+  // The same parts the kernel keys hash, so the manifest and the keys agree.
+  const cache::CacheKeyInputs base = codegen::baseKeyInputs(job.target, codegen);
+  Manifest m;
+  m.kiln_version = base.kiln_version;
+  m.kiln_source_hash = base.kiln_source_hash;
+  m.llvm_version = base.llvm_version;
+  m.host = codegen::hostDescription();
+  m.created = std::chrono::duration_cast<std::chrono::seconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+  m.target = job.target;
+  m.codegen = codegen;
+  m.dtype = job.dtype;
+  m.overflow = job.overflow;
+  m.job = jobToJson(job);
+  m.model = std::move(model);
+  return m;
+}
+
+json manifestToJson(const Manifest &m) {
+  return {{"kiln_version", m.kiln_version},
+          {"kiln_source_hash", m.kiln_source_hash},
+          {"llvm_version", m.llvm_version},
+          {"host", {{"triple", m.host.triple}, {"cpu", m.host.cpu}, {"features", m.host.features}}},
+          {"created", m.created},
+          {"target", target::targetToJson(m.target)},
+          {"codegen",
+           {{"overflow", std::string(overflowModeName(m.codegen.overflow))},
+            {"opt_level", m.codegen.opt_level}}},
+          {"dtype", std::string(dtypeName(m.dtype))},
+          {"overflow_mode", std::string(overflowModeName(m.overflow))},
+          {"job", m.job},
+          {"model",
+           {{"path", m.model.path},
+            {"name", m.model.name},
+            {"training", m.model.training},
+            {"batch", m.model.batch}}}};
+}
+
+Expected<Manifest> manifestFromJson(const json &j) {
+  const JsonFields f(j, "manifest");
+  if (!f.isObject())
+    return Error("manifest: expected a JSON object");
+  Manifest m;
+  KILN_ASSIGN_OR_RETURN(m.kiln_version, f.string("kiln_version"));
+  KILN_ASSIGN_OR_RETURN(m.kiln_source_hash, f.string("kiln_source_hash"));
+  KILN_ASSIGN_OR_RETURN(m.llvm_version, f.string("llvm_version"));
+  KILN_ASSIGN_OR_RETURN(m.created, f.integer("created"));
+
+  KILN_ASSIGN_OR_RETURN(const json *host, f.object("host"));
+  const JsonFields h(*host, "manifest: host");
+  KILN_ASSIGN_OR_RETURN(m.host.triple, h.string("triple"));
+  KILN_ASSIGN_OR_RETURN(m.host.cpu, h.string("cpu"));
+  KILN_ASSIGN_OR_RETURN(m.host.features, h.string("features"));
+
+  KILN_ASSIGN_OR_RETURN(const json *target, f.object("target"));
+  auto parsed_target = target::parseTarget(*target, "manifest: target");
+  if (!parsed_target)
+    return parsed_target.error();
+  m.target = std::move(*parsed_target);
+
+  KILN_ASSIGN_OR_RETURN(const json *codegen, f.object("codegen"));
+  const JsonFields c(*codegen, "manifest: codegen");
+  KILN_ASSIGN_OR_RETURN(std::string codegen_overflow, c.string("overflow"));
+  auto overflow = parseOverflowMode(codegen_overflow);
+  if (!overflow)
+    return c.error("overflow", "must be infnan or saturation");
+  m.codegen.overflow = *overflow;
+  KILN_ASSIGN_OR_RETURN(int64_t opt_level, c.integer("opt_level"));
+  m.codegen.opt_level = static_cast<int>(opt_level);
+
+  KILN_ASSIGN_OR_RETURN(std::string dtype, f.string("dtype"));
+  auto parsed_dtype = parseDType(dtype);
+  if (!parsed_dtype)
+    return f.error("dtype", "must be a dtype (f32, f16, bf16)");
+  m.dtype = *parsed_dtype;
+  KILN_ASSIGN_OR_RETURN(std::string overflow_mode, f.string("overflow_mode"));
+  overflow = parseOverflowMode(overflow_mode);
+  if (!overflow)
+    return f.error("overflow_mode", "must be infnan or saturation");
+  m.overflow = *overflow;
+
+  KILN_ASSIGN_OR_RETURN(const json *job, f.object("job"));
+  m.job = *job;
+
+  KILN_ASSIGN_OR_RETURN(const json *model, f.object("model"));
+  const JsonFields mo(*model, "manifest: model");
+  KILN_ASSIGN_OR_RETURN(m.model.path, mo.string("path"));
+  KILN_ASSIGN_OR_RETURN(m.model.name, mo.string("name"));
+  KILN_ASSIGN_OR_RETURN(m.model.training, mo.boolean("training"));
+  KILN_ASSIGN_OR_RETURN(m.model.batch, mo.integer("batch"));
+  return m;
+}
+
+} // namespace kiln::artifact

@@ -16,17 +16,7 @@ public:
   }
 
   Expected<TensorMap> run(const TensorMap &inputs) {
-    for (const GraphInput &in : graph_.inputs()) {
-      auto it = inputs.find(in.name);
-      if (it == inputs.end())
-        return Error("graph '" + graph_.name() + "': no data for input '" + in.name + "' (" +
-                     typeToString(graph_.type(in.value)) + ")");
-      if (!(it->second.type() == graph_.type(in.value)))
-        return Error("graph '" + graph_.name() + "': input '" + in.name + "' must be " +
-                     typeToString(graph_.type(in.value)) + ", got " +
-                     typeToString(it->second.type()));
-      values_[in.value] = it->second;
-    }
+    KILN_RETURN_IF_ERROR(bindGraphInputs(graph_, inputs, values_));
     computeLastUse();
 
     const NodeId n = static_cast<NodeId>(graph_.numNodes());
@@ -146,6 +136,20 @@ private:
 };
 
 } // namespace
+
+Status bindGraphInputs(const Graph &graph, const TensorMap &inputs, std::vector<Tensor> &values) {
+  for (const GraphInput &in : graph.inputs()) {
+    auto it = inputs.find(in.name);
+    if (it == inputs.end())
+      return Error("graph '" + graph.name() + "': no data for input '" + in.name + "' (" +
+                   typeToString(graph.type(in.value)) + ")");
+    if (!(it->second.type() == graph.type(in.value)))
+      return Error("graph '" + graph.name() + "': input '" + in.name + "' must be " +
+                   typeToString(graph.type(in.value)) + ", got " + typeToString(it->second.type()));
+    values[in.value] = it->second;
+  }
+  return Status::ok();
+}
 
 Expected<TensorMap> interpret(const Graph &graph, const TensorMap &inputs,
                               const InterpretOptions &options, const OpRegistry &registry) {

@@ -26,6 +26,10 @@ struct InterpretOptions {
   std::function<Status(const Node &node, const std::vector<Tensor> &outputs)> after_node;
 };
 
+// Puts every graph input of `graph` from `inputs` (by name, with exactly its
+// type) into `values` (indexed by ValueId); an error names the input.
+Status bindGraphInputs(const Graph &graph, const TensorMap &inputs, std::vector<Tensor> &values);
+
 // The reference interpreter runs a graph node by node, in the graph's order.
 // `inputs` must hold every graph input by name with exactly its type. Returns
 // the graph outputs by name. Values are freed after their last use.

@@ -39,17 +39,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
 
 Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs) {
   std::vector<Tensor> values(graph_.numValues());
-  for (const GraphInput &in : graph_.inputs()) {
-    auto it = inputs.find(in.name);
-    if (it == inputs.end())
-      return Error("graph '" + graph_.name() + "': no data for input '" + in.name + "' (" +
-                   typeToString(graph_.type(in.value)) + ")");
-    if (!(it->second.type() == graph_.type(in.value)))
-      return Error("graph '" + graph_.name() + "': input '" + in.name + "' must be " +
-                   typeToString(graph_.type(in.value)) + ", got " +
-                   typeToString(it->second.type()));
-    values[in.value] = it->second;
-  }
+  KILN_RETURN_IF_ERROR(ops::bindGraphInputs(graph_, inputs, values));
   for (size_t k = 0; k < kernels_.kernels.size(); ++k) {
     if (kernels_.kernels[k].host)
       KILN_RETURN_IF_ERROR(runOnHost(k, values));

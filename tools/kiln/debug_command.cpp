@@ -20,6 +20,15 @@ namespace {
 
 void addModelRunFlags(CLI::App &cmd, driver::ReferenceRunRequest &request);
 
+// Prints a debug report as text or as JSON.
+template <typename Report> int print(const std::string &format, const Report &report) {
+  if (format == "json")
+    std::cout << report.toJson().dump(2) << "\n";
+  else
+    std::cout << report.toText();
+  return 0;
+}
+
 struct OverflowOptions {
   driver::ReferenceRunRequest request;
   JobFlags job;
@@ -46,11 +55,7 @@ int runOverflow(const OverflowOptions &opts) {
                                       debug::overflowJobOf(*job), options);
   if (!report)
     return fail(report.error());
-  if (opts.format == "json")
-    std::cout << report->toJson().dump(2) << "\n";
-  else
-    std::cout << report->toText();
-  return 0;
+  return print(opts.format, *report);
 }
 
 void registerOverflow(CLI::App &debug, Action &action) {
@@ -300,11 +305,7 @@ int runBisect(const BisectOptions &opts) {
   });
   if (!result)
     return fail(result.error());
-  if (opts.format == "json")
-    std::cout << result->toJson().dump(2) << "\n";
-  else
-    std::cout << result->toText();
-  return 0;
+  return print(opts.format, *result);
 }
 
 void registerBisect(CLI::App &debug, Action &action) {

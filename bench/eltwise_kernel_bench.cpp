@@ -1,0 +1,646 @@
+// kiln's generated elementwise (vector) kernels in GB/s, against a memcpy of
+// the same bytes. Every case is a small graph compiled for ascend910b with
+// codegen::compileKernels and run on the host; bytes are what the kernels
+// must read plus what they write (each input and output once), so a kernel
+// that streams at memory speed matches the memcpy rows.
+//
+// Sizes: "16M" is 16,773,120 elements (3276 x 5120: Qwen-14B's hidden size;
+// softmax [8192, 2048] = 16,777,216), "1M" is 1,044,480 (204 x 5120; softmax
+// [512, 2048] = 1,048,576).
+//
+//   memcpy_1t/DT/SIZE      std::memcpy of one tensor of that dtype and size,
+//                          one thread; bytes = 2 x the tensor (read + write)
+//   memcpy_mt/DT/SIZE      the same split over as many std::threads as the
+//                          executor's pool has (one per core), kept alive
+//                          between iterations
+//   <mode>/<case>/DT/SIZE  a kiln kernel (or two), where mode is
+//     run      executor->run(inputs) after Executor::create, everything
+//              run() does: it also copies each input tensor into its value
+//              table, zero-fills each output it allocates and copies the
+//              outputs into the returned map
+//     kernel   the same compiled kernels loaded with KernelLoader and called
+//              directly on buffers allocated once, rows split into tiles on a
+//              runtime::ThreadPool exactly as Executor::launch does: the
+//              generated code alone
+//
+// Cases ([T, 5120] unless said, T = 3276 or 204):
+//   mul_exp      y = Exp(Mul(x, s)), s a scalar input: two kernels, unfused
+//                (bytes: both kernels, 4 x the tensor)
+//   add          Add(x, y)
+//   bias_add     Add(x, bias[5120]) (broadcast)
+//   fused4       ((x * y + bias) * x) - y, one "eltwise" group, Storage
+//                intermediates
+//   cast         Cast f32 -> f16
+//   softmax      Softmax over rows of 2048, f32
+//   transpose    [1, T, 40, 128] -> [1, 40, T, 128] (attention's head split)
+//   add_1d       Add(x, y) on [T * 5120] vectors, f32 (diagnostic: a 1-D
+//                tensor is one row to the executor)
+//
+// Counters: kernels (kernels in the graph), faults (run mode: minor page
+// faults per run, i.e. fresh pages the executor's per-run allocations touch).
+//
+// Time is wall time; the CPU column is the whole process's CPU time, so
+// CPU / (Time x cores) well below 1 on a multi-threaded row means other
+// processes had the cores. --eltwise_wait_idle=S waits up to S seconds before
+// each benchmark for the machine to be idle; --eltwise_dump_ir=DIR writes each
+// kernel's optimised LLVM IR to DIR/<case>.<k>.ll (the IR that was compiled).
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compiler/codegen/kernel_compiler.h"
+#include "compiler/codegen/kernel_loader.h"
+#include "compiler/codegen/object_compiler.h"
+#include "ir/float16.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "ops/op_builder.h"
+#include "runtime/executor.h"
+#include "runtime/thread_pool.h"
+#include "target/target.h"
+
+namespace {
+
+using namespace kiln;
+
+double g_wait_idle_s = 0;
+std::string g_dump_dir;
+
+int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+// Fraction of the machine's CPU time that was idle over `ms` (from
+// /proc/stat; 1 where it cannot be read).
+double idleFraction(int ms) {
+  auto read = [](uint64_t &idle, uint64_t &total) {
+    idle = total = 0;
+    FILE *f = std::fopen("/proc/stat", "r");
+    if (!f)
+      return false;
+    unsigned long long v[8] = {};
+    const int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+                              &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+    std::fclose(f);
+    if (n < 5)
+      return false;
+    for (unsigned long long x : v)
+      total += x;
+    idle = v[3] + v[4];
+    return true;
+  };
+  uint64_t i0, t0, i1, t1;
+  if (!read(i0, t0))
+    return 1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  if (!read(i1, t1) || t1 == t0)
+    return 1;
+  return static_cast<double>(i1 - i0) / static_cast<double>(t1 - t0);
+}
+
+// Minor page faults of the process so far.
+double minorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_minflt);
+}
+
+void settle() {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(g_wait_idle_s);
+  while (g_wait_idle_s > 0 && idleFraction(200) < 0.9 &&
+         std::chrono::steady_clock::now() < deadline) {
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Data
+
+// Values in [lo, hi), deterministic per seed.
+Tensor randomTensor(const TensorType &type, uint64_t seed, float lo = -2.0f, float hi = 2.0f) {
+  Tensor t(type);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  const int64_t n = t.numElements();
+  for (int64_t i = 0; i < n; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const float u = static_cast<float>(s >> 40) * (1.0f / 16777216.0f);
+    const float v = lo + (hi - lo) * u;
+    if (type.dtype == DType::F32)
+      t.dataAs<float>()[i] = v;
+    else
+      t.dataAs<uint16_t>()[i] = floatToHalf(v, OverflowMode::InfNan);
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------------------
+// Cases
+
+enum class Op { MulExp, Add, BiasAdd, Fused4, Cast, Softmax, Transpose, Add1d };
+
+const char *opName(Op op) {
+  switch (op) {
+  case Op::MulExp:
+    return "mul_exp";
+  case Op::Add:
+    return "add";
+  case Op::BiasAdd:
+    return "bias_add";
+  case Op::Fused4:
+    return "fused4";
+  case Op::Cast:
+    return "cast";
+  case Op::Softmax:
+    return "softmax";
+  case Op::Transpose:
+    return "transpose";
+  case Op::Add1d:
+    return "add_1d";
+  }
+  return "?";
+}
+
+struct CaseKey {
+  Op op;
+  DType dtype;
+  bool big; // 16M, else 1M
+  std::string name() const {
+    return std::string(opName(op)) + "/" + (dtype == DType::F32 ? "f32" : "f16") + "/" +
+           (big ? "16M" : "1M");
+  }
+  bool operator==(const CaseKey &o) const {
+    return op == o.op && dtype == o.dtype && big == o.big;
+  }
+};
+
+constexpr int64_t kHidden = 5120;
+int64_t tokens(bool big) { return big ? 3276 : 204; }
+
+// A compiled case: the graph, its inputs, the executor, and the same kernels
+// loaded for direct calls on buffers allocated once.
+struct Case {
+  CaseKey key;
+  std::unique_ptr<Graph> graph;
+  ops::TensorMap inputs;
+  double bytes = 0; // read + written per run
+  std::unique_ptr<runtime::Executor> executor;
+  // Direct calls.
+  codegen::CompiledKernels kernels;
+  std::unique_ptr<codegen::KernelLoader> loader;
+  std::vector<codegen::KernelEntry> entries;
+  std::vector<Tensor> values; // every value of the graph, allocated once
+  std::unique_ptr<runtime::ThreadPool> pool;
+  std::vector<std::vector<uint64_t>> scratch; // per worker
+  std::string error;
+};
+
+int64_t bytesOf(const Graph &g, ValueId v) {
+  return g.type(v).numElements() * static_cast<int64_t>(dtypeSize(g.type(v).dtype));
+}
+
+void groupAll(Graph &g, const std::string &kind, Intermediates intermediates) {
+  GroupId id = g.addGroup(FusionGroup{"fused.bench", kind, "eltwise_kernel_bench", intermediates});
+  for (size_t n = 0; n < g.numNodes(); ++n)
+    g.node(static_cast<NodeId>(n)).group = id;
+}
+
+// Builds the graph of `key`; returns the bytes its kernels read and write.
+Expected<double> buildGraph(const CaseKey &key, Graph &g) {
+  const int64_t t = tokens(key.big);
+  const DType dt = key.dtype;
+  const TensorType act{dt, {t, kHidden}};
+  ops::OpBuilder b(g);
+  auto scope = b.scope("bench");
+  const double tensor_bytes = static_cast<double>(t * kHidden * dtypeSize(dt));
+  double bytes = 0;
+  ValueId y = kNoValue;
+  switch (key.op) {
+  case Op::MulExp: {
+    ValueId x = g.addInput("x", act, InputRole::Data);
+    ValueId s = g.addInput("s", {dt, {}}, InputRole::Data);
+    y = b.create("Exp", "exp", {b.create("Mul", "mul", {x, s})});
+    bytes = 4 * tensor_bytes; // Mul reads x, writes t; Exp reads t, writes y
+    break;
+  }
+  case Op::Add: {
+    ValueId x = g.addInput("x", act, InputRole::Data);
+    ValueId z = g.addInput("y", act, InputRole::Data);
+    y = b.create("Add", "add", {x, z});
+    bytes = 3 * tensor_bytes;
+    break;
+  }
+  case Op::Add1d: {
+    const TensorType flat{dt, {t * kHidden}};
+    ValueId x = g.addInput("x", flat, InputRole::Data);
+    ValueId z = g.addInput("y", flat, InputRole::Data);
+    y = b.create("Add", "add", {x, z});
+    bytes = 3 * tensor_bytes;
+    break;
+  }
+  case Op::BiasAdd: {
+    ValueId x = g.addInput("x", act, InputRole::Data);
+    ValueId bias = g.addInput("bias", {dt, {kHidden}}, InputRole::Parameter);
+    y = b.create("Add", "add", {x, bias});
+    bytes = 2 * tensor_bytes + static_cast<double>(bytesOf(g, bias));
+    break;
+  }
+  case Op::Fused4: {
+    ValueId x = g.addInput("x", act, InputRole::Data);
+    ValueId z = g.addInput("y", act, InputRole::Data);
+    ValueId bias = g.addInput("bias", {dt, {kHidden}}, InputRole::Parameter);
+    ValueId v = b.create("Mul", "mul", {x, z});
+    v = b.create("Add", "add", {v, bias});
+    v = b.create("Mul", "mul2", {v, x});
+    y = b.create("Sub", "sub", {v, z});
+    bytes = 3 * tensor_bytes + static_cast<double>(bytesOf(g, bias));
+    break;
+  }
+  case Op::Cast: {
+    ValueId x = g.addInput("x", {DType::F32, {t, kHidden}}, InputRole::Data);
+    y = b.create("Cast", "cast", {x}, {{"dtype", DType::F16}});
+    bytes = static_cast<double>(t * kHidden * (4 + 2));
+    break;
+  }
+  case Op::Softmax: {
+    const int64_t rows = key.big ? 8192 : 512;
+    ValueId x = g.addInput("x", {dt, {rows, 2048}}, InputRole::Data);
+    y = b.create("Softmax", "softmax", {x});
+    bytes = 2.0 * static_cast<double>(bytesOf(g, x));
+    break;
+  }
+  case Op::Transpose: {
+    ValueId x = g.addInput("x", {dt, {1, t, 40, 128}}, InputRole::Data);
+    y = b.create("Transpose", "heads", {x}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+    bytes = 2 * tensor_bytes;
+    break;
+  }
+  }
+  if (!b.status().isOk())
+    return Error(b.status().message());
+  g.addOutput("y", y);
+  if (key.op == Op::Fused4)
+    groupAll(g, "eltwise", Intermediates::Storage);
+  return bytes;
+}
+
+std::string dumpIr(const Case &c) {
+  for (size_t k = 0; k < c.kernels.kernels.size(); ++k) {
+    const codegen::CompiledKernel &kernel = c.kernels.kernels[k];
+    std::string ir;
+    auto object = codegen::compileKernelObject(kernel.build.program, kernel.symbol, {}, &ir);
+    if (!object)
+      return object.message();
+    std::string name = c.key.name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    std::ofstream out(g_dump_dir + "/" + name + "." + std::to_string(k) + ".ll");
+    out << "; kernel " << kernel.spec.name << " (" << kernel.spec.kind << "), rows "
+        << kernel.build.program.rows() << ", outer_rank " << kernel.build.program.outer_rank
+        << "\n; program:\n";
+    std::string program = codegen::programToString(kernel.build.program);
+    size_t start = 0;
+    while (start < program.size()) {
+      size_t end = program.find('\n', start);
+      if (end == std::string::npos)
+        end = program.size();
+      out << "; " << program.substr(start, end - start) << "\n";
+      start = end + 1;
+    }
+    out << ir;
+  }
+  return {};
+}
+
+// One launch of kernel `index` over all its rows, tiled as Executor::launch.
+void launchDirect(Case &c, size_t index) {
+  const codegen::CompiledKernel &kernel = c.kernels.kernels[index];
+  const codegen::KernelProgram &program = kernel.build.program;
+  std::vector<void *> buffers;
+  for (ValueId v : kernel.spec.inputs)
+    buffers.push_back(c.values[v].data());
+  for (ValueId v : kernel.spec.outputs)
+    buffers.push_back(c.values[v].data());
+  const int64_t rows = program.rows();
+  if (rows == 0)
+    return;
+  int64_t row_elements = 1;
+  const Shape &s = program.stages[program.outputs[0].stage].shape;
+  for (size_t d = program.outer_rank; d < s.size(); ++d)
+    row_elements *= s[d];
+  row_elements = std::max<int64_t>(1, row_elements);
+  const int64_t rows_per_tile =
+      std::max<int64_t>(1, runtime::ExecutorOptions{}.tile_elements / row_elements);
+  const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
+  const codegen::KernelEntry entry = c.entries[index];
+  c.pool->parallelFor(tiles, [&](int64_t t, int worker) {
+    const int64_t r0 = t * rows_per_tile, r1 = std::min(rows, r0 + rows_per_tile);
+    entry(buffers.data(), c.scratch[worker].data(), r0, r1);
+  });
+}
+
+void runDirect(Case &c) {
+  for (size_t k = 0; k < c.entries.size(); ++k)
+    launchDirect(c, k);
+}
+
+std::unique_ptr<Case> makeCase(const CaseKey &key) {
+  auto c = std::make_unique<Case>();
+  c->key = key;
+  c->graph = std::make_unique<Graph>("bench_" + std::string(opName(key.op)));
+  Graph &g = *c->graph;
+  auto bytes = buildGraph(key, g);
+  if (!bytes) {
+    c->error = bytes.message();
+    return c;
+  }
+  c->bytes = *bytes;
+  uint64_t seed = 1;
+  for (const GraphInput &in : g.inputs()) {
+    // The scalar of mul_exp stays small so that Exp does not overflow.
+    const bool scalar = g.type(in.value).shape.empty();
+    c->inputs[in.name] = randomTensor(g.type(in.value), seed++, scalar ? 0.5f : -2.0f,
+                                      scalar ? 0.6f : 2.0f);
+  }
+  auto target = target::loadTarget("ascend910b");
+  if (!target) {
+    c->error = target.message();
+    return c;
+  }
+  auto kernels = codegen::compileKernels(g, *target, {});
+  if (!kernels) {
+    c->error = kernels.message();
+    return c;
+  }
+  c->kernels = *kernels; // a copy for the direct calls
+  for (const codegen::CompiledKernel &k : c->kernels.kernels)
+    if (k.build.gemm) {
+      c->error = "unexpected GEMM kernel";
+      return c;
+    }
+  auto executor = runtime::Executor::create(g, std::move(*kernels));
+  if (!executor) {
+    c->error = executor.message();
+    return c;
+  }
+  c->executor = std::move(*executor);
+
+  auto loader = codegen::KernelLoader::create();
+  if (!loader) {
+    c->error = loader.message();
+    return c;
+  }
+  c->loader = std::move(*loader);
+  for (const codegen::CompiledKernel &k : c->kernels.kernels) {
+    auto entry = c->loader->load(c->kernels.objects[k.object], k.symbol);
+    if (!entry) {
+      c->error = entry.message();
+      return c;
+    }
+    c->entries.push_back(*entry);
+  }
+  c->values.resize(g.numValues());
+  for (const GraphInput &in : g.inputs())
+    c->values[in.value] = c->inputs.at(in.name);
+  int64_t scratch_slots = 0;
+  for (const codegen::CompiledKernel &k : c->kernels.kernels) {
+    for (ValueId v : k.spec.outputs)
+      if (c->values[v].byteSize() == 0)
+        c->values[v] = Tensor(g.type(v));
+    scratch_slots = std::max(scratch_slots, k.build.program.scratchElementsPerRow());
+  }
+  c->pool = std::make_unique<runtime::ThreadPool>();
+  c->scratch.assign(c->pool->size(), std::vector<uint64_t>(static_cast<size_t>(scratch_slots)));
+
+  // The direct calls must compute what run() does, bit for bit.
+  auto out = c->executor->run(c->inputs);
+  if (!out) {
+    c->error = out.message();
+    return c;
+  }
+  runDirect(*c);
+  const Tensor &want = out->at("y");
+  const Tensor &got = c->values[g.outputs()[0].value];
+  if (!(want.type() == got.type()) ||
+      std::memcmp(want.data(), got.data(), want.byteSize()) != 0) {
+    c->error = "direct kernel calls differ from executor->run";
+    return c;
+  }
+  if (!g_dump_dir.empty())
+    c->error = dumpIr(*c);
+  return c;
+}
+
+// The case of the running benchmark, kept while consecutive benchmarks use it.
+Case &caseFor(const CaseKey &key) {
+  static std::unique_ptr<Case> current;
+  if (!current || !(current->key == key)) {
+    current.reset(); // free the previous one's memory first
+    current = makeCase(key);
+  }
+  return *current;
+}
+
+void skip(benchmark::State &state, const std::string &why) {
+  state.SkipWithError(why.c_str());
+  for (auto _ : state) {
+  }
+}
+
+void BM_run(benchmark::State &state, CaseKey key) {
+  Case &c = caseFor(key);
+  if (!c.error.empty())
+    return skip(state, c.error);
+  settle();
+  const double faults = minorFaults();
+  for (auto _ : state) {
+    auto out = c.executor->run(c.inputs);
+    if (!out) {
+      state.SkipWithError(out.message().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(out->size());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(c.bytes) * state.iterations());
+  state.counters["kernels"] = static_cast<double>(c.kernels.kernels.size());
+  state.counters["faults"] = benchmark::Counter(minorFaults() - faults,
+                                                benchmark::Counter::kAvgIterations);
+}
+
+void BM_kernel(benchmark::State &state, CaseKey key) {
+  Case &c = caseFor(key);
+  if (!c.error.empty())
+    return skip(state, c.error);
+  runDirect(c); // warm
+  settle();
+  for (auto _ : state) {
+    runDirect(c);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(c.bytes) * state.iterations());
+  state.counters["kernels"] = static_cast<double>(c.kernels.kernels.size());
+}
+
+// ---------------------------------------------------------------------------
+// memcpy baselines
+
+// `threads` std::threads (the caller is one of them) that each copy their
+// share of a buffer when asked, kept alive between copies.
+class CopyCrew {
+public:
+  explicit CopyCrew(int threads) : threads_(threads) {
+    for (int w = 1; w < threads_; ++w)
+      workers_.emplace_back([this, w] { work(w); });
+  }
+  ~CopyCrew() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread &t : workers_)
+      t.join();
+  }
+
+  void copy(void *dst, const void *src, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      dst_ = static_cast<char *>(dst);
+      src_ = static_cast<const char *>(src);
+      bytes_ = bytes;
+      pending_ = threads_ - 1;
+      ++generation_;
+    }
+    wake_.notify_all();
+    part(0);
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return pending_ == 0; });
+  }
+
+private:
+  void part(int w) {
+    const size_t chunk = (bytes_ / threads_ + 63) / 64 * 64;
+    const size_t begin = std::min(bytes_, chunk * w);
+    const size_t end = std::min(bytes_, begin + chunk);
+    if (end > begin)
+      std::memcpy(dst_ + begin, src_ + begin, end - begin);
+  }
+  void work(int w) {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_)
+          return;
+        seen = generation_;
+      }
+      part(w);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--pending_ == 0)
+        done_.notify_all();
+    }
+  }
+
+  const int threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  char *dst_ = nullptr;
+  const char *src_ = nullptr;
+  size_t bytes_ = 0;
+  int pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+void BM_memcpy(benchmark::State &state, size_t bytes, int threads) {
+  std::vector<char> src(bytes), dst(bytes);
+  for (size_t i = 0; i < bytes; i += 4096)
+    src[i] = static_cast<char>(i >> 12);
+  CopyCrew crew(threads);
+  crew.copy(dst.data(), src.data(), bytes); // warm
+  settle();
+  for (auto _ : state) {
+    crew.copy(dst.data(), src.data(), bytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(2 * bytes) * state.iterations());
+  state.counters["threads"] = threads;
+}
+
+void registerAll() {
+  const Op ops_both[] = {Op::MulExp, Op::Add, Op::BiasAdd, Op::Fused4, Op::Transpose};
+  auto configure = [](benchmark::internal::Benchmark *b, bool big) {
+    b->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime()->MinTime(
+        big ? 0.3 : 0.1);
+  };
+  for (bool big : {true, false}) {
+    const int64_t elements = tokens(big) * kHidden;
+    for (DType dt : {DType::F32, DType::F16}) {
+      const std::string tail = std::string(dt == DType::F32 ? "f32" : "f16") + (big ? "/16M" : "/1M");
+      const size_t bytes = static_cast<size_t>(elements * dtypeSize(dt));
+      configure(benchmark::RegisterBenchmark(("memcpy_1t/" + tail).c_str(),
+                                             [bytes](benchmark::State &st) {
+                                               BM_memcpy(st, bytes, 1);
+                                             }),
+                big);
+      configure(benchmark::RegisterBenchmark(("memcpy_mt/" + tail).c_str(),
+                                             [bytes](benchmark::State &st) {
+                                               BM_memcpy(st, bytes, cores());
+                                             }),
+                big);
+      std::vector<Op> ops(std::begin(ops_both), std::end(ops_both));
+      if (dt == DType::F32) {
+        ops.push_back(Op::Cast);
+        ops.push_back(Op::Softmax);
+        ops.push_back(Op::Add1d);
+      }
+      for (Op op : ops) {
+        const CaseKey key{op, dt, big};
+        configure(benchmark::RegisterBenchmark(("run/" + key.name()).c_str(),
+                                               [key](benchmark::State &st) { BM_run(st, key); }),
+                  big);
+        configure(benchmark::RegisterBenchmark(("kernel/" + key.name()).c_str(),
+                                               [key](benchmark::State &st) {
+                                                 BM_kernel(st, key);
+                                               }),
+                  big);
+      }
+    }
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<char *> rest;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i > 0 && arg.rfind("--eltwise_wait_idle=", 0) == 0)
+      g_wait_idle_s = std::atof(arg.c_str() + 20);
+    else if (i > 0 && arg.rfind("--eltwise_dump_ir=", 0) == 0)
+      g_dump_dir = arg.substr(18);
+    else
+      rest.push_back(argv[i]);
+  }
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(n, rest.data()))
+    return 1;
+  registerAll();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

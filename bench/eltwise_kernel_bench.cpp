@@ -45,6 +45,8 @@
 // each benchmark for the machine to be idle; --eltwise_dump_ir=DIR writes each
 // kernel's optimised LLVM IR to DIR/<case>.<k>.ll (the IR that was compiled).
 #include <benchmark/benchmark.h>
+
+#include "bench/bench_util.h"
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -81,50 +83,10 @@ using namespace kiln;
 double g_wait_idle_s = 0;
 std::string g_dump_dir;
 
-int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+using bench::cores;
+using bench::minorFaults;
 
-// Fraction of the machine's CPU time that was idle over `ms` (from
-// /proc/stat; 1 where it cannot be read).
-double idleFraction(int ms) {
-  auto read = [](uint64_t &idle, uint64_t &total) {
-    idle = total = 0;
-    FILE *f = std::fopen("/proc/stat", "r");
-    if (!f)
-      return false;
-    unsigned long long v[8] = {};
-    const int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
-                              &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
-    std::fclose(f);
-    if (n < 5)
-      return false;
-    for (unsigned long long x : v)
-      total += x;
-    idle = v[3] + v[4];
-    return true;
-  };
-  uint64_t i0, t0, i1, t1;
-  if (!read(i0, t0))
-    return 1;
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  if (!read(i1, t1) || t1 == t0)
-    return 1;
-  return static_cast<double>(i1 - i0) / static_cast<double>(t1 - t0);
-}
-
-// Minor page faults of the process so far.
-double minorFaults() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_minflt);
-}
-
-void settle() {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(g_wait_idle_s);
-  while (g_wait_idle_s > 0 && idleFraction(200) < 0.9 &&
-         std::chrono::steady_clock::now() < deadline) {
-  }
-}
+void settle() { bench::waitForIdle(g_wait_idle_s); }
 
 // ---------------------------------------------------------------------------
 // Data
@@ -181,9 +143,7 @@ struct CaseKey {
     return std::string(opName(op)) + "/" + (dtype == DType::F32 ? "f32" : "f16") + "/" +
            (big ? "16M" : "1M");
   }
-  bool operator==(const CaseKey &o) const {
-    return op == o.op && dtype == o.dtype && big == o.big;
-  }
+  bool operator==(const CaseKey &o) const { return op == o.op && dtype == o.dtype && big == o.big; }
 };
 
 constexpr int64_t kHidden = 5120;
@@ -370,8 +330,8 @@ std::unique_ptr<Case> makeCase(const CaseKey &key) {
   for (const GraphInput &in : g.inputs()) {
     // The scalar of mul_exp stays small so that Exp does not overflow.
     const bool scalar = g.type(in.value).shape.empty();
-    c->inputs[in.name] = randomTensor(g.type(in.value), seed++, scalar ? 0.5f : -2.0f,
-                                      scalar ? 0.6f : 2.0f);
+    c->inputs[in.name] =
+        randomTensor(g.type(in.value), seed++, scalar ? 0.5f : -2.0f, scalar ? 0.6f : 2.0f);
   }
   auto target = target::loadTarget("ascend910b");
   if (!target) {
@@ -432,8 +392,7 @@ std::unique_ptr<Case> makeCase(const CaseKey &key) {
   runDirect(*c);
   const Tensor &want = out->at("y");
   const Tensor &got = c->values[g.outputs()[0].value];
-  if (!(want.type() == got.type()) ||
-      std::memcmp(want.data(), got.data(), want.byteSize()) != 0) {
+  if (!(want.type() == got.type()) || std::memcmp(want.data(), got.data(), want.byteSize()) != 0) {
     c->error = "direct kernel calls differ from executor->run";
     return c;
   }
@@ -474,8 +433,8 @@ void BM_run(benchmark::State &state, CaseKey key) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(c.bytes) * state.iterations());
   state.counters["kernels"] = static_cast<double>(c.kernels.kernels.size());
-  state.counters["faults"] = benchmark::Counter(minorFaults() - faults,
-                                                benchmark::Counter::kAvgIterations);
+  state.counters["faults"] =
+      benchmark::Counter(minorFaults() - faults, benchmark::Counter::kAvgIterations);
 }
 
 void BM_kernel(benchmark::State &state, CaseKey key) {
@@ -583,23 +542,24 @@ void BM_memcpy(benchmark::State &state, size_t bytes, int threads) {
 void registerAll() {
   const Op ops_both[] = {Op::MulExp, Op::Add, Op::BiasAdd, Op::Fused4, Op::Transpose};
   auto configure = [](benchmark::internal::Benchmark *b, bool big) {
-    b->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime()->MinTime(
-        big ? 0.3 : 0.1);
+    b->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MeasureProcessCPUTime()
+        ->MinTime(big ? 0.3 : 0.1);
   };
   for (bool big : {true, false}) {
     const int64_t elements = tokens(big) * kHidden;
     for (DType dt : {DType::F32, DType::F16}) {
-      const std::string tail = std::string(dt == DType::F32 ? "f32" : "f16") + (big ? "/16M" : "/1M");
+      const std::string tail =
+          std::string(dt == DType::F32 ? "f32" : "f16") + (big ? "/16M" : "/1M");
       const size_t bytes = static_cast<size_t>(elements * dtypeSize(dt));
-      configure(benchmark::RegisterBenchmark(("memcpy_1t/" + tail).c_str(),
-                                             [bytes](benchmark::State &st) {
-                                               BM_memcpy(st, bytes, 1);
-                                             }),
-                big);
-      configure(benchmark::RegisterBenchmark(("memcpy_mt/" + tail).c_str(),
-                                             [bytes](benchmark::State &st) {
-                                               BM_memcpy(st, bytes, cores());
-                                             }),
+      configure(
+          benchmark::RegisterBenchmark(("memcpy_1t/" + tail).c_str(),
+                                       [bytes](benchmark::State &st) { BM_memcpy(st, bytes, 1); }),
+          big);
+      configure(benchmark::RegisterBenchmark(
+                    ("memcpy_mt/" + tail).c_str(),
+                    [bytes](benchmark::State &st) { BM_memcpy(st, bytes, cores()); }),
                 big);
       std::vector<Op> ops(std::begin(ops_both), std::end(ops_both));
       if (dt == DType::F32) {
@@ -613,9 +573,7 @@ void registerAll() {
                                                [key](benchmark::State &st) { BM_run(st, key); }),
                   big);
         configure(benchmark::RegisterBenchmark(("kernel/" + key.name()).c_str(),
-                                               [key](benchmark::State &st) {
-                                                 BM_kernel(st, key);
-                                               }),
+                                               [key](benchmark::State &st) { BM_kernel(st, key); }),
                   big);
       }
     }

@@ -47,6 +47,8 @@
 #include <immintrin.h>
 #include <unistd.h>
 
+#include "bench/bench_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -319,45 +321,13 @@ int g_threads = 1;
 double linearFlops(int64_t m, const Linear &l) { return 2.0 * static_cast<double>(m) * l.n * l.k; }
 double attnFlops(int64_t seq) { return 2.0 * static_cast<double>(g_heads) * seq * seq * kHeadDim; }
 
-// Fraction of the machine's CPU time that was idle over `ms` (from
-// /proc/stat; 1 where it cannot be read).
-double idleFraction(int ms) {
-  auto read = [](uint64_t &idle, uint64_t &total) {
-    idle = total = 0;
-    FILE *f = std::fopen("/proc/stat", "r");
-    if (!f)
-      return false;
-    unsigned long long v[8] = {};
-    const int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-                              &v[3], &v[4], &v[5], &v[6], &v[7]);
-    std::fclose(f);
-    if (n < 5)
-      return false;
-    for (int i = 0; i < n; ++i)
-      total += v[i];
-    idle = v[3] + v[4];
-    return true;
-  };
-  uint64_t i0, t0, i1, t1;
-  const bool ok0 = read(i0, t0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  if (!ok0 || !read(i1, t1) || t1 <= t0)
-    return 1.0;
-  return static_cast<double>(i1 - i0) / static_cast<double>(t1 - t0);
-}
-
 double g_wait_idle_s = 0; // --gemm_wait_idle
 
 // OpenBLAS's idle workers spin for about 0.1 s after a call, and so do
 // OpenMP's for a while: let the previous benchmark's threads go to sleep
 // before timing the next one. With --gemm_wait_idle=S, also wait up to S
 // seconds for the machine to be idle (other processes off the cores).
-void settle() {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(g_wait_idle_s);
-  while (idleFraction(200) < 0.9 && std::chrono::steady_clock::now() < deadline) {
-  }
-}
+void settle() { kiln::bench::waitForIdle(std::max(g_wait_idle_s, 0.2)); }
 
 int64_t iterationsFor(double flops) {
   return std::clamp<int64_t>(std::llround(g_flop_budget / flops), 1, 50);

@@ -39,6 +39,8 @@
 // benchmark for the machine to be idle; --mm_dump_ir=DIR writes each kiln
 // kernel's program and optimised LLVM IR to DIR.
 #include <benchmark/benchmark.h>
+
+#include "bench/bench_util.h"
 #include <cblas.h>
 #include <sys/resource.h>
 
@@ -74,53 +76,15 @@ double g_flop_budget = 1.2e11;
 double g_wait_idle_s = 0; // --mm_wait_idle
 std::string g_dump_dir;   // --mm_dump_ir
 
-// Fraction of the machine's CPU time that was idle over `ms` (from
-// /proc/stat; 1 where it cannot be read).
-double idleFraction(int ms) {
-  auto read = [](uint64_t &idle, uint64_t &total) {
-    idle = total = 0;
-    FILE *f = std::fopen("/proc/stat", "r");
-    if (!f)
-      return false;
-    unsigned long long v[8] = {};
-    const int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
-                              &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
-    std::fclose(f);
-    if (n < 5)
-      return false;
-    for (unsigned long long x : v)
-      total += x;
-    idle = v[3] + v[4];
-    return true;
-  };
-  uint64_t i0, t0, i1, t1;
-  if (!read(i0, t0))
-    return 1;
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  if (!read(i1, t1) || t1 == t0)
-    return 1;
-  return static_cast<double>(i1 - i0) / static_cast<double>(t1 - t0);
-}
-
-// Minor page faults of the process so far.
-double minorFaults() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_minflt);
-}
-
 // Lets the previous benchmark's spinning BLAS threads go to sleep; with
 // --mm_wait_idle=S also waits up to S seconds for the machine to be idle.
 void settle() {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(g_wait_idle_s);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  while (g_wait_idle_s > 0 && idleFraction(200) < 0.9 &&
-         std::chrono::steady_clock::now() < deadline) {
-  }
+  bench::waitForIdle(g_wait_idle_s);
 }
 
-int cores() { return std::max(1u, std::thread::hardware_concurrency()); }
+using bench::cores;
+using bench::minorFaults;
 
 struct MmShape {
   const char *name;
@@ -262,8 +226,8 @@ Expected<Compiled> compile(const MmShape &s, Variant v, const runtime::ExecutorO
     return Error(b.status().message());
   g.addOutput("y", y);
   if (!kind.empty()) {
-    GroupId id = g.addGroup(FusionGroup{"fused.layer.proj", kind, "matmul_epilogue_bench",
-                                        Intermediates::F32});
+    GroupId id = g.addGroup(
+        FusionGroup{"fused.layer.proj", kind, "matmul_epilogue_bench", Intermediates::F32});
     for (size_t n = 0; n < g.numNodes(); ++n)
       g.node(static_cast<NodeId>(n)).group = id;
   }
@@ -403,8 +367,8 @@ void BM_epilogue(benchmark::State &state, MmShape s, Variant v) {
 
   runtime::ThreadPool pool;
   std::vector<std::vector<uint64_t>> scratch(
-      static_cast<size_t>(pool.size()),
-      std::vector<uint64_t>(static_cast<size_t>(std::max<int64_t>(1, program.scratchElementsPerRow()))));
+      static_cast<size_t>(pool.size()), std::vector<uint64_t>(static_cast<size_t>(std::max<int64_t>(
+                                            1, program.scratchElementsPerRow()))));
   const int64_t rows = program.rows();
   const int64_t rows_per_tile =
       std::max<int64_t>(1, runtime::ExecutorOptions{}.tile_elements / s.n);
@@ -428,8 +392,8 @@ void BM_epilogue(benchmark::State &state, MmShape s, Variant v) {
 void registerAll() {
   // Qwen-14B: hidden 5120, 40 heads, intermediate 13696 (w1 and w2 share a shape).
   const MmShape shapes[] = {
-      {"c_attn/M512", 512, 5120, 15360},     {"attn_c_proj/M512", 512, 5120, 5120},
-      {"mlp_w1/M512", 512, 5120, 13696},     {"mlp_c_proj/M512", 512, 13696, 5120},
+      {"c_attn/M512", 512, 5120, 15360},       {"attn_c_proj/M512", 512, 5120, 5120},
+      {"mlp_w1/M512", 512, 5120, 13696},       {"mlp_c_proj/M512", 512, 13696, 5120},
       {"attn_c_proj/M2048", 2048, 5120, 5120},
   };
   for (const MmShape &s : shapes) {
@@ -444,8 +408,7 @@ void registerAll() {
     const std::string tag = s.name;
     reg("cblas/" + tag, [s](benchmark::State &st) { BM_cblas(st, s); });
     reg("kiln_matmul/" + tag, [s](benchmark::State &st) { BM_kiln(st, s, Variant::Lone); });
-    reg("kiln_bias_cast/" + tag,
-        [s](benchmark::State &st) { BM_kiln(st, s, Variant::BiasCast); });
+    reg("kiln_bias_cast/" + tag, [s](benchmark::State &st) { BM_kiln(st, s, Variant::BiasCast); });
     reg("kiln_scale_cast/" + tag,
         [s](benchmark::State &st) { BM_kiln(st, s, Variant::ScaleCast); });
     for (Variant v : {Variant::Lone, Variant::BiasCast, Variant::ScaleCast})

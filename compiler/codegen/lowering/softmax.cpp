@@ -14,50 +14,61 @@ std::vector<ExprRef> at(std::vector<ExprRef> indices, int64_t axis, ExprRef inde
   return indices;
 }
 
-Bodies lowerSoftmax(LowerContext &ctx) {
-  const Shape &shape = ctx.outputType(0).shape;
-  const int64_t rank = static_cast<int64_t>(shape.size());
-  if (rank == 0)
-    return std::vector<ExprRef>{fconst(1)};
+// The output's shape, its indices, the softmax axis and the shape of one
+// per-row result (the axis set to 1).
+struct Rows {
+  Shape shape;
+  std::vector<ExprRef> idx;
+  int64_t axis = 0;
+  Shape row_shape;
+};
+
+Expected<Rows> rowsOf(const LowerContext &ctx) {
+  Rows r;
+  r.shape = ctx.outputType(0).shape;
+  const int64_t rank = static_cast<int64_t>(r.shape.size());
   auto axis = ops::normalizeAxis(ctx.attrs().getInt("axis"), rank);
   if (!axis)
     return ctx.error(axis.message());
-  const std::vector<ExprRef> idx = LowerContext::vars(rank);
-  Shape row_shape = shape;
-  row_shape[*axis] = 1;
-  const std::vector<ExprRef> row_idx = at(idx, *axis, iconst(0));
+  r.axis = axis;
+  r.idx = LowerContext::vars(rank);
+  r.row_shape = r.shape;
+  r.row_shape[r.axis] = 1;
+  return r;
+}
+
+Bodies lowerSoftmax(LowerContext &ctx) {
+  if (ctx.outputType(0).shape.empty())
+    return std::vector<ExprRef>{fconst(1)};
+  KILN_ASSIGN_OR_RETURN(Rows rows, rowsOf(ctx));
+  const auto &[shape, idx, axis, row_shape] = rows;
+  const std::vector<ExprRef> row_idx = at(idx, axis, iconst(0));
 
   int r = ctx.newReduceVar();
   int max =
       ctx.addStage("max", row_shape, ScalarType::F32,
-                   reduce(ReduceOp::Max, r, shape[*axis], ctx.input(0, at(idx, *axis, rvar(r)))));
+                   reduce(ReduceOp::Max, r, shape[axis], ctx.input(0, at(idx, axis, rvar(r)))));
   r = ctx.newReduceVar();
-  ExprRef shifted = ctx.input(0, at(idx, *axis, rvar(r))) - ctx.read(max, idx);
+  ExprRef shifted = ctx.input(0, at(idx, axis, rvar(r))) - ctx.read(max, idx);
   int sum = ctx.addStage("sum", row_shape, ScalarType::F32,
-                         reduce(ReduceOp::Sum, r, shape[*axis], unary(UnaryOp::Exp, shifted)));
+                         reduce(ReduceOp::Sum, r, shape[axis], unary(UnaryOp::Exp, shifted)));
   ExprRef e = unary(UnaryOp::Exp, ctx.input(0, idx) - ctx.read(max, row_idx));
   return std::vector<ExprRef>{e / ctx.read(sum, row_idx)};
 }
 
 // dx = y * (dy - sum(dy * y, axis)).
 Bodies lowerSoftmaxGrad(LowerContext &ctx) {
-  const Shape &shape = ctx.outputType(0).shape;
-  const int64_t rank = static_cast<int64_t>(shape.size());
-  if (rank == 0)
+  if (ctx.outputType(0).shape.empty())
     return std::vector<ExprRef>{fconst(0)};
-  auto axis = ops::normalizeAxis(ctx.attrs().getInt("axis"), rank);
-  if (!axis)
-    return ctx.error(axis.message());
-  const std::vector<ExprRef> idx = LowerContext::vars(rank);
-  Shape row_shape = shape;
-  row_shape[*axis] = 1;
+  KILN_ASSIGN_OR_RETURN(Rows rows, rowsOf(ctx));
+  const auto &[shape, idx, axis, row_shape] = rows;
   int r = ctx.newReduceVar();
-  const std::vector<ExprRef> along = at(idx, *axis, rvar(r));
+  const std::vector<ExprRef> along = at(idx, axis, rvar(r));
   int dot = ctx.addStage(
       "dot", row_shape, ScalarType::F32,
-      reduce(ReduceOp::Sum, r, shape[*axis], ctx.input(1, along) * ctx.input(0, along)));
+      reduce(ReduceOp::Sum, r, shape[axis], ctx.input(1, along) * ctx.input(0, along)));
   ExprRef y = ctx.input(0, idx), dy = ctx.input(1, idx);
-  return std::vector<ExprRef>{y * (dy - ctx.read(dot, at(idx, *axis, iconst(0))))};
+  return std::vector<ExprRef>{y * (dy - ctx.read(dot, at(idx, axis, iconst(0))))};
 }
 
 } // namespace

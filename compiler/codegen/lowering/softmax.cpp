@@ -30,7 +30,7 @@ Expected<Rows> rowsOf(const LowerContext &ctx) {
   auto axis = ops::normalizeAxis(ctx.attrs().getInt("axis"), rank);
   if (!axis)
     return ctx.error(axis.message());
-  r.axis = axis;
+  r.axis = *axis;
   r.idx = LowerContext::vars(rank);
   r.row_shape = r.shape;
   r.row_shape[r.axis] = 1;

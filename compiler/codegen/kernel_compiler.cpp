@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "compiler/codegen/kernel_dump.h"
 #include "passes/fusion/fusion_group_util.h"
 
 namespace kiln {
@@ -84,7 +85,35 @@ describeAlike(const std::vector<std::pair<const KernelDiagnostic *, std::string>
   return s;
 }
 
+// Builds `spec`'s program and checks it against the target: the problems
+// that keep it from compiling, none when it fits.
+std::vector<KernelDiagnostic> buildAndCheck(const passes::FusionView &view, const KernelSpec &spec,
+                                            const target::Target &target, KernelBuild &build,
+                                            KernelTiling &tiling) {
+  auto built = buildKernel(view.graph(), spec);
+  if (!built) {
+    KernelDiagnostic d = describeKernel(view.graph(), spec);
+    d.code = kErrLowering;
+    d.constraint = built.message();
+    return {std::move(d)};
+  }
+  build = std::move(*built);
+  return checkKernel(view, spec, build, target, tiling);
+}
+
 } // namespace
+
+std::vector<KernelDiagnostic> checkKernels(const Graph &graph, const target::Target &target) {
+  const passes::FusionView view(graph);
+  std::vector<KernelDiagnostic> found;
+  for (const KernelSpec &spec : partitionKernels(graph)) {
+    KernelBuild build;
+    KernelTiling tiling;
+    for (KernelDiagnostic &d : buildAndCheck(view, spec, target, build, tiling))
+      found.push_back(std::move(d));
+  }
+  return found;
+}
 
 std::string KernelCompileFailure::message() const {
   std::vector<std::pair<const KernelDiagnostic *, std::string>> items;
@@ -125,21 +154,27 @@ Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Targe
   std::vector<cache::CacheKeyInputs> unique_inputs;
   const cache::CacheKeyInputs base = baseKeyInputs(target, options.object);
 
+  // Points the problems of `spec` at its IR dump, when dumps are asked for.
+  auto dump = [&](const KernelSpec &spec, const KernelBuild *build,
+                  std::vector<KernelDiagnostic> &problems) {
+    if (options.dump_dir.empty())
+      return;
+    auto path = writeKernelDump(options.dump_dir, graph, spec, build, problems);
+    if (!path) {
+      spdlog::warn("{}", path.message());
+      return;
+    }
+    for (KernelDiagnostic &d : problems)
+      d.ir_dump = *path;
+  };
   // Builds and checks `spec`; a kernel that fits joins `out`.
   auto plan = [&](KernelSpec spec, std::vector<KernelDiagnostic> &problems) {
     CompiledKernel k;
-    auto build = buildKernel(graph, spec);
-    if (!build) {
-      KernelDiagnostic d = describeKernel(graph, spec);
-      d.code = kErrLowering;
-      d.constraint = build.message();
-      problems.push_back(std::move(d));
+    problems = buildAndCheck(view, spec, target, k.build, k.tiling);
+    if (!problems.empty()) {
+      dump(spec, problems.front().code == kErrLowering ? nullptr : &k.build, problems);
       return;
     }
-    k.build = std::move(*build);
-    problems = checkKernel(view, spec, k.build, target, k.tiling);
-    if (!problems.empty())
-      return;
     cache::CacheKeyInputs in = base;
     in.kernel_name = spec.name;
     in.kernel_ir = canonicalKernelText(graph, spec);

@@ -31,6 +31,9 @@ struct KernelCompileOptions {
   cache::KernelCache *cache = nullptr; // null: compile everything, keep nothing
   bool explain_misses = false;
   int threads = 0; // 0: one per core
+  // Where the IR of a kernel that cannot be built is written
+  // (KernelDiagnostic::ir_dump); empty: nowhere.
+  std::string dump_dir;
 };
 
 struct CompiledKernel {
@@ -80,6 +83,11 @@ std::string fallbackSummary(const std::vector<KernelFallback> &fallbacks);
 
 // The key parts every kernel of this kiln, host and LLVM shares.
 cache::CacheKeyInputs baseKeyInputs(const target::Target &target, const ObjectOptions &options);
+
+// What compiling `graph` would fail with, found without compiling anything:
+// every kernel is partitioned, built and checked against the target, and
+// LLVM never runs. Cheap enough to run per trial of a bisection or reduction.
+std::vector<KernelDiagnostic> checkKernels(const Graph &graph, const target::Target &target);
 
 Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Target &target,
                                          const KernelCompileOptions &options,

@@ -275,6 +275,23 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   resolved.context = std::make_shared<passes::PassContext>(
       resolved.target, std::move(switches.enabled), std::move(switches.decided_by));
   resolved.context->setPrecision(std::move(precision));
+
+  JobSettings &effective = resolved.effective;
+  effective.target = target_name;
+  effective.dtype = resolved.dtype;
+  effective.overflow = resolved.overflow;
+  effective.precision_mode = mode;
+  effective.modify_mixlist =
+      command_line.modify_mixlist ? command_line.modify_mixlist : job.modify_mixlist;
+  effective.keep_dtype = command_line.keep_dtype ? command_line.keep_dtype : job.keep_dtype;
+  effective.attention_fp32_layers = command_line.attention_fp32_layers
+                                        ? command_line.attention_fp32_layers
+                                        : job.attention_fp32_layers;
+  effective.custom_op_dirs = job.custom_op_dirs;
+  effective.custom_op_dirs.insert(effective.custom_op_dirs.end(),
+                                  command_line.custom_op_dirs.begin(),
+                                  command_line.custom_op_dirs.end());
+  effective.fusion_rule_dirs = rule_dirs;
   return resolved;
 }
 

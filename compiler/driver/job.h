@@ -57,6 +57,9 @@ struct ResolvedJob {
   std::shared_ptr<passes::PassRegistry> registry;
   std::shared_ptr<passes::PassContext> context;
   std::vector<std::string> warnings; // e.g. unknown passes accepted
+  // The settings in effect, layers merged and paths resolved: what a job
+  // file repeating this job must say (the pass states are `context`'s).
+  JobSettings effective;
 };
 
 // Layers, lowest precedence first: built-in defaults, fusion_rules/'s default

@@ -1,30 +1,38 @@
 #include "compiler/driver/kernels.h"
 
 #include "compiler/cache/kernel_cache.h"
+#include "compiler/driver/compile.h"
 
 namespace kiln::driver {
 
 Expected<JobKernels> compileJobKernels(const Graph &graph, const ResolvedJob &job,
-                                       const KernelCacheSettings &cache_settings,
+                                       const KernelSettings &settings,
                                        codegen::KernelCompileFailure *failure) {
   JobKernels result;
   std::unique_ptr<cache::KernelCache> cache;
-  if (cache_settings.mode != cache::CacheMode::Disable) {
-    KILN_ASSIGN_OR_RETURN(result.cache_dir, cache::resolveCacheDir(cache_settings.dir));
+  if (settings.mode != cache::CacheMode::Disable) {
+    KILN_ASSIGN_OR_RETURN(result.cache_dir, cache::resolveCacheDir(settings.dir));
     KILN_ASSIGN_OR_RETURN(uint64_t max_bytes, cache::maxSizeFromEnv());
-    KILN_ASSIGN_OR_RETURN(
-        cache, cache::KernelCache::open(result.cache_dir, cache_settings.mode, max_bytes));
+    KILN_ASSIGN_OR_RETURN(cache,
+                          cache::KernelCache::open(result.cache_dir, settings.mode, max_bytes));
   }
   codegen::KernelCompileOptions options;
   options.object.overflow = job.overflow;
   options.cache = cache.get();
-  options.explain_misses = cache_settings.explain_misses;
-  options.on_error = cache_settings.on_compile_error;
+  options.explain_misses = settings.explain_misses;
+  options.on_error = settings.on_compile_error;
+  options.dump_dir = settings.dump_dir;
   KILN_ASSIGN_OR_RETURN(result.kernels,
                         codegen::compileKernels(graph, job.target, options, failure));
   if (cache)
     KILN_RETURN_IF_ERROR(cache->flushStats());
   return result;
+}
+
+Expected<std::vector<codegen::KernelDiagnostic>> kernelFailures(Graph graph,
+                                                                const ResolvedJob &job) {
+  KILN_RETURN_IF_ERROR(compileGraph(graph, job).status());
+  return codegen::checkKernels(graph, job.target);
 }
 
 } // namespace kiln::driver

@@ -11,11 +11,14 @@
 
 namespace kiln::driver {
 
-struct KernelCacheSettings {
+struct KernelSettings {
   std::optional<std::string> dir; // --cache-dir; else KILN_CACHE_DIR, XDG, ~/.cache/kiln
   cache::CacheMode mode = cache::CacheMode::Enable;
   bool explain_misses = false;
   codegen::OnCompileError on_compile_error = codegen::OnCompileError::Fail;
+  // --kernel-dump-dir: the IR of every kernel that cannot be built goes here
+  // (relative to the working directory, as CANN's kernel_meta); empty: none.
+  std::string dump_dir = "kiln_dump";
 };
 
 struct JobKernels {
@@ -27,7 +30,13 @@ struct JobKernels {
 // kernel the target cannot hold fails the compile; `failure` then has every
 // diagnostic.
 Expected<JobKernels> compileJobKernels(const Graph &graph, const ResolvedJob &job,
-                                       const KernelCacheSettings &cache_settings,
+                                       const KernelSettings &settings,
                                        codegen::KernelCompileFailure *failure = nullptr);
+
+// The kernels the target cannot hold once the job's passes have run over
+// `graph`, found without compiling any (codegen::checkKernels): what debug
+// bisect and reduce test per trial. An error is a pass's.
+Expected<std::vector<codegen::KernelDiagnostic>> kernelFailures(Graph graph,
+                                                                const ResolvedJob &job);
 
 } // namespace kiln::driver

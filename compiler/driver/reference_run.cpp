@@ -42,21 +42,24 @@ Expected<ops::TensorMap> bindModelInputs(const Graph &graph, const ops::TensorMa
 
 Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
   KILN_ASSIGN_OR_RETURN(SafetensorsFile data, readSafetensors(request.inputs_path));
-  auto ids = data.tensors.find("input_ids");
-  if (ids == data.tensors.end())
-    return Error(request.inputs_path + ": no tensor 'input_ids'");
-  if (ids->second.dtype() != DType::I64 || ids->second.shape().size() != 2)
-    return Error(request.inputs_path + ": 'input_ids' must be i64 [batch, seq], got " +
-                 typeToString(ids->second.type()));
-
+  // A Qwen config takes its batch and sequence from input_ids; a graph JSON
+  // has its shapes written down.
   const DType dtype = request.job ? request.job->dtype : request.dtype;
   const OverflowMode overflow = request.job ? request.job->overflow : request.overflow;
   frontend::ModelOptions model_options;
-  model_options.batch = ids->second.shape()[0];
-  model_options.seq = ids->second.shape()[1];
   model_options.dtype = dtype;
+  auto ids = data.tensors.find("input_ids");
+  if (ids != data.tensors.end()) {
+    if (ids->second.dtype() != DType::I64 || ids->second.shape().size() != 2)
+      return Error(request.inputs_path + ": 'input_ids' must be i64 [batch, seq], got " +
+                   typeToString(ids->second.type()));
+    model_options.batch = ids->second.shape()[0];
+    model_options.seq = ids->second.shape()[1];
+  }
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel model,
                         frontend::loadModel(request.model, model_options));
+  if (model.config && ids == data.tensors.end())
+    return Error(request.inputs_path + ": no tensor 'input_ids'");
   Graph graph = std::move(model.graph);
   if (request.training) {
     autodiff::TrainingStepOptions options;

@@ -9,28 +9,11 @@
 #include <string_view>
 
 #include "compiler/frontend/qwen_model.h"
+#include "compiler/frontend/random_init.h"
 
 namespace kiln::frontend {
 
 namespace {
-
-// FNV-1a: stable across platforms and standard libraries, unlike std::hash.
-uint64_t hashName(std::string_view name) {
-  uint64_t h = 14695981039346656037ull;
-  for (char c : name) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-// splitmix64 finaliser, so nearby seeds give unrelated streams.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 bool endsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -55,7 +38,7 @@ std::map<std::string, Tensor> initQwenWeights(const QwenConfig &config, uint64_t
       break; // zero-filled already
     case ParamKind::Embedding:
     case ParamKind::Weight: {
-      std::mt19937_64 rng(mix(seed ^ mix(hashName(p.name))));
+      std::mt19937_64 rng = generatorFor(seed, p.name);
       std::normal_distribution<double> dist(0.0,
                                             endsWith(p.name, "c_proj.weight") ? proj_std : std_dev);
       for (int64_t i = 0; i < n; ++i)

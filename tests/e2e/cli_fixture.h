@@ -1,5 +1,5 @@
 // The fixture of the command-line tests: runs the real kiln binary in a
-// scratch folder and checks its one-line errors.
+// scratch folder (its working directory) and checks its one-line errors.
 #pragma once
 
 #include <algorithm>
@@ -47,7 +47,9 @@ protected:
 
   Result run(const std::string &args) {
     const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
-    int status = std::system((kiln_ + " " + args + " >" + out + " 2>" + err).c_str());
+    // In the test's folder, where the default outputs (kiln_dump/) land.
+    int status = std::system(
+        ("cd " + dir_.string() + " && " + kiln_ + " " + args + " >" + out + " 2>" + err).c_str());
     Result r;
     r.signaled = WIFSIGNALED(status);
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -36,6 +36,7 @@ void registerCompileCommand(CLI::App &app, Action &action);
 void registerPassesCommand(CLI::App &app, Action &action);
 void registerCacheCommand(CLI::App &app, Action &action);
 void registerDebugCommand(CLI::App &app, Action &action);
+void registerDebugReduce(CLI::App &debug, Action &action); // under `kiln debug`
 void registerInspectCommand(CLI::App &app, Action &action);
 
 } // namespace kiln::cli

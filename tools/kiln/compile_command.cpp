@@ -23,7 +23,7 @@ struct CompileOptions {
   std::string report;
   std::vector<int64_t> seqs; // several: one artifact bucket each
   std::string output;
-  driver::KernelCacheSettings cache;
+  driver::KernelSettings cache;
   bool passes_only = false;
 };
 
@@ -229,7 +229,7 @@ void registerCompileCommand(CLI::App &app, Action &action) {
   cmd->add_flag("--passes-only", opts->passes_only,
                 "run the passes but compile no kernels (nothing is checked against the target's "
                 "buffers)");
-  addKernelCacheFlags(*cmd, opts->cache);
+  addKernelFlags(*cmd, opts->cache);
   cmd->callback([opts, &action] { action = [opts] { return runCompile(*opts); }; });
 }
 

@@ -32,7 +32,7 @@ template <typename Report> int print(const std::string &format, const Report &re
 struct OverflowOptions {
   driver::ReferenceRunRequest request;
   JobFlags job;
-  driver::KernelCacheSettings cache;
+  driver::KernelSettings cache;
   std::string dump_dir;
   std::string format = "text";
 };
@@ -68,14 +68,14 @@ void registerOverflow(CLI::App &debug, Action &action) {
                   "write the overflowing op's inputs and outputs here (safetensors)");
   cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   addJobFlags(*cmd, opts->job);
-  addKernelCacheFlags(*cmd, opts->cache);
+  addKernelFlags(*cmd, opts->cache);
   cmd->callback([opts, &action] { action = [opts] { return runOverflow(*opts); }; });
 }
 
 struct CompareOptions {
   driver::ReferenceRunRequest request;
   JobFlags job;
-  driver::KernelCacheSettings cache;
+  driver::KernelSettings cache;
   std::string against = "reference";
   double tolerance = -1;
   size_t top = 10;
@@ -170,7 +170,7 @@ void registerCompare(CLI::App &debug, Action &action) {
   cmd->add_option("--top", opts->top, "how many of the largest errors to list");
   cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   addJobFlags(*cmd, opts->job);
-  addKernelCacheFlags(*cmd, opts->cache);
+  addKernelFlags(*cmd, opts->cache);
   cmd->callback([opts, &action] { action = [opts] { return runCompare(*opts); }; });
 }
 
@@ -178,21 +178,20 @@ struct BisectOptions {
   driver::ModelRequest model;
   std::string weights, inputs; // --check accuracy
   JobFlags job;
-  driver::KernelCacheSettings cache;
+  driver::KernelSettings cache;
   std::string check = "compile";
   double tolerance = 1e-2;
   std::string format = "text";
 };
 
-// The failure a trial reproduces: the codes of the kernels that failed, or
-// "error" for a compile error that is not a kernel's.
+// The failure a trial reproduces: the codes of the kernels that failed.
 using Signature = std::set<std::string>;
 
-Signature signatureOf(const codegen::KernelCompileFailure &failure) {
+Signature signatureOf(const std::vector<codegen::KernelDiagnostic> &failures) {
   Signature s;
-  for (const codegen::KernelDiagnostic &d : failure.diagnostics)
+  for (const codegen::KernelDiagnostic &d : failures)
     s.insert(d.code);
-  return s.empty() ? Signature{"error"} : s;
+  return s;
 }
 
 // The job of `flags` with `trial`'s passes off.
@@ -280,11 +279,11 @@ int runBisect(const BisectOptions &opts) {
     KILN_ASSIGN_OR_RETURN(driver::ResolvedJob trial_job, trialJob(opts.job, trial, default_dtype));
     if (!accuracy) {
       KILN_ASSIGN_OR_RETURN(Graph graph, trialGraph(trial_job, trial));
-      codegen::KernelCompileFailure failure;
-      auto kernels = driver::compileJobKernels(graph, trial_job, opts.cache, &failure);
-      if (kernels)
+      const std::vector<codegen::KernelDiagnostic> failures =
+          codegen::checkKernels(graph, trial_job.target);
+      if (failures.empty())
         return false;
-      Signature sig = signatureOf(failure);
+      Signature sig = signatureOf(failures);
       if (!baseline)
         baseline = sig; // the job as given defines the failure
       for (const std::string &code : sig)
@@ -331,18 +330,20 @@ void registerBisect(CLI::App &debug, Action &action) {
   cmd->add_option("--inputs", opts->inputs, "safetensors with input_ids (accuracy)");
   cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   addJobFlags(*cmd, opts->job);
-  addKernelCacheFlags(*cmd, opts->cache);
+  addKernelFlags(*cmd, opts->cache);
   cmd->callback([opts, &action] { action = [opts] { return runBisect(*opts); }; });
 }
 
 } // namespace
 
 void registerDebugCommand(CLI::App &app, Action &action) {
-  CLI::App *debug = app.add_subcommand("debug", "Find what breaks a run: overflow, compare");
+  CLI::App *debug = app.add_subcommand(
+      "debug", "Find what breaks a compile or a run: overflow, compare, bisect, reduce");
   debug->require_subcommand(1);
   registerOverflow(*debug, action);
   registerCompare(*debug, action);
   registerBisect(*debug, action);
+  registerDebugReduce(*debug, action);
 }
 
 } // namespace kiln::cli

@@ -1,10 +1,13 @@
-// `kiln init`: write freshly initialised Qwen weights with their HF names.
+// `kiln init`: write freshly initialised weights: a Qwen config's with their
+// HF names, or random ones for every parameter input of a graph JSON.
 #include <iostream>
 
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/qwen_init.h"
+#include "compiler/frontend/random_init.h"
 #include "ir/safetensors.h"
 #include "tools/kiln/cli_common.h"
+#include "tools/kiln/job_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -14,18 +17,23 @@ struct InitOptions {
   std::string output;
   uint64_t seed = 0;
   std::vector<std::string> scales; // PATTERN=FACTOR
+  double std_dev = 0.02;           // graph parameters
+  JobFlags job;                    // a graph's custom ops
 };
 
 int runInit(const InitOptions &opts) {
+  auto job = resolveJobFlags(opts.job, DType::F32);
+  if (!job)
+    return fail(job.error());
   frontend::ModelOptions model_options;
   model_options.seq = 2; // the graph is not needed, only the config
   auto model = frontend::loadModel(opts.model, model_options);
   if (!model)
     return fail(model.error());
-  if (!model->config)
-    return fail(opts.model + ": kiln init needs a Hugging Face config.json, not a graph");
   SafetensorsFile file;
-  file.tensors = frontend::initQwenWeights(*model->config, opts.seed);
+  file.tensors = model->config ? frontend::initQwenWeights(*model->config, opts.seed)
+                               : frontend::randomGraphInputs(model->graph, InputRole::Parameter,
+                                                             opts.seed, opts.std_dev);
   for (const std::string &scale : opts.scales) {
     size_t eq = scale.rfind('=');
     double factor = 0;
@@ -53,12 +61,17 @@ int runInit(const InitOptions &opts) {
 void registerInitCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<InitOptions>();
   CLI::App *cmd = app.add_subcommand(
-      "init", "Initialise Qwen weights (normal 0.02, c_proj 0.02/sqrt(2*layers)) to safetensors");
-  cmd->add_option("MODEL", opts->model, "config.json or a folder holding it")->required();
+      "init", "Initialise weights to safetensors: a Qwen config's (normal 0.02, c_proj "
+              "0.02/sqrt(2*layers)), or a graph JSON's parameters (normal --std)");
+  cmd->add_option("MODEL", opts->model, "config.json, a folder holding it, or a kiln graph JSON")
+      ->required();
   cmd->add_option("-o,--output", opts->output, "the safetensors file to write")->required();
   cmd->add_option("--seed", opts->seed, "random seed (default 0)");
   cmd->add_option("--scale", opts->scales,
                   "multiply the weights matching a glob: 'transformer.h.*.attn.c_attn.weight=40'");
+  cmd->add_option("--std", opts->std_dev, "standard deviation of a graph's parameters")
+      ->check(CLI::NonNegativeNumber);
+  addJobFlags(*cmd, opts->job);
   cmd->callback([opts, &action] { action = [opts] { return runInit(*opts); }; });
 }
 

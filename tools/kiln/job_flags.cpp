@@ -97,7 +97,7 @@ passes::Instrumentation instrumentationOf(const JobFlags &flags) {
   return inst;
 }
 
-void addKernelCacheFlags(CLI::App &cmd, driver::KernelCacheSettings &settings) {
+void addKernelFlags(CLI::App &cmd, driver::KernelSettings &settings) {
   cmd.add_option_function<std::string>(
          "--cache-dir", [&settings](const std::string &d) { settings.dir = d; },
          "kernel cache folder (default: KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln, ~/.cache/kiln)")
@@ -128,6 +128,10 @@ void addKernelCacheFlags(CLI::App &cmd, driver::KernelCacheSettings &settings) {
          "fail (default): a kernel the target cannot hold fails the compile; fallback: split "
          "it into single-op kernels, or run the op's reference kernel on the host, and list "
          "every fallback")
+      ->group("Kernel cache");
+  cmd.add_option("--kernel-dump-dir", settings.dump_dir,
+                 "where the IR of a kernel that cannot be built is written (default kiln_dump; "
+                 "'' for none)")
       ->group("Kernel cache");
 }
 

@@ -31,6 +31,6 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags);
 Expected<driver::ResolvedJob> resolveJobFlags(const JobFlags &flags, DType default_dtype);
 passes::Instrumentation instrumentationOf(const JobFlags &flags);
 // --cache-dir, --cache-mode and --explain-cache-misses.
-void addKernelCacheFlags(CLI::App &cmd, driver::KernelCacheSettings &settings);
+void addKernelFlags(CLI::App &cmd, driver::KernelSettings &settings);
 
 } // namespace kiln::cli

@@ -1,10 +1,13 @@
-// `kiln make-inputs`: random token ids for smoke runs of a model.
+// `kiln make-inputs`: random inputs for smoke runs of a model: token ids for a
+// Qwen config, every data input of a graph JSON.
 #include <iostream>
 #include <random>
 
 #include "compiler/frontend/model_loader.h"
+#include "compiler/frontend/random_init.h"
 #include "ir/safetensors.h"
 #include "tools/kiln/cli_common.h"
+#include "tools/kiln/job_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -15,22 +18,29 @@ struct MakeInputsOptions {
   int64_t batch = 1;
   int64_t seq = 16;
   uint64_t seed = 0;
+  JobFlags job; // a graph's custom ops
 };
 
 int runMakeInputs(const MakeInputsOptions &opts) {
+  auto job = resolveJobFlags(opts.job, DType::F32);
+  if (!job)
+    return fail(job.error());
   frontend::ModelOptions model_options;
   model_options.seq = 2; // only the config is needed
   auto model = frontend::loadModel(opts.model, model_options);
   if (!model)
     return fail(model.error());
-  if (!model->config)
-    return fail(opts.model + ": kiln make-inputs needs a Hugging Face config.json");
+  SafetensorsFile file;
+  if (!model->config) {
+    file.tensors = frontend::randomGraphInputs(model->graph, InputRole::Data, opts.seed, 1.0);
+    Status written = writeSafetensors(opts.output, file);
+    return written ? 0 : fail(written.error());
+  }
   std::mt19937_64 rng(opts.seed);
   std::uniform_int_distribution<int64_t> token(0, model->config->vocab_size - 1);
   std::vector<int64_t> ids(static_cast<size_t>(opts.batch * opts.seq));
   for (int64_t &id : ids)
     id = token(rng);
-  SafetensorsFile file;
   file.tensors["input_ids"] = Tensor::fromInts(DType::I64, {opts.batch, opts.seq}, ids);
   Status written = writeSafetensors(opts.output, file);
   return written ? 0 : fail(written.error());
@@ -41,12 +51,15 @@ int runMakeInputs(const MakeInputsOptions &opts) {
 void registerMakeInputsCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<MakeInputsOptions>();
   CLI::App *cmd = app.add_subcommand(
-      "make-inputs", "Write uniformly random input_ids (i64 [batch, seq]) for a model");
-  cmd->add_option("MODEL", opts->model, "config.json or a folder holding it")->required();
+      "make-inputs", "Write random inputs for a model: uniform input_ids (i64 [batch, seq]) for "
+                     "a Qwen config, normal(0, 1) data inputs for a graph JSON");
+  cmd->add_option("MODEL", opts->model, "config.json, a folder holding it, or a kiln graph JSON")
+      ->required();
   cmd->add_option("-o,--output", opts->output, "the safetensors file to write")->required();
   cmd->add_option("--batch", opts->batch, "batch size")->check(CLI::PositiveNumber);
   cmd->add_option("--seq", opts->seq, "sequence length")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", opts->seed, "random seed (default 0)");
+  addJobFlags(*cmd, opts->job);
   cmd->callback([opts, &action] { action = [opts] { return runMakeInputs(*opts); }; });
 }
 

@@ -19,7 +19,7 @@ struct RunOptions {
   driver::ReferenceRunRequest request;
   std::string outputs;
   JobFlags job;
-  driver::KernelCacheSettings cache;
+  driver::KernelSettings cache;
   bool reference = false;
 };
 
@@ -44,11 +44,13 @@ int writeOutputs(const std::string &path, ops::TensorMap outputs) {
 
 // Compiles the prepared graph's kernels and runs them.
 Expected<ops::TensorMap> runCompiled(driver::PreparedRun &run, const driver::ResolvedJob &job,
-                                     const driver::KernelCacheSettings &cache) {
+                                     const driver::KernelSettings &cache) {
   KILN_ASSIGN_OR_RETURN(driver::JobKernels kernels,
                         driver::compileJobKernels(run.graph, job, cache));
   for (const std::string &line : kernels.kernels.miss_explanations)
     std::cerr << "kiln: cache miss: " << line << "\n";
+  if (!kernels.kernels.fallbacks.empty())
+    std::cerr << "kiln: " << codegen::fallbackSummary(kernels.kernels.fallbacks) << "\n";
   KILN_ASSIGN_OR_RETURN(auto executor,
                         runtime::Executor::create(run.graph, std::move(kernels.kernels)));
   KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, executor->run(run.inputs));
@@ -136,7 +138,7 @@ void registerRunCommand(CLI::App &app, Action &action) {
   cmd->add_flag("--reference", opts->reference,
                 "run the reference interpreter instead of the compiled kernels");
   addJobFlags(*cmd, opts->job);
-  addKernelCacheFlags(*cmd, opts->cache);
+  addKernelFlags(*cmd, opts->cache);
   cmd->callback([opts, cmd, &action] { action = [opts, cmd] { return runRun(*opts, *cmd); }; });
 }
 

@@ -1,0 +1,53 @@
+#include "compiler/frontend/random_init.h"
+
+namespace kiln::frontend {
+namespace {
+
+// FNV-1a: stable across platforms and standard libraries, unlike std::hash.
+uint64_t hashName(std::string_view name) {
+  uint64_t h = 14695981039346656037ull;
+  for (char c : name) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// splitmix64 finaliser, so nearby seeds give unrelated streams.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+} // namespace
+
+std::mt19937_64 generatorFor(uint64_t seed, std::string_view name) {
+  return std::mt19937_64(mix(seed ^ mix(hashName(name))));
+}
+
+std::map<std::string, Tensor> randomGraphInputs(const Graph &graph, InputRole role, uint64_t seed,
+                                                double std_dev) {
+  std::map<std::string, Tensor> tensors;
+  for (const GraphInput &in : graph.inputs()) {
+    if (in.role != role)
+      continue;
+    TensorType type = graph.type(in.value);
+    if (!isFloat(type.dtype)) {
+      tensors.emplace(in.name, Tensor(type)); // zero-filled
+      continue;
+    }
+    type.dtype = DType::F32;
+    Tensor t(type);
+    float *data = t.dataAs<float>();
+    std::mt19937_64 rng = generatorFor(seed, in.name);
+    std::normal_distribution<double> dist(0.0, std_dev);
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      data[i] = static_cast<float>(dist(rng));
+    tensors.emplace(in.name, std::move(t));
+  }
+  return tensors;
+}
+
+} // namespace kiln::frontend

@@ -1,0 +1,121 @@
+#include "debug/repro.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include <nlohmann/json.hpp>
+
+#include "ir/file_io.h"
+#include "ir/graph_json.h"
+#include "passes/precision/precision_mode.h"
+#include "target/target.h"
+
+namespace kiln::debug {
+namespace fs = std::filesystem;
+namespace {
+
+// Copies the files of `from` ending in `extension` (not its subfolders) to
+// `to`, which is emptied first.
+Status copyFolder(const std::string &from, const fs::path &to, const std::string &extension) {
+  std::error_code ec;
+  fs::remove_all(to, ec);
+  fs::create_directories(to, ec);
+  if (ec)
+    return Error("repro folder '" + to.string() + "': " + ec.message());
+  for (const fs::directory_entry &e : fs::directory_iterator(from, ec)) {
+    if (!e.is_regular_file() || e.path().extension() != extension)
+      continue;
+    KILN_ASSIGN_OR_RETURN(std::string contents, readFile(e.path().string()));
+    KILN_RETURN_IF_ERROR(writeFileAtomic((to / e.path().filename()).string(), contents));
+  }
+  if (ec)
+    return Error("'" + from + "': " + ec.message());
+  return Status::ok();
+}
+
+// Copies one file the job reads to `dir/name`; returns `name` for the job file.
+Expected<std::string> copyFile(const std::string &from, const fs::path &dir,
+                               const std::string &name) {
+  KILN_ASSIGN_OR_RETURN(std::string contents, readFile(from));
+  KILN_RETURN_IF_ERROR(writeFileAtomic((dir / name).string(), contents));
+  return name;
+}
+
+Expected<nlohmann::json> reproJob(const fs::path &dir, const driver::ResolvedJob &job) {
+  const driver::JobSettings &s = job.effective;
+  nlohmann::json doc = {{"format", "kiln.job"}, {"version", 1}, {"name", "repro"}};
+  const std::string target = s.target.value_or(job.target.name);
+  if (target.size() > 5 && target.substr(target.size() - 5) == ".json") {
+    KILN_RETURN_IF_ERROR(writeFileAtomic((dir / "target.json").string(),
+                                         target::targetToJson(job.target).dump(2) + "\n"));
+    doc["target"] = "target.json";
+  } else {
+    doc["target"] = target;
+  }
+
+  nlohmann::json precision = {{"dtype", dtypeName(job.dtype)},
+                              {"overflow_mode", overflowModeName(job.overflow)}};
+  if (s.precision_mode)
+    precision["precision_mode"] = passes::precisionModeName(*s.precision_mode);
+  if (s.modify_mixlist) {
+    KILN_ASSIGN_OR_RETURN(precision["modify_mixlist"],
+                          copyFile(*s.modify_mixlist, dir, "modify_mixlist.json"));
+  }
+  if (s.keep_dtype) {
+    KILN_ASSIGN_OR_RETURN(precision["keep_dtype"], copyFile(*s.keep_dtype, dir, "keep_dtype.txt"));
+  }
+  if (s.attention_fp32_layers)
+    precision["attention_fp32_layers"] = *s.attention_fp32_layers;
+  doc["precision"] = precision;
+
+  auto copies = [&](const std::vector<std::string> &dirs, const std::string &folder,
+                    const std::string &extension) -> Expected<nlohmann::json> {
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      const std::string rel = folder + "/" + std::to_string(i);
+      KILN_RETURN_IF_ERROR(copyFolder(dirs[i], dir / rel, extension));
+      list.push_back(rel);
+    }
+    return list;
+  };
+  KILN_ASSIGN_OR_RETURN(doc["custom_ops"], copies(s.custom_op_dirs, "custom_ops", ".xml"));
+  KILN_ASSIGN_OR_RETURN(doc["fusion_rules"], copies(s.fusion_rule_dirs, "fusion_rules", ".json"));
+
+  // Every pass explicitly, so no default or switch file in between can differ.
+  nlohmann::json enable = nlohmann::json::array(), disable = nlohmann::json::array();
+  for (const passes::Pass *p : job.registry->ordered()) {
+    const passes::PassInfo &info = p->info();
+    (job.context->isEnabled(info.name, info.default_on) ? enable : disable).push_back(info.name);
+  }
+  doc["enable_passes"] = enable;
+  doc["disable_passes"] = disable;
+  return doc;
+}
+
+std::string readme(const Graph &graph, const ReproNotes &notes) {
+  std::string s = "# Reproducer: " + std::to_string(graph.numNodes()) + " nodes\n\n";
+  s += "Reduced by `kiln debug reduce` from `" + notes.origin + "` (" + notes.reduction + ").\n\n";
+  s += "Run in this folder:\n\n```sh\nkiln compile graph.json --job job.json\n```\n\n";
+  s += "It fails with:\n\n```\n" + notes.failure + "\n```\n\n";
+  s += "`graph.json` is the graph the passes start from; `job.json` switches every pass\n"
+       "explicitly and refers only to files in this folder.\n";
+  return s;
+}
+
+} // namespace
+
+Status writeRepro(const std::string &dir, const Graph &graph, const driver::ResolvedJob &job,
+                  const ReproNotes &notes) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    return Error("repro folder '" + dir + "': " + ec.message());
+  const fs::path root(dir);
+  KILN_ASSIGN_OR_RETURN(nlohmann::json job_doc, reproJob(root, job));
+  KILN_RETURN_IF_ERROR(
+      writeFileAtomic((root / "graph.json").string(), graphToJson(graph).dump(1) + "\n"));
+  KILN_RETURN_IF_ERROR(writeFileAtomic((root / "job.json").string(), job_doc.dump(2) + "\n"));
+  return writeFileAtomic((root / "README.md").string(), readme(graph, notes));
+}
+
+} // namespace kiln::debug

@@ -85,14 +85,18 @@ Expected<SwitchLayer> parseSwitchLines(std::string_view text, std::string_view s
   return layer;
 }
 
+Expected<SwitchLayer> parseSwitchText(std::string_view text, std::string_view source) {
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && text[first] == '{') {
+    KILN_ASSIGN_OR_RETURN(json doc, parseJson(text, source));
+    return parseSwitchObject(doc, source);
+  }
+  return parseSwitchLines(text, source);
+}
+
 Expected<SwitchLayer> readSwitchFile(const std::string &path) {
   KILN_ASSIGN_OR_RETURN(std::string text, readFile(path));
-  size_t first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && text[first] == '{') {
-    KILN_ASSIGN_OR_RETURN(json doc, parseJson(text, path));
-    return parseSwitchObject(doc, path);
-  }
-  return parseSwitchLines(text, path);
+  return parseSwitchText(text, path);
 }
 
 Expected<SwitchResolution> resolveSwitches(const PassRegistry &registry,

@@ -45,7 +45,8 @@ Expected<SwitchLayer> parseSwitchGroups(const nlohmann::json &groups, std::strin
                                         const std::string &path);
 // The old format: one "PassName:off" (or ":on") a line; '#' starts a comment.
 Expected<SwitchLayer> parseSwitchLines(std::string_view text, std::string_view source);
-// Either format, told apart by the first non-blank character.
+// Either format, told apart by the first non-blank character ('{' is JSON).
+Expected<SwitchLayer> parseSwitchText(std::string_view text, std::string_view source);
 Expected<SwitchLayer> readSwitchFile(const std::string &path);
 
 struct SwitchResolution {

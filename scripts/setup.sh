@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Installs kiln's Debian 12 build dependencies that are missing, then
 # configures and builds kiln in ./build. Safe to run again: it only does what
-# is not done yet.
+# is not done yet. `setup.sh --deps-only [PACKAGE...]` installs the
+# dependencies and the extra packages named (scripts/fuzz.sh: clang-19) and
+# builds nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+deps_only=false
+extra=()
+if [ "${1:-}" = "--deps-only" ]; then
+  deps_only=true
+  shift
+  extra=("$@")
+fi
 
 packages=(
   cmake ninja-build g++ pkg-config
@@ -11,6 +21,7 @@ packages=(
   nlohmann-json3-dev libtinyxml2-dev libspdlog-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libssl-dev
+  "${extra[@]}"
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -23,6 +34,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+$deps_only && exit 0
 
 build_type="${KILN_BUILD_TYPE:-Release}"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$build_type" >/dev/null

@@ -1,0 +1,172 @@
+// Writes the seed corpus of every fuzz target: `fuzz_seeds SOURCE_DIR OUT_DIR`
+// fills OUT_DIR/<target>/ with the repository's own examples and data, plus
+// small files this program builds with kiln's writers (a safetensors file, a
+// graph, an artifact compiled for a one-layer Qwen, cache entries, a manifest).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "compiler/artifact/artifact.h"
+#include "compiler/artifact/artifact_builder.h"
+#include "compiler/cache/cache_entry.h"
+#include "compiler/codegen/kernel_compiler.h"
+#include "compiler/driver/compile.h"
+#include "compiler/driver/job.h"
+#include "ir/graph_json.h"
+#include "ir/safetensors.h"
+
+namespace fs = std::filesystem;
+using namespace kiln;
+
+namespace {
+
+fs::path out_root;
+
+void write(const std::string &target, const std::string &name, std::string_view bytes) {
+  fs::create_directories(out_root / target);
+  std::ofstream(out_root / target / name, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Copies the files of `dir` (relative to the source root) ending in `ext`.
+void copyAll(const fs::path &source, const std::string &target, const std::string &dir,
+             const std::string &ext, const std::string &skip = "") {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(source / dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const fs::path &p = it->path();
+    if (!it->is_regular_file() || p.extension() != ext || p.filename() == skip)
+      continue;
+    fs::create_directories(out_root / target);
+    std::string name = fs::relative(p, source).string();
+    for (char &c : name)
+      c = c == '/' ? '_' : c;
+    fs::copy_file(p, out_root / target / name, fs::copy_options::overwrite_existing);
+  }
+}
+
+void fail(const std::string &what) {
+  std::fprintf(stderr, "fuzz_seeds: %s\n", what.c_str());
+  std::exit(1);
+}
+
+constexpr const char *kMicroConfig = R"({
+  "architectures": ["QWenLMHeadModel"], "hidden_size": 16, "intermediate_size": 32,
+  "num_attention_heads": 2, "kv_channels": 8, "num_hidden_layers": 1, "vocab_size": 32,
+  "seq_length": 4, "max_position_embeddings": 8, "layer_norm_epsilon": 1e-06,
+  "rotary_emb_base": 10000, "rotary_pct": 1.0, "no_bias": true,
+  "tie_word_embeddings": false, "use_logn_attn": false, "use_dynamic_ntk": false,
+  "scale_attn_weights": true, "fp16": false, "bf16": false, "fp32": true
+})";
+
+void safetensorsSeeds() {
+  SafetensorsFile file;
+  file.tensors["a.weight"] = Tensor::fromFloats(DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  file.tensors["b"] = Tensor::fromFloats(DType::F16, {2}, {0.5f, -1});
+  file.tensors["c"] = Tensor::fromFloats(DType::BF16, {1, 1}, {3});
+  file.tensors["ids"] = Tensor::fromInts(DType::I32, {3}, {1, 2, 3});
+  file.tensors["big"] = Tensor::fromInts(DType::I64, {2}, {-1, 1});
+  file.tensors["mask"] = Tensor::fromInts(DType::Bool, {2, 2}, {0, 1, 1, 0});
+  file.tensors["scalar"] = Tensor::fromFloats(DType::F32, {}, {7});
+  file.tensors["empty"] = Tensor(TensorType{DType::F32, {0, 4}});
+  file.metadata["format"] = "pt";
+  write("safetensors", "mixed.safetensors", serializeSafetensors(file));
+  write("safetensors", "empty.safetensors", serializeSafetensors(SafetensorsFile{}));
+  SafetensorsFile one;
+  one.tensors["x"] = Tensor::fromFloats(DType::F32, {1}, {1});
+  write("safetensors", "one.safetensors", serializeSafetensors(one));
+}
+
+// The one-layer Qwen's graph, its artifact, manifest and cache entries.
+void compiledSeeds() {
+  const std::string config = (out_root / "qwen_config" / "micro.json").string();
+  write("qwen_config", "micro.json", kMicroConfig);
+  driver::JobSettings flags;
+  flags.source = "fuzz_seeds";
+  auto job = driver::resolveJob(std::nullopt, flags, DType::F16);
+  if (!job)
+    fail(job.message());
+  for (bool training : {false, true}) {
+    auto graph = driver::buildModelGraph({config, training, 1, 4}, job->dtype);
+    if (!graph)
+      fail(graph.message());
+    write("graph_json", training ? "micro_train.json" : "micro.json", graphToJson(*graph).dump(1));
+  }
+  auto graph = driver::buildModelGraph({config, false, 1, 4}, job->dtype);
+  if (!graph || !driver::compileGraph(*graph, *job))
+    fail("cannot compile the one-layer model");
+  write("graph_json", "micro_fused.json", graphToJson(*graph).dump(1));
+  codegen::KernelCompileOptions options;
+  options.object.overflow = job->overflow;
+  options.threads = 1;
+  auto kernels = codegen::compileKernels(*graph, job->target, options);
+  if (!kernels)
+    fail(kernels.message());
+  artifact::ArtifactBuilder builder(
+      artifact::makeManifest(*job, options.object, {config, graph->name(), false, 1}));
+  if (!builder.addBucket(4, 1, *graph, *kernels))
+    fail("cannot add the artifact's bucket");
+  artifact::Artifact a = std::move(builder).finish();
+  write("manifest", "micro.json", artifact::manifestToJson(a.manifest).dump(1));
+  // The reader never looks inside the objects: short stand-ins keep the
+  // seed small, so mutations land in the headers and JSON.
+  for (size_t i = 0; i < a.objects.size(); ++i) {
+    const artifact::ArtifactObject &o = a.objects[i];
+    cache::CacheEntry entry{o.key, o.symbol, o.parts, {{"kind", o.kind}}, 1764633600, o.code};
+    if (i < 3)
+      write("cache_entry", "entry" + std::to_string(i) + ".kce", cache::encodeEntry(entry));
+    entry.object = "\x7f"
+                   "ELF";
+    write("cache_entry", "short" + std::to_string(i) + ".kce", cache::encodeEntry(entry));
+    a.objects[i].code = "obj" + std::to_string(i);
+  }
+  write("artifact", "micro.kiln", artifact::encodeArtifact(a));
+}
+
+void textSeeds() {
+  write("switch_lines", "simple.cfg",
+        "# switch file\nTbeMatmulFixPipeFusionPass:off\nSoftmaxFusionPass : on\n");
+  write("switch_lines", "unknown.cfg", "NoSuchPass:off\n\n  # comment\nMatMulBiasAddFusionPass:on");
+  write("switch_json", "all_off.json",
+        R"({"Switch":{"GraphFusion":{"ALL":"off","MatMulBiasAddFusionPass":"on"},)"
+        R"("UBFusion":{"ALL":"on","TbeMatmulFixPipeFusionPass":"off"}}})");
+  write("switch_json", "lines.cfg", "TbeEltwiseFusionPass:off\n");
+  write("custom_op_expr", "swish.txt",
+        "z[i, j] = x[i, j] * sigmoid(y[i, j]); w[i] = sum(j, x[i, j])");
+  write("custom_op_expr", "cond.txt",
+        "z[i] = alpha * x[i] + (x[i] > 0) * n\nw[i] = max(j, y[i, j] / (1 + exp(-x[i])))");
+  write("custom_op_expr", "pow.txt",
+        "z[i,j,k] = pow(x[i,j,k], 2) - log(abs(y[k]) + 1)\n"
+        "w[i] = -min(j, sqrt(x[i, j, j]))");
+  write("job", "full.json", R"({"format": "kiln.job", "version": 1, "name": "fuzz",
+    "target": "ascend910", "precision": {"dtype": "f16", "overflow_mode": "saturation",
+    "precision_mode": "allow_mix_precision", "attention_fp32_layers": [0, 3]},
+    "fusion_switch": {"Switch": {"UBFusion": {"ALL": "off"}}},
+    "enable_passes": ["AttentionFp32CastPass"], "disable_passes": ["SoftmaxFusionPass"],
+    "allow_unknown_passes": true})");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 3)
+    fail("usage: fuzz_seeds SOURCE_DIR OUT_DIR");
+  const fs::path source = argv[1];
+  out_root = argv[2];
+  copyAll(source, "qwen_config", "examples", ".json");
+  copyAll(source, "qwen_config", "tests/compiler/data", ".json");
+  copyAll(source, "graph_json", "examples", ".json");
+  copyAll(source, "job", "examples", ".json");
+  copyAll(source, "switch_json", "fusion_rules", ".json");
+  copyAll(source, "fusion_rule", "fusion_rules", ".json", "fusion_switch.json");
+  copyAll(source, "fusion_rule", "examples", ".json");
+  copyAll(source, "op_xml", "ops/defs", ".xml");
+  copyAll(source, "custom_op_file", "examples", ".xml");
+  copyAll(source, "target", "target/data", ".json");
+  safetensorsSeeds();
+  textSeeds();
+  compiledSeeds();
+  return 0;
+}

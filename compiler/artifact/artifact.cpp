@@ -253,6 +253,21 @@ Expected<Artifact> decode(std::string_view bytes) {
     a.objects.push_back(std::move(*o));
   }
 
+  // Custom ops before the graphs that use them.
+  KILN_ASSIGN_OR_RETURN(const json *custom_ops, f.array("custom_ops"));
+  for (size_t i = 0; i < custom_ops->size(); ++i) {
+    const JsonFields entry((*custom_ops)[i],
+                           "malformed manifest: custom_ops[" + std::to_string(i) + "]");
+    frontend::CustomOpSource file;
+    KILN_ASSIGN_OR_RETURN(file.path, entry.string("path"));
+    KILN_ASSIGN_OR_RETURN(file.xml, entry.string("xml"));
+    a.custom_ops.push_back(std::move(file));
+  }
+  std::vector<frontend::CustomOpSource> embedded = a.custom_ops;
+  for (frontend::CustomOpSource &file : embedded)
+    file.path = "custom op file '" + file.path + "'";
+  KILN_RETURN_IF_ERROR(frontend::loadCustomOpSources(embedded));
+
   KILN_ASSIGN_OR_RETURN(const json *buckets, f.array("buckets"));
   if (buckets->size() != h.buckets)
     return Error("malformed manifest: it lists " + std::to_string(buckets->size()) +
@@ -311,6 +326,10 @@ std::string encodeArtifact(const Artifact &artifact) {
         {{"key", o.key}, {"symbol", o.symbol}, {"kind", o.kind}, {"parts", std::move(parts)}});
   }
   manifest["objects"] = std::move(objects);
+  json custom_ops = json::array();
+  for (const frontend::CustomOpSource &file : artifact.custom_ops)
+    custom_ops.push_back({{"path", file.path}, {"xml", file.xml}});
+  manifest["custom_ops"] = std::move(custom_ops);
   const std::string manifest_text = manifest.dump();
 
   std::string out(kMagic, sizeof(kMagic));

@@ -13,6 +13,7 @@
 //               "format": "kiln.artifact", "format_version": version,
 //               "buckets": [{"seq", "batch", "kernels"}]          (file order)
 //               "objects": [{"key", "symbol", "kind", "parts": [[part, hex], ...]}]
+//               "custom_ops": [{"path", "xml"}]: the custom op files the graphs use
 //   bucket   := size:u64  then size bytes of JSON:
 //               {"seq", "batch", "graph": kiln graph JSON (ir/graph_json.h),
 //                "kernels": [{"name", "kind", "formed_by", "grouped", "key", "symbol",
@@ -32,6 +33,7 @@
 //
 // Format versions:
 //   1 (2026-12-02): first version.
+//   2 (2026-12-02): "custom_ops" in the manifest; reading registers them.
 #pragma once
 
 #include <cstdint>
@@ -42,12 +44,13 @@
 
 #include "compiler/artifact/manifest.h"
 #include "compiler/artifact/memory_plan.h"
+#include "compiler/frontend/custom_ops.h"
 #include "ir/error.h"
 #include "ir/graph.h"
 
 namespace kiln::artifact {
 
-inline constexpr uint32_t kArtifactFormatVersion = 1;
+inline constexpr uint32_t kArtifactFormatVersion = 2;
 inline constexpr size_t kArtifactHeaderSize = 32;
 inline constexpr size_t kArtifactChecksumSize = 32;
 
@@ -86,6 +89,9 @@ struct Artifact {
   Manifest manifest;
   std::vector<Bucket> buckets; // by seq
   std::vector<ArtifactObject> objects;
+  // The custom op definitions the buckets' graphs use; reading an artifact
+  // registers them before its graphs are read.
+  std::vector<frontend::CustomOpSource> custom_ops;
 
   const Bucket *findBucket(int64_t seq) const;
   // "8, 16" for messages.

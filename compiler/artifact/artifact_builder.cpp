@@ -2,6 +2,7 @@
 #include "compiler/artifact/artifact_builder.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "compiler/artifact/kernel_derivation.h"
 
@@ -66,6 +67,14 @@ Status ArtifactBuilder::addBucket(int64_t seq, int64_t batch, Graph graph,
       p.outputs.push_back(graph.valueName(v));
     bucket.kernels.push_back(std::move(p));
     specs.push_back(std::move(d.spec));
+  }
+  // The file name only: the artifact says where a definition came from,
+  // not where it lay on the machine that compiled it.
+  for (frontend::CustomOpSource file : frontend::customOpSourcesFor(graph)) {
+    file.path = std::filesystem::path(file.path).filename().string();
+    if (std::find(artifact_.custom_ops.begin(), artifact_.custom_ops.end(), file) ==
+        artifact_.custom_ops.end())
+      artifact_.custom_ops.push_back(std::move(file));
   }
   bucket.memory = planMemory(graph, specs);
   bucket.graph = std::move(graph);

@@ -18,18 +18,24 @@ Expected<PreparedArtifactRun> prepareArtifactRun(const Artifact &artifact,
                             m.model.path + " --training ... -o " + artifact.source));
 
   KILN_ASSIGN_OR_RETURN(SafetensorsFile data, readSafetensors(request.inputs_path));
+  // input_ids pick the bucket; a graph that reads none (a kiln graph JSON
+  // model) has one bucket, which its shapes spell out.
+  const Bucket *bucket = &artifact.buckets.front();
   auto ids = data.tensors.find("input_ids");
-  if (ids == data.tensors.end())
-    return Error(request.inputs_path + ": no tensor 'input_ids'");
-  if (ids->second.dtype() != DType::I64 || ids->second.shape().size() != 2)
-    return Error(request.inputs_path + ": 'input_ids' must be i64 [batch, seq], got " +
-                 typeToString(ids->second.type()));
-  const int64_t batch = ids->second.shape()[0], seq = ids->second.shape()[1];
-  KILN_ASSIGN_OR_RETURN(const Bucket *bucket, selectBucket(artifact, seq));
-  if (batch != bucket->batch)
-    return Error(request.inputs_path + ": 'input_ids' has batch " + std::to_string(batch) + ", " +
-                 artifact.source + " was compiled for batch " + std::to_string(bucket->batch) +
-                 "; recompile with --batch " + std::to_string(batch));
+  if (ids == data.tensors.end()) {
+    if (artifact.buckets.size() != 1 || bucket->graph.findInput("input_ids"))
+      return Error(request.inputs_path + ": no tensor 'input_ids'");
+  } else {
+    if (ids->second.dtype() != DType::I64 || ids->second.shape().size() != 2)
+      return Error(request.inputs_path + ": 'input_ids' must be i64 [batch, seq], got " +
+                   typeToString(ids->second.type()));
+    const int64_t batch = ids->second.shape()[0], seq = ids->second.shape()[1];
+    KILN_ASSIGN_OR_RETURN(bucket, selectBucket(artifact, seq));
+    if (batch != bucket->batch)
+      return Error(request.inputs_path + ": 'input_ids' has batch " + std::to_string(batch) + ", " +
+                   artifact.source + " was compiled for batch " + std::to_string(bucket->batch) +
+                   "; recompile with --batch " + std::to_string(batch));
+  }
   if (m.model.training) {
     // The step ends with AdamW: its state comes with the data.
     std::vector<std::string> missing;

@@ -124,6 +124,10 @@ json summarizeArtifact(const Artifact &artifact, uint64_t file_bytes, size_t lar
          {"manifest", manifestToJson(artifact.manifest)},
          {"objects", std::move(objects)},
          {"object_bytes", object_bytes}};
+  json custom_ops = json::array();
+  for (const frontend::CustomOpSource &file : artifact.custom_ops)
+    custom_ops.push_back(file.path);
+  s["custom_ops"] = std::move(custom_ops);
   // Loading checks every bucket the same way: say the first thing that refuses it.
   Status compatible = checkCompatible(artifact);
   for (size_t i = 0; compatible && i < artifact.buckets.size(); ++i)
@@ -182,7 +186,14 @@ std::string summaryToText(const json &s) {
        {"codegen", "overflow " + m["codegen"]["overflow"].get<std::string>() + ", O" +
                        std::to_string(m["codegen"]["opt_level"].get<int>())},
        {"objects", std::to_string(s["objects"].size()) + " distinct (" +
-                       humanBytes(s["object_bytes"].get<int64_t>()) + ")"}},
+                       humanBytes(s["object_bytes"].get<int64_t>()) + ")"},
+       {"custom ops",
+        [&] {
+          std::string files;
+          for (const json &f : s["custom_ops"])
+            files += (files.empty() ? "" : ", ") + f.get<std::string>();
+          return files.empty() ? std::string("none") : files;
+        }()}},
       "  ");
   for (const json &b : s["buckets"]) {
     const json &mem = b["memory"];

@@ -54,7 +54,7 @@ TEST_F(ArtifactCli, CompileInspectAndRunWithoutCompiling) {
 
   Result text = run("inspect " + path("job.kiln"));
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  for (const char *want : {"kiln artifact, format 1", "runs here  yes", "target     ascend910b",
+  for (const char *want : {"kiln artifact, format 2", "runs here   yes", "target      ascend910b",
                            "bucket seq 8 (batch 1)", "bucket seq 16 (batch 1)", "fusion groups:",
                            "RmsNormFusionPass", "memory plan: peak", "LARGEST", "KEY"})
     EXPECT_NE(text.out.find(want), std::string::npos) << "missing '" << want << "' in:\n"
@@ -229,6 +229,41 @@ TEST_F(ArtifactCli, ATrainingArtifactRunsTheWholeStep) {
   EXPECT_EQ(compareTensors(out.at("loss").castTo(DType::F32), want.at("loss"), 2e-2, 2e-2), "");
   EXPECT_EQ(
       compareTensors(out.at("grad_norm").castTo(DType::F32), want.at("grad_norm"), 5e-2, 5e-2), "");
+}
+
+} // namespace
+} // namespace kiln
+
+namespace kiln {
+namespace {
+
+// An artifact carries the custom op definitions its graph uses: it is
+// inspected and run in a process that was never given --custom-ops, with
+// the numbers of the model compiled and run from its folder.
+TEST_F(Cli, AnArtifactCarriesItsCustomOps) {
+  const std::string example = kSource + "/examples/custom-ops";
+  const std::string model = example + "/graph.json --job " + example + "/job.json";
+  ASSERT_EQ(run("init " + model + " -o w.st").exit_code, 0);
+  ASSERT_EQ(run("make-inputs " + model + " -o in.st").exit_code, 0);
+  Result compiled = run("compile " + model + " --dtype f32 -o ops.kiln");
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.err;
+
+  Result inspect = run("inspect ops.kiln --format json");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  json summary = json::parse(inspect.out);
+  EXPECT_EQ(summary["custom_ops"], json::array({"ops.xml"}));
+  EXPECT_EQ(summary["runs_here"], true);
+
+  Result art = run("run ops.kiln --weights w.st --inputs in.st --outputs art.st");
+  ASSERT_EQ(art.exit_code, 0) << art.err;
+  Result direct = run("run " + model + " --weights w.st --inputs in.st --outputs direct.st");
+  ASSERT_EQ(direct.exit_code, 0) << direct.err;
+  auto got = readSafetensors(path("art.st"));
+  auto want = readSafetensors(path("direct.st"));
+  ASSERT_TRUE(got.isOk() && want.isOk());
+  ASSERT_EQ(got->tensors.size(), 2u); // logits and loss
+  for (const auto &[name, t] : want->tensors)
+    EXPECT_TRUE(got->tensors.at(name) == t) << name;
 }
 
 } // namespace

@@ -37,10 +37,34 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
   return ex;
 }
 
-Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs) {
+Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs, DeviceMemory *memory) {
   std::vector<Tensor> values(graph_.numValues());
   KILN_RETURN_IF_ERROR(ops::bindGraphInputs(graph_, inputs, values));
+  // The device's view: what each value occupies while it is alive.
+  auto bytesOf = [&](ValueId v) {
+    const TensorType &t = graph_.type(v);
+    return numElements(t.shape) * static_cast<int64_t>(dtypeSize(t.dtype));
+  };
+  // Buffers the caller keeps on the device (weights, optimizer state) are
+  // counted already; the run counts and releases only its own.
+  std::vector<char> owned(graph_.numValues(), 0);
+  auto allocate = [&](ValueId v) -> Status {
+    const std::string name = graph_.valueName(v);
+    if (!memory || memory->holds(name))
+      return Status::ok();
+    owned[v] = 1;
+    return memory->allocate(name, bytesOf(v));
+  };
+  auto release = [&](ValueId v) {
+    if (owned[v])
+      memory->release(graph_.valueName(v));
+    owned[v] = 0;
+  };
+  for (const GraphInput &in : graph_.inputs())
+    KILN_RETURN_IF_ERROR(allocate(in.value));
   for (size_t k = 0; k < kernels_.kernels.size(); ++k) {
+    for (ValueId v : kernels_.kernels[k].spec.outputs)
+      KILN_RETURN_IF_ERROR(allocate(v));
     if (kernels_.kernels[k].host)
       KILN_RETURN_IF_ERROR(runOnHost(k, values));
     else
@@ -48,12 +72,19 @@ Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs) {
     if (options_.after_kernel)
       KILN_RETURN_IF_ERROR(options_.after_kernel(k, values));
     for (ValueId v : kernels_.kernels[k].spec.inputs)
-      if (last_use_kernel_[v] == static_cast<ValueId>(k))
+      if (last_use_kernel_[v] == static_cast<ValueId>(k)) {
         values[v] = Tensor();
+        release(v);
+      }
   }
   ops::TensorMap outputs;
   for (const GraphOutput &out : graph_.outputs())
     outputs[out.name] = values[out.value];
+  // The outputs leave the device with the results; inputs nobody read go too.
+  for (const GraphOutput &out : graph_.outputs())
+    release(out.value);
+  for (const GraphInput &in : graph_.inputs())
+    release(in.value);
   return outputs;
 }
 

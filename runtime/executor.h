@@ -14,6 +14,7 @@
 #include "compiler/codegen/kernel_loader.h"
 #include "ir/graph.h"
 #include "ops/interpreter.h"
+#include "runtime/device.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
@@ -34,8 +35,10 @@ public:
   create(const Graph &graph, codegen::CompiledKernels kernels, const ExecutorOptions &options = {});
 
   // Runs the graph: `inputs` must hold every graph input by name with exactly
-  // its type; returns the graph outputs by name.
-  Expected<ops::TensorMap> run(const ops::TensorMap &inputs);
+  // its type; returns the graph outputs by name. With `memory`, every buffer
+  // of the run (inputs, then each kernel's outputs until their last reader)
+  // is counted on that device, and exceeding its capacity stops the run.
+  Expected<ops::TensorMap> run(const ops::TensorMap &inputs, DeviceMemory *memory = nullptr);
 
   const codegen::CompiledKernels &kernels() const { return kernels_; }
 

@@ -9,25 +9,13 @@
 #include <sstream>
 
 #include "compiler/artifact/artifact_loader.h"
+#include "ir/byte_size.h"
 
 namespace kiln::artifact {
 
 using nlohmann::json;
 
 namespace {
-
-std::string humanBytes(int64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
 
 std::string utcTime(int64_t unix_seconds) {
   std::time_t t = static_cast<std::time_t>(unix_seconds);
@@ -147,7 +135,7 @@ std::string summaryToText(const json &s) {
   const json &job = m["job"];
   std::ostringstream os;
   os << s["file"].get<std::string>() << ": kiln artifact, format " << s["format_version"].get<int>()
-     << ", " << humanBytes(s["bytes"].get<int64_t>()) << " (" << s["bytes"].get<int64_t>()
+     << ", " << formatBytes(s["bytes"].get<int64_t>()) << " (" << s["bytes"].get<int64_t>()
      << " bytes)\n";
   std::vector<std::string> off;
   size_t on = 0;
@@ -186,7 +174,7 @@ std::string summaryToText(const json &s) {
        {"codegen", "overflow " + m["codegen"]["overflow"].get<std::string>() + ", O" +
                        std::to_string(m["codegen"]["opt_level"].get<int>())},
        {"objects", std::to_string(s["objects"].size()) + " distinct (" +
-                       humanBytes(s["object_bytes"].get<int64_t>()) + ")"},
+                       formatBytes(s["object_bytes"].get<int64_t>()) + ")"},
        {"custom ops",
         [&] {
           std::string files;
@@ -233,14 +221,14 @@ std::string summaryToText(const json &s) {
                   total = mem["total_bytes"].get<int64_t>();
     char reuse[32];
     std::snprintf(reuse, sizeof(reuse), "%.2fx", peak > 0 ? double(total) / double(peak) : 1.0);
-    os << "  memory plan: peak " << humanBytes(peak) << " (" << peak << " bytes) in one arena; "
-       << humanBytes(total) << " with a buffer per value (" << reuse << "), "
+    os << "  memory plan: peak " << formatBytes(peak) << " (" << peak << " bytes) in one arena; "
+       << formatBytes(total) << " with a buffer per value (" << reuse << "), "
        << mem["buffers"].get<int64_t>() << " buffers, " << mem["alignment"].get<int64_t>()
        << "-byte aligned\n";
     rows = {{"LARGEST", "BYTES", "OFFSET", "LIVE (KERNELS)"}};
     for (const json &p : mem["largest"])
       rows.push_back(
-          {p["value"].get<std::string>(), humanBytes(p["bytes"].get<int64_t>()),
+          {p["value"].get<std::string>(), formatBytes(p["bytes"].get<int64_t>()),
            std::to_string(p["offset"].get<int64_t>()),
            std::to_string(p["first"].get<int>()) + ".." + std::to_string(p["last"].get<int>())});
     if (!mem["largest"].empty())

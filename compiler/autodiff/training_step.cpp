@@ -27,9 +27,18 @@ Expected<Graph> buildTrainingStep(const Graph &forward, const TrainingStepOption
     wrt.push_back(p.value);
 
   ops::OpBuilder b(graph);
-  KILN_ASSIGN_OR_RETURN(std::vector<ValueId> grads, gradients(b, loss_value, wrt));
+  ValueId target = loss_value;
+  if (options.loss_scale_input) {
+    ValueId scale =
+        graph.addInput(kLossScaleName, TensorType{DType::F32, {}}, InputRole::Hyperparameter);
+    const DType loss_dtype = graph.type(loss_value).dtype;
+    if (loss_dtype != DType::F32)
+      scale = b.create("Cast", "loss_scale.cast", {scale}, {{"dtype", loss_dtype}});
+    target = b.create("Mul", "loss_scale.scaled_loss", {loss_value, scale});
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<ValueId> grads, gradients(b, target, wrt));
 
-  {
+  if (options.grad_norm) {
     auto scope = b.scope("grad_norm");
     std::vector<ValueId> squares;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -70,6 +79,45 @@ Expected<Graph> buildTrainingStep(const Graph &forward, const TrainingStepOption
       graph.addOutput(adamMomentName(params[i].name), updated[1]);
       graph.addOutput(adamVelocityName(params[i].name), updated[2]);
     }
+  }
+  KILN_RETURN_IF_ERROR(b.status());
+  KILN_RETURN_IF_ERROR(ops::verifyGraph(graph));
+  return graph;
+}
+
+Expected<Graph> buildOptimizerStep(const std::vector<std::pair<std::string, TensorType>> &params,
+                                   const TrainingStepOptions &options) {
+  Graph graph("optimizer");
+  ops::OpBuilder b(graph);
+  ValueId step =
+      graph.addInput(kAdamStepName, TensorType{DType::I64, {}}, InputRole::OptimizerState);
+  ValueId lr =
+      graph.addInput(kLearningRateName, TensorType{DType::F32, {}}, InputRole::Hyperparameter);
+  ValueId grad_scale =
+      graph.addInput(kGradScaleName, TensorType{DType::F32, {}}, InputRole::Hyperparameter);
+  ValueId t = b.create("Add", "step", {step, b.constant(1, DType::I64, "one")});
+  graph.addOutput(kAdamStepName, t);
+  const AttrMap adam_attrs{{"beta1", options.beta1},
+                           {"beta2", options.beta2},
+                           {"eps", options.eps},
+                           {"weight_decay", options.weight_decay}};
+  for (const auto &[name, type] : params) {
+    const TensorType state{DType::F32, type.shape};
+    ValueId p = graph.addInput(name, type, InputRole::Parameter);
+    ValueId g = graph.addInput(gradientName(name), state, InputRole::Data);
+    ValueId m = graph.addInput(adamMomentName(name), state, InputRole::OptimizerState);
+    ValueId v = graph.addInput(adamVelocityName(name), state, InputRole::OptimizerState);
+    auto scope = b.scope(name);
+    ValueId scaled = b.create("Mul", "grad", {g, grad_scale});
+    if (type.dtype != DType::F32)
+      scaled = b.create("Cast", "grad_cast", {scaled}, {{"dtype", type.dtype}});
+    std::vector<ValueId> updated =
+        b.createMulti("AdamW", "adamw", {p, scaled, m, v, lr, t}, adam_attrs);
+    if (updated.size() != 3)
+      break; // the builder holds the error
+    graph.addOutput(name, updated[0]);
+    graph.addOutput(adamMomentName(name), updated[1]);
+    graph.addOutput(adamVelocityName(name), updated[2]);
   }
   KILN_RETURN_IF_ERROR(b.status());
   KILN_RETURN_IF_ERROR(ops::verifyGraph(graph));

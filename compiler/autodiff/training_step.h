@@ -17,7 +17,13 @@ struct TrainingStepOptions {
   // Add an output "grad.<name>" per parameter holding its gradient.
   bool output_gradients = false;
   bool keep_logits = false; // keep the forward graph's "logits" output
-  double beta1 = 0.9;       // AdamW defaults of the Qwen technical report
+  // Add the input "loss_scale" (f32 scalar, Hyperparameter): the backward
+  // starts from d(loss * loss_scale), so every gradient is scaled by it (fp16
+  // loss scaling); the "loss" output stays unscaled.
+  bool loss_scale_input = false;
+  // Add the output "grad_norm" (the trainer computes it after the reduction).
+  bool grad_norm = true;
+  double beta1 = 0.9; // AdamW defaults of the Qwen technical report
   double beta2 = 0.95;
   double eps = 1e-6;
   double weight_decay = 0.1;
@@ -28,10 +34,22 @@ inline std::string adamVelocityName(const std::string &param) { return "adam.v."
 inline constexpr const char *kAdamStepName = "adam.step";
 inline constexpr const char *kLearningRateName = "lr";
 inline std::string gradientName(const std::string &param) { return "grad." + param; }
+inline constexpr const char *kLossScaleName = "loss_scale";
+inline constexpr const char *kGradScaleName = "grad_scale";
 
 // `forward` must have a scalar float output "loss" and its parameters as
-// inputs of role Parameter. Adds the output "grad_norm" (f32, the global L2
-// norm of all gradients, before any update).
+// inputs of role Parameter. With `grad_norm`, adds the output "grad_norm"
+// (f32, the global L2 norm of all gradients, before any update).
 Expected<Graph> buildTrainingStep(const Graph &forward, const TrainingStepOptions &options);
+
+// The AdamW update on its own, for training that reduces the gradients
+// between backward and update (data parallelism, loss scaling, clipping).
+// Inputs: each parameter (Parameter, its type in `params`), "grad.<name>"
+// (f32, Data), "adam.m.<name>", "adam.v.<name>", "adam.step", "lr" and
+// "grad_scale" (f32 scalar: every gradient is multiplied by it first — the
+// unscale, the data-parallel mean and the clip in one factor). Outputs: the
+// updated parameter and moments under the input names, and "adam.step" + 1.
+Expected<Graph> buildOptimizerStep(const std::vector<std::pair<std::string, TensorType>> &params,
+                                   const TrainingStepOptions &options);
 
 } // namespace kiln::autodiff

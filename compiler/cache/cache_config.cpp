@@ -1,6 +1,8 @@
 // Kernel-cache settings: parsing the mode and sizes, resolving the directory.
 #include "compiler/cache/cache_config.h"
 
+#include "ir/byte_size.h"
+
 #include <cstdlib>
 
 namespace kiln::cache {
@@ -48,30 +50,7 @@ Expected<std::string> resolveCacheDir(const std::optional<std::string> &flag) {
   return Error("no cache directory: set --cache-dir, KILN_CACHE_DIR or HOME");
 }
 
-Expected<uint64_t> parseSize(std::string_view text) {
-  uint64_t value = 0;
-  size_t i = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-    if (value > (UINT64_MAX - 9) / 10)
-      return Error("size '" + std::string(text) + "' is too large");
-    value = value * 10 + uint64_t(text[i] - '0');
-  }
-  std::string_view rest = text.substr(i);
-  uint64_t unit = 1;
-  if (rest == "K" || rest == "k")
-    unit = 1024;
-  else if (rest == "M" || rest == "m")
-    unit = 1024 * 1024;
-  else if (rest == "G" || rest == "g")
-    unit = 1024 * 1024 * 1024;
-  else if (!rest.empty())
-    i = 0;
-  if (i == 0)
-    return Error("size '" + std::string(text) + "' is not a number of bytes (e.g. 500M)");
-  if (value > UINT64_MAX / unit)
-    return Error("size '" + std::string(text) + "' is too large");
-  return value * unit;
-}
+Expected<uint64_t> parseSize(std::string_view text) { return parseByteSize(text); }
 
 Expected<uint64_t> maxSizeFromEnv() {
   const char *v = std::getenv("KILN_CACHE_MAX_SIZE");

@@ -1,0 +1,66 @@
+#include "compiler/driver/training.h"
+
+#include <spdlog/spdlog.h>
+
+#include "compiler/autodiff/training_step.h"
+#include "compiler/frontend/model_loader.h"
+
+namespace kiln::driver {
+namespace {
+
+Expected<parallel::CompiledGraph> compiled(Graph graph, const ResolvedJob &job,
+                                           const KernelSettings &settings) {
+  KILN_RETURN_IF_ERROR(compileGraph(graph, job).status());
+  KILN_ASSIGN_OR_RETURN(JobKernels kernels, compileJobKernels(graph, job, settings));
+  if (!kernels.kernels.fallbacks.empty())
+    spdlog::warn("{}", codegen::fallbackSummary(kernels.kernels.fallbacks));
+  return parallel::CompiledGraph{std::move(graph), std::move(kernels.kernels)};
+}
+
+} // namespace
+
+Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &model,
+                                                           const ResolvedJob &job,
+                                                           const KernelSettings &settings,
+                                                           const parallel::ParallelConfig &config) {
+  parallel::TrainingProgram program;
+  program.parallel = config;
+  program.batch_per_replica = model.batch / config.dp;
+  frontend::ModelOptions options;
+  options.batch = program.batch_per_replica;
+  options.seq = model.seq;
+  options.dtype = job.dtype;
+  KILN_ASSIGN_OR_RETURN(frontend::LoadedModel loaded, frontend::loadModel(model.model, options));
+  program.seq = model.seq > 0 ? model.seq : loaded.config ? loaded.config->seq_length : 0;
+
+  autodiff::TrainingStepOptions step_options;
+  step_options.optimizer = false;
+  step_options.output_gradients = true;
+  step_options.loss_scale_input = true;
+  step_options.grad_norm = false;
+  KILN_ASSIGN_OR_RETURN(Graph step, autodiff::buildTrainingStep(loaded.graph, step_options));
+  for (const GraphInput &in : loaded.graph.inputs())
+    if (in.role == InputRole::Parameter)
+      program.params.emplace_back(in.name, loaded.graph.type(in.value));
+  KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings));
+
+  std::vector<int64_t> sizes;
+  for (const auto &[name, type] : program.params)
+    sizes.push_back(numElements(type.shape) * static_cast<int64_t>(dtypeSize(type.dtype)));
+  program.owner = config.zero == 1 ? parallel::zeroOwners(sizes, config.dp)
+                                   : std::vector<int>(sizes.size(), -1);
+  const int updates = config.zero == 1 ? config.dp : 1;
+  for (int r = 0; r < updates; ++r) {
+    std::vector<std::pair<std::string, TensorType>> mine;
+    for (size_t i = 0; i < program.params.size(); ++i)
+      if (program.owner[i] == -1 || program.owner[i] == r)
+        mine.push_back(program.params[i]);
+    KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(mine, step_options));
+    KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c, compiled(std::move(update), job, settings));
+    program.optimizers.push_back(std::move(c));
+  }
+  program.memory = parallel::estimateDeviceMemory(program);
+  return program;
+}
+
+} // namespace kiln::driver

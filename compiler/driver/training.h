@@ -1,0 +1,20 @@
+// Compiling a training job for N devices: the model's forward graph becomes
+// the per-replica step (forward, backward, loss scaled) and the AdamW
+// update(s), each run through the job's passes and compiled into kernels.
+#pragma once
+
+#include "compiler/driver/compile.h"
+#include "compiler/driver/kernels.h"
+#include "compiler/parallel/training_program.h"
+
+namespace kiln::driver {
+
+// `model.batch` is the global batch; each of the `parallel.dp` replicas
+// compiles for its share. Without ZeRO one update serves every replica;
+// with ZeRO-1 each replica gets the update of the parameters it owns.
+Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &model,
+                                                           const ResolvedJob &job,
+                                                           const KernelSettings &settings,
+                                                           const parallel::ParallelConfig &config);
+
+} // namespace kiln::driver

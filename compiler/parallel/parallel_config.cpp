@@ -1,0 +1,57 @@
+#include "compiler/parallel/parallel_config.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace kiln::parallel {
+
+std::string ParallelConfig::toString() const {
+  return std::to_string(devices) + " device" + (devices == 1 ? "" : "s") + ": dp " +
+         std::to_string(dp) + " x tp " + std::to_string(tp) + ", zero " + std::to_string(zero);
+}
+
+Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,
+                                               int64_t global_batch) {
+  ParallelConfig c;
+  if (devices < 1)
+    return Error("--devices must be at least 1, got " + std::to_string(devices));
+  c.devices = devices;
+  c.tp = tp == 0 ? 1 : tp;
+  if (c.tp < 1 || devices % c.tp != 0)
+    return Error("--tp " + std::to_string(c.tp) + " does not divide --devices " +
+                 std::to_string(devices));
+  c.dp = dp == 0 ? devices / c.tp : dp;
+  if (c.dp * c.tp != devices)
+    return Error("--dp " + std::to_string(c.dp) + " x --tp " + std::to_string(c.tp) + " is " +
+                 std::to_string(c.dp * c.tp) + " devices, --devices says " +
+                 std::to_string(devices) + ": they must agree");
+  if (c.tp > 1)
+    return Error("--tp " + std::to_string(c.tp) +
+                 ": tensor parallelism is not built yet; use --dp " + std::to_string(devices) +
+                 " --tp 1");
+  if (zero != 0 && zero != 1)
+    return Error("--zero " + std::to_string(zero) + ": expected 0 or 1");
+  c.zero = zero;
+  if (global_batch % c.dp != 0)
+    return Error("--batch " + std::to_string(global_batch) + " does not split over " +
+                 std::to_string(c.dp) + " data-parallel replicas: make it a multiple of " +
+                 std::to_string(c.dp));
+  return c;
+}
+
+std::vector<int> zeroOwners(const std::vector<int64_t> &param_bytes, int ranks) {
+  std::vector<size_t> order(param_bytes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return param_bytes[a] > param_bytes[b]; });
+  std::vector<int64_t> load(static_cast<size_t>(std::max(ranks, 1)), 0);
+  std::vector<int> owner(param_bytes.size(), 0);
+  for (size_t i : order) {
+    const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    owner[i] = r;
+    load[r] += param_bytes[i];
+  }
+  return owner;
+}
+
+} // namespace kiln::parallel

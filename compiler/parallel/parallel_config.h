@@ -1,0 +1,35 @@
+// How a training job spreads over devices: N devices as D data-parallel
+// replicas times T tensor-parallel shards (D x T = N), and whether the
+// optimizer state is sharded across the replicas (ZeRO-1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+
+namespace kiln::parallel {
+
+struct ParallelConfig {
+  int devices = 8;
+  int dp = 8;
+  int tp = 1;
+  int zero = 0; // 0: every replica holds the whole optimizer state; 1: each holds its share
+  std::string toString() const; // "8 devices: dp 8 x tp 1, zero 1"
+};
+
+// Fills what was left out (dp = devices / tp) and checks the rest: D x T = N,
+// a global batch that splits evenly over the replicas, ZeRO 0 or 1. Tensor
+// parallelism is not built yet, so T > 1 is refused with that reason.
+// `dp` and `tp` of 0 mean "not given".
+Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,
+                                               int64_t global_batch);
+
+// ZeRO-1 ownership: which data-parallel rank updates (and holds the
+// optimizer state of) each parameter. Whole tensors, largest first to the
+// least loaded rank (LPT), ties to the lower rank: deterministic, and within
+// one largest tensor of even.
+std::vector<int> zeroOwners(const std::vector<int64_t> &param_bytes, int ranks);
+
+} // namespace kiln::parallel

@@ -1,0 +1,65 @@
+#include "compiler/parallel/training_program.h"
+
+#include <algorithm>
+
+#include "compiler/artifact/memory_plan.h"
+#include "ir/byte_size.h"
+
+namespace kiln::parallel {
+namespace {
+
+int64_t bytesOf(const TensorType &t) {
+  return numElements(t.shape) * static_cast<int64_t>(dtypeSize(t.dtype));
+}
+
+artifact::MemoryPlan planOf(const CompiledGraph &g) {
+  std::vector<codegen::KernelSpec> specs;
+  for (const codegen::CompiledKernel &k : g.kernels.kernels)
+    specs.push_back(k.spec);
+  return artifact::planMemory(g.graph, specs);
+}
+
+} // namespace
+
+std::string DeviceMemoryEstimate::toText() const {
+  return "per device: peak " + formatBytes(peak) + " (step " + formatBytes(step_peak) +
+         " + optimizer state " + formatBytes(optimizer_state) + "; update " +
+         formatBytes(update_peak) + ")";
+}
+
+DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
+  const artifact::MemoryPlan step = planOf(program.step);
+  std::vector<int64_t> update_peaks;
+  for (const CompiledGraph &g : program.optimizers)
+    update_peaks.push_back(planOf(g).peak_bytes);
+
+  DeviceMemoryEstimate best;
+  for (int r = 0; r < program.parallel.dp; ++r) {
+    DeviceMemoryEstimate e;
+    e.rank = r;
+    e.step_peak = step.peak_bytes;
+    // Weights and f32 gradients of the parameters the update does not read
+    // stay on the device while it runs.
+    int64_t elsewhere = 0;
+    for (size_t i = 0; i < program.params.size(); ++i) {
+      const TensorType &t = program.params[i].second;
+      const int64_t moments = 2 * 4 * numElements(t.shape);
+      if (program.owner[i] == -1 || program.owner[i] == r)
+        e.optimizer_state += moments;
+      else
+        elsewhere += bytesOf(t) + 4 * numElements(t.shape);
+    }
+    e.update_peak = update_peaks[update_peaks.size() == 1 ? 0 : r] + elsewhere;
+    e.peak = std::max(e.step_peak + e.optimizer_state, e.update_peak);
+    if (r == 0 || e.peak > best.peak)
+      best = e;
+  }
+  std::vector<artifact::BufferPlacement> buffers = step.buffers;
+  std::sort(buffers.begin(), buffers.end(),
+            [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
+  for (size_t i = 0; i < std::min<size_t>(5, buffers.size()); ++i)
+    best.largest.emplace_back(buffers[i].value, buffers[i].bytes);
+  return best;
+}
+
+} // namespace kiln::parallel

@@ -1,0 +1,56 @@
+// A training job compiled ahead of time for N devices: the step every
+// data-parallel replica runs on its share of the batch (forward and backward,
+// the loss scaled), the AdamW update each replica runs (all parameters, or
+// with ZeRO-1 only those it owns), and what one device needs in memory. The
+// runtime (runtime/trainer.h) runs it; nothing in it is compiled again.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/codegen/kernel_compiler.h"
+#include "compiler/parallel/parallel_config.h"
+#include "ir/graph.h"
+
+namespace kiln::parallel {
+
+struct CompiledGraph {
+  Graph graph;
+  codegen::CompiledKernels kernels;
+};
+
+// What one device holds at its peak, from the compile-time memory plans.
+struct DeviceMemoryEstimate {
+  int rank = 0;                // the device with the highest peak
+  int64_t step_peak = 0;       // the forward+backward arena: weights, activations, gradients
+  int64_t optimizer_state = 0; // AdamW moments the device keeps between steps
+  int64_t update_peak = 0;     // during its update, with the weights and gradients it holds
+  int64_t peak = 0;            // the larger of step_peak + optimizer_state and update_peak
+  std::vector<std::pair<std::string, int64_t>> largest; // the step's largest buffers
+  // "per device: peak 1.20 GiB (step 0.90 GiB + optimizer state 0.30 GiB; update 0.70 GiB)"
+  std::string toText() const;
+};
+
+struct TrainingProgram {
+  ParallelConfig parallel;
+  int64_t batch_per_replica = 1;
+  int64_t seq = 0;
+  CompiledGraph step;
+  // The parameters in graph order, and for each the data-parallel rank that
+  // updates it (every rank updates everything without ZeRO: owner -1).
+  std::vector<std::pair<std::string, TensorType>> params;
+  std::vector<int> owner;
+  // optimizers[r]: rank r's update (one shared entry without ZeRO).
+  std::vector<CompiledGraph> optimizers;
+  DeviceMemoryEstimate memory;
+
+  const CompiledGraph &optimizerOf(int dp_rank) const {
+    return optimizers[optimizers.size() == 1 ? 0 : dp_rank];
+  }
+};
+
+// The estimate for `program` (its graphs compiled, memory not yet filled).
+DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program);
+
+} // namespace kiln::parallel

@@ -1,0 +1,37 @@
+// Training checkpoints: one safetensors file per saved step holding the
+// weights under their Hugging Face names, the AdamW moments
+// ("adam.m.<name>", "adam.v.<name>") and, in the metadata, the counters a
+// resumed run needs to continue bit for bit (steps, updates applied, the
+// loss scaler's state, the data seed). Files are written atomically
+// (temporary file, fsync, rename), so a kill leaves the previous checkpoints
+// and never a torn one.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "ir/error.h"
+#include "ir/tensor.h"
+
+namespace kiln::runtime {
+
+struct TrainingState {
+  int64_t step = 0;    // iterations done (the data and the learning rate follow it)
+  int64_t updates = 0; // AdamW updates applied; an overflowing step applies none
+  double loss_scale = 1;
+  int64_t good_steps = 0;
+  int64_t overflows_in_a_row = 0;
+  uint64_t seed = 0;
+  std::map<std::string, Tensor> weights;
+  std::map<std::string, Tensor> moments;
+};
+
+// DIR/step-<step>.safetensors (DIR created when missing); returns the path.
+Expected<std::string> writeCheckpoint(const std::string &dir, const TrainingState &state);
+Expected<TrainingState> readCheckpoint(const std::string &path);
+// The checkpoint of the highest step in `dir`; nothing when there is none.
+Expected<std::optional<std::string>> latestCheckpoint(const std::string &dir);
+
+} // namespace kiln::runtime

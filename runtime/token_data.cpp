@@ -1,0 +1,89 @@
+#include "runtime/token_data.h"
+
+#include <cstring>
+
+#include "ir/file_io.h"
+#include "ir/safetensors.h"
+
+namespace kiln::runtime {
+namespace {
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+bool isSafetensors(const std::string &path) {
+  return path.size() > 12 && path.substr(path.size() - 12) == ".safetensors";
+}
+
+} // namespace
+
+Expected<TokenDType> parseTokenDType(const std::string &text) {
+  if (text == "uint16")
+    return TokenDType::U16;
+  if (text == "uint32")
+    return TokenDType::U32;
+  return Error("--data-dtype '" + text + "': expected uint16 or uint32");
+}
+
+Expected<TokenData> TokenData::open(const std::string &path, TokenDType dtype, int64_t vocab_size,
+                                    int64_t seq) {
+  TokenData data;
+  data.seq_ = seq;
+  if (isSafetensors(path)) {
+    KILN_ASSIGN_OR_RETURN(SafetensorsFile file, readSafetensors(path));
+    auto it = file.tensors.find("input_ids");
+    if (it == file.tensors.end())
+      return Error(path + ": no tensor 'input_ids' (the token ids to train on)");
+    const Tensor &ids = it->second;
+    if (isFloat(ids.dtype()))
+      return Error(path + ": 'input_ids' is " + std::string(dtypeName(ids.dtype())) +
+                   ", expected an integer dtype");
+    for (int64_t i = 0; i < ids.numElements(); ++i) {
+      const int64_t id = ids.getInt(i);
+      if (id < 0 || id >= vocab_size)
+        return Error(path + ": token " + std::to_string(id) + " at position " + std::to_string(i) +
+                     " is outside the model's vocabulary of " + std::to_string(vocab_size));
+      data.tokens_.push_back(static_cast<uint32_t>(id));
+    }
+  } else {
+    KILN_ASSIGN_OR_RETURN(std::string bytes, readFile(path));
+    const size_t width = dtype == TokenDType::U16 ? 2 : 4;
+    if (bytes.size() % width != 0)
+      return Error(path + ": " + std::to_string(bytes.size()) + " bytes is not a whole number of " +
+                   (width == 2 ? "uint16" : "uint32") + " tokens (--data-dtype)");
+    data.tokens_.resize(bytes.size() / width);
+    for (size_t i = 0; i < data.tokens_.size(); ++i) {
+      uint32_t id = 0;
+      for (size_t b = 0; b < width; ++b)
+        id |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[i * width + b])) << (8 * b);
+      if (id >= static_cast<uint64_t>(vocab_size))
+        return Error(path + ": token " + std::to_string(id) + " at position " + std::to_string(i) +
+                     " is outside the model's vocabulary of " + std::to_string(vocab_size) +
+                     (width == 2 ? " (is the file uint32? --data-dtype uint32)" : ""));
+      data.tokens_[i] = id;
+    }
+  }
+  if (data.tokens() <= seq)
+    return Error(path + ": " + std::to_string(data.tokens()) +
+                 " tokens, fewer than one sequence of " + std::to_string(seq) + " and one more");
+  return data;
+}
+
+Tensor TokenData::batch(uint64_t seed, int64_t step, int64_t first, int64_t count) const {
+  Tensor ids(TensorType{DType::I64, {count, seq_}});
+  int64_t *out = ids.dataAs<int64_t>();
+  const uint64_t starts = static_cast<uint64_t>(tokens() - seq_);
+  for (int64_t s = 0; s < count; ++s) {
+    const uint64_t at =
+        mix(seed ^ mix(static_cast<uint64_t>(step) * 1000003ull + (first + s))) % starts;
+    for (int64_t t = 0; t < seq_; ++t)
+      out[s * seq_ + t] = tokens_[at + t];
+  }
+  return ids;
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,39 @@
+// Training data: a pre-tokenised corpus, as nanoGPT's prepare.py writes it
+// (a flat file of uint16 token ids, or uint32 for vocabularies past 65535),
+// or a safetensors file with an integer tensor "input_ids" (flattened).
+// Step k's sequences are drawn at offsets that depend only on the seed, k and
+// the sequence's index in the global batch, so a resumed run reads exactly
+// what an unbroken one would, whatever the device count.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/tensor.h"
+
+namespace kiln::runtime {
+
+enum class TokenDType { U16, U32 };
+Expected<TokenDType> parseTokenDType(const std::string &text);
+
+class TokenData {
+public:
+  // Every token must be below `vocab_size`; the file must hold more than
+  // one sequence of `seq` tokens.
+  static Expected<TokenData> open(const std::string &path, TokenDType dtype, int64_t vocab_size,
+                                  int64_t seq);
+
+  int64_t tokens() const { return static_cast<int64_t>(tokens_.size()); }
+  // Sequences [first, first + count) of step `step`'s global batch, as
+  // input_ids i64 [count, seq] (the model's labels are the same ids: it
+  // shifts them itself).
+  Tensor batch(uint64_t seed, int64_t step, int64_t first, int64_t count) const;
+
+private:
+  std::vector<uint32_t> tokens_;
+  int64_t seq_ = 0;
+};
+
+} // namespace kiln::runtime

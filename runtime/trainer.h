@@ -1,0 +1,110 @@
+// The training loop over N simulated devices, data parallel: every replica
+// runs the compiled step on its share of the global batch, the gradients are
+// summed across replicas (communicator.h), checked for overflow, unscaled,
+// clipped by their global norm and applied by the compiled AdamW update — by
+// every replica, or with ZeRO-1 by the owner of each parameter, which then
+// broadcasts it. An overflow anywhere skips the update everywhere and lowers
+// the loss scale (loss_scaler.h).
+//
+// The devices of a process take turns on the host's cores: each kernel
+// already runs on every core (executor.h), so running the replicas one
+// after another keeps the machine exactly busy instead of oversubscribing
+// it, and makes every sum come out in the same order every time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/parallel/training_program.h"
+#include "runtime/communicator.h"
+#include "runtime/device.h"
+#include "runtime/executor.h"
+#include "runtime/loss_scaler.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/token_data.h"
+#include "runtime/trace.h"
+
+namespace kiln::runtime {
+
+struct TrainerOptions {
+  int64_t steps = 20;
+  LrSchedule schedule;
+  LossScaleSpec loss_scale;
+  double clip_grad_norm = 0; // 0: no clipping
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0; // 0: only at the end (with a checkpoint_dir)
+  bool resume = false;
+  uint64_t seed = 0;
+  int64_t device_memory = 0; // bytes per device
+  std::string trace_path;
+  // Testing the overflow path: at this step the last replica's first
+  // gradient element becomes inf before the reduction.
+  int64_t inject_overflow_step = -1;
+};
+
+struct StepRecord {
+  int64_t step = 0; // 1-based
+  double loss = 0;
+  double loss_scale = 0;
+  double grad_norm = 0; // unscaled, before clipping; inf/nan on overflow
+  double lr = 0;
+  bool overflow = false;
+  double seconds = 0;
+  double tokens_per_s = 0;
+  nlohmann::json toJson() const;
+  std::string toText(int64_t steps) const;
+};
+
+class Trainer {
+public:
+  // `weights` are the initial weights by name (cast to each parameter's dtype).
+  static Expected<std::unique_ptr<Trainer>> create(parallel::TrainingProgram program,
+                                                   const TrainerOptions &options,
+                                                   std::unique_ptr<Communicator> communicator,
+                                                   std::map<std::string, Tensor> weights,
+                                                   const TokenData &data);
+
+  // Trains to options.steps (from the checkpoint with resume), calling
+  // `on_step` after every step.
+  Status run(const std::function<Status(const StepRecord &)> &on_step);
+
+  // The first local replica's weights (every replica holds the same).
+  const ops::TensorMap &weights() const { return weights_.front(); }
+  int64_t stepsDone() const { return step_; }
+  std::string resumedFrom() const { return resumed_from_; }
+  const DeviceMemory &memory(int device) const { return memory_[device]; }
+
+private:
+  Trainer(parallel::TrainingProgram program, const TrainerOptions &options,
+          std::unique_ptr<Communicator> communicator, const TokenData &data);
+  Status start(std::map<std::string, Tensor> weights);
+  Status resume(const std::string &path);
+  Expected<StepRecord> step();
+  Status update(int64_t local, double grad_scale, double lr);
+  Status checkpoint();
+  std::string deviceName(int local) const;
+
+  parallel::TrainingProgram program_;
+  TrainerOptions options_;
+  std::unique_ptr<Communicator> comm_;
+  const TokenData &data_;
+  LossScaler scaler_;
+  std::unique_ptr<Executor> step_executor_;
+  std::vector<std::unique_ptr<Executor>> update_executors_; // per optimizer graph
+  std::vector<DeviceMemory> memory_;                        // per local device
+  std::vector<ops::TensorMap> weights_;                     // per local device
+  std::vector<ops::TensorMap> moments_;                     // per local device: what it owns
+  std::vector<std::vector<Tensor>> grads_;                  // per local device, per param (f32)
+  int64_t step_ = 0;
+  int64_t updates_ = 0;
+  std::string resumed_from_;
+  std::unique_ptr<Trace> trace_;
+};
+
+} // namespace kiln::runtime

@@ -1,0 +1,186 @@
+// `kiln train`: compile the training step for N devices ahead of time, then
+// train on them: data parallel, ZeRO-1, loss scaling, clipping, warmup and
+// cosine decay, checkpoints and resume, a JSON log and a Chrome trace.
+#include <fstream>
+#include <iostream>
+
+#include "compiler/driver/training.h"
+#include "compiler/frontend/model_loader.h"
+#include "compiler/frontend/qwen_init.h"
+#include "ir/safetensors.h"
+#include "runtime/trainer.h"
+#include "tools/kiln/cli_common.h"
+#include "tools/kiln/job_flags.h"
+
+namespace kiln::cli {
+namespace {
+
+struct TrainOptions {
+  driver::ModelRequest model;
+  JobFlags job;
+  driver::KernelSettings kernels;
+  std::string data, data_dtype = "uint16";
+  std::string weights;
+  int devices = 8, dp = 0, tp = 0, zero = 0;
+  std::string device_memory;
+  double lr = 3e-4, min_lr = -1;
+  int64_t warmup = 0;
+  std::string schedule = "cosine", loss_scale = "dynamic";
+  std::string log_json;
+  runtime::TrainerOptions trainer;
+};
+
+int runTrain(TrainOptions opts) {
+  auto job = resolveJobFlags(opts.job, DType::F32);
+  if (!job)
+    return fail(job.error());
+  auto parallel =
+      parallel::resolveParallelConfig(opts.devices, opts.dp, opts.tp, opts.zero, opts.model.batch);
+  if (!parallel)
+    return fail(parallel.error());
+  runtime::TrainerOptions &t = opts.trainer;
+  if (!opts.device_memory.empty()) {
+    auto bytes = parseByteSize(opts.device_memory);
+    if (!bytes || *bytes == 0 || *bytes > INT64_MAX)
+      return fail(
+          "--device-memory: " +
+          (bytes ? "'" + opts.device_memory + "' is not a size above zero" : bytes.message()));
+    t.device_memory = static_cast<int64_t>(*bytes);
+  } else {
+    t.device_memory = job->target.memory.hbm_bytes;
+  }
+  auto scale = runtime::parseLossScale(opts.loss_scale);
+  if (!scale)
+    return fail(scale.error());
+  t.loss_scale = *scale;
+  auto schedule = runtime::parseSchedule(opts.schedule);
+  if (!schedule)
+    return fail(schedule.error());
+  t.schedule = {*schedule, opts.lr, opts.min_lr >= 0 ? opts.min_lr : opts.lr / 10, opts.warmup,
+                t.steps};
+  if (t.resume && t.checkpoint_dir.empty())
+    return fail("--resume needs --checkpoint-dir (where to find the checkpoint)");
+  auto data_dtype = runtime::parseTokenDType(opts.data_dtype);
+  if (!data_dtype)
+    return fail(data_dtype.error());
+
+  frontend::ModelOptions probe;
+  probe.seq = 2; // the config only
+  auto loaded = frontend::loadModel(opts.model.model, probe);
+  if (!loaded)
+    return fail(loaded.error());
+  if (!loaded->config)
+    return fail(opts.model.model + ": kiln train needs a Hugging Face config.json (a Qwen model)");
+  if (opts.model.seq == 0)
+    opts.model.seq = loaded->config->seq_length;
+  auto data =
+      runtime::TokenData::open(opts.data, *data_dtype, loaded->config->vocab_size, opts.model.seq);
+  if (!data)
+    return fail(data.error());
+  std::map<std::string, Tensor> weights;
+  if (!opts.weights.empty()) {
+    auto file = readSafetensors(opts.weights);
+    if (!file)
+      return fail(file.error());
+    weights = std::move(file->tensors);
+  } else {
+    weights = frontend::initQwenWeights(*loaded->config, t.seed);
+  }
+
+  auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel);
+  if (!program)
+    return fail(program.error());
+  std::cout << "kiln: " << parallel->toString() << ", global batch " << opts.model.batch << " ("
+            << program->batch_per_replica << " per replica), seq " << program->seq << "; "
+            << program->memory.toText() << " of " << formatBytes(t.device_memory) << "\n";
+
+  std::ofstream log;
+  if (!opts.log_json.empty()) {
+    log.open(opts.log_json, t.resume ? std::ios::app : std::ios::trunc);
+    if (!log)
+      return fail(opts.log_json + ": cannot open the log for writing");
+  }
+  auto trainer = runtime::Trainer::create(std::move(*program), t,
+                                          runtime::makeInProcessCommunicator(parallel->dp),
+                                          std::move(weights), *data);
+  if (!trainer)
+    return fail(trainer.error());
+  if (!(*trainer)->resumedFrom().empty())
+    std::cout << "kiln: resumed from " << (*trainer)->resumedFrom() << " at step "
+              << (*trainer)->stepsDone() << "\n";
+  Status trained = (*trainer)->run([&](const runtime::StepRecord &r) -> Status {
+    std::cout << r.toText(t.steps) << std::endl;
+    if (log.is_open()) {
+      log << r.toJson().dump() << "\n";
+      log.flush();
+    }
+    return Status::ok();
+  });
+  if (!trained)
+    return fail(trained.error());
+  return 0;
+}
+
+} // namespace
+
+void registerTrainCommand(CLI::App &app, Action &action) {
+  auto opts = std::make_shared<TrainOptions>();
+  CLI::App *cmd = app.add_subcommand(
+      "train", "Train a Qwen model on N simulated devices: the step compiled ahead of time, data "
+               "parallel (ZeRO-1 optional), loss scaling, clipping, checkpoints");
+  cmd->add_option("MODEL", opts->model.model, "config.json or a folder holding it")->required();
+  cmd->add_option("--data", opts->data,
+                  "pre-tokenised data: a flat token file (nanoGPT's train.bin) or safetensors "
+                  "with input_ids")
+      ->required();
+  cmd->add_option("--data-dtype", opts->data_dtype, "uint16 (default) or uint32");
+  cmd->add_option("--steps", opts->trainer.steps, "steps to train to")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", opts->model.batch, "global batch, split over the replicas")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", opts->model.seq, "sequence length (default: the config's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", opts->lr, "peak learning rate (default 3e-4)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--min-lr", opts->min_lr, "cosine's floor (default lr / 10)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--warmup", opts->warmup, "linear warmup steps")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--schedule", opts->schedule, "cosine (default) or constant");
+  cmd->add_option("--loss-scale", opts->loss_scale,
+                  "dynamic (MindSpore: 2^24, 2, 2000), dynamic:INIT,FACTOR,WINDOW, mindformers "
+                  "(65536, 2, 1000), fixed:S or none");
+  cmd->add_option("--clip-grad-norm", opts->trainer.clip_grad_norm,
+                  "clip the global gradient norm to this (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--devices", opts->devices, "simulated devices (default 8)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--dp", opts->dp, "data-parallel replicas (default devices / tp)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--tp", opts->tp, "tensor-parallel shards (default 1)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--zero", opts->zero, "0, or 1: shard the optimizer state over the replicas");
+  cmd->add_option("--device-memory", opts->device_memory,
+                  "memory of each device, e.g. 2GiB (default: the target's HBM)");
+  cmd->add_option("--checkpoint-dir", opts->trainer.checkpoint_dir,
+                  "write checkpoints here (step-N.safetensors)");
+  cmd->add_option("--checkpoint-every", opts->trainer.checkpoint_every,
+                  "steps between checkpoints (0: only the last)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--resume", opts->trainer.resume,
+                "continue from the latest checkpoint in --checkpoint-dir");
+  cmd->add_option("--weights", opts->weights,
+                  "initial weights (safetensors, HF names); default: initialised from --seed");
+  cmd->add_option("--seed", opts->trainer.seed, "initialisation and data seed (default 0)");
+  cmd->add_option("--log-json", opts->log_json, "one JSON line per step");
+  cmd->add_option("--trace", opts->trainer.trace_path,
+                  "write a Chrome/Perfetto trace, one track per device");
+  cmd->add_option("--inject-overflow-at", opts->trainer.inject_overflow_step,
+                  "testing: make one replica's gradient inf at this 0-based step")
+      ->group("");
+  addJobFlags(*cmd, opts->job);
+  addKernelFlags(*cmd, opts->kernels);
+  cmd->callback([opts, &action] { action = [opts] { return runTrain(*opts); }; });
+}
+
+} // namespace kiln::cli

@@ -85,8 +85,22 @@ Status writeFileAtomic(const std::string &path, std::string_view contents) {
 }
 
 Expected<nlohmann::json> parseJson(std::string_view text, std::string_view source) {
+  using nlohmann::json;
+  // Returning false at a container's start drops it unbuilt; the parser
+  // itself keeps its nesting on the heap.
+  bool too_deep = false;
+  auto limit_depth = [&](int depth, json::parse_event_t event, json &) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      too_deep = true;
+    return !too_deep;
+  };
   try {
-    return nlohmann::json::parse(text);
+    json doc = json::parse(text, limit_depth);
+    if (too_deep)
+      return Error(std::string(source) + ": invalid JSON: arrays and objects nest deeper than " +
+                   std::to_string(kMaxJsonDepth) + " levels (kiln's files nest a few)");
+    return doc;
   } catch (const nlohmann::json::exception &e) {
     // e.what() reads "[json.exception.parse_error.101] parse error at line 1, column 2: ...".
     std::string what = e.what();

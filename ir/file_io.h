@@ -15,7 +15,13 @@ Expected<std::string> readFile(const std::string &path);
 // `path`, so a reader sees the old file or the new one, never a torn one.
 Status writeFileAtomic(const std::string &path, std::string_view contents);
 
-// Parses JSON; a syntax error names `source` and the line and column.
+// The deepest nesting of arrays and objects kiln reads. Its formats nest a
+// few levels, and code that prints, copies or compares a JSON value recurses,
+// so a document nested 10^5 deep would overflow the stack.
+inline constexpr int kMaxJsonDepth = 512;
+
+// Parses JSON; a syntax error names `source` and the line and column, and a
+// document nested deeper than kMaxJsonDepth is refused before it is built.
 Expected<nlohmann::json> parseJson(std::string_view text, std::string_view source);
 Expected<nlohmann::json> readJsonFile(const std::string &path);
 

@@ -207,15 +207,21 @@ public:
   }
 
   // Parses the header text, also refusing duplicate top-level keys, which a
-  // JSON object would otherwise silently merge.
+  // JSON object would otherwise silently merge, and nesting deeper than
+  // kMaxJsonDepth, which messages would print recursively.
   Expected<json> parse(std::string_view text) const {
     std::string duplicate;
     std::set<std::string> keys;
+    bool too_deep = false;
     auto callback = [&](int depth, json::parse_event_t event, json &parsed) {
       if (depth == 1 && event == json::parse_event_t::key && parsed.is_string() &&
           !keys.insert(parsed.get<std::string>()).second && duplicate.empty())
         duplicate = parsed.get<std::string>();
-      return true;
+      if ((event == json::parse_event_t::object_start ||
+           event == json::parse_event_t::array_start) &&
+          depth >= kMaxJsonDepth)
+        too_deep = true;
+      return !too_deep;
     };
     json header;
     try {
@@ -226,6 +232,9 @@ public:
       return error("header is not valid JSON: " +
                    (pos == std::string::npos ? what : what.substr(pos + 2)));
     }
+    if (too_deep)
+      return error("header nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) +
+                   " levels");
     if (!header.is_object())
       return error("header must be a JSON object, got " + std::string(header.type_name()));
     if (!duplicate.empty())

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "compiler/cache/sha256.h"
+#include "ir/file_io.h"
 
 namespace kiln::cache {
 namespace {
@@ -52,7 +53,10 @@ Expected<Header> parseHeader(std::string_view bytes, uint64_t file_size) {
 }
 
 Status parseMeta(std::string_view text, CacheEntry &entry) {
-  nlohmann::json meta = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto parsed = parseJson(text, "metadata");
+  if (!parsed)
+    return Error("malformed " + parsed.message());
+  const nlohmann::json &meta = *parsed;
   if (!meta.is_object() || !meta.contains("key") || !meta["key"].is_string() ||
       !meta.contains("kernel") || !meta["kernel"].is_string() || !meta.contains("parts") ||
       !meta["parts"].is_array())

@@ -53,6 +53,12 @@ const FieldSpec kFields[] = {
 
 // Sizes beyond this make element counts overflow long before they make sense.
 constexpr int64_t kMaxSize = (int64_t{1} << 31) - 1;
+// Real models have at most a few hundred layers; a config claiming 10^6 would
+// have kiln build a graph of 10^8 nodes before anything else could object.
+constexpr int64_t kMaxLayers = 1024;
+// The largest weight a config may imply: 2^36 elements (256 GiB in f32),
+// 50 times Qwen-72B's embedding. A 10^12-element tensor is a broken config.
+constexpr int64_t kMaxWeightElements = int64_t{1} << 36;
 
 std::string numberText(double v) {
   char buf[32];
@@ -187,6 +193,22 @@ Status validateQwenConfig(const QwenConfig &config, std::string_view source) {
   for (const FieldSpec &spec : kFields)
     KILN_RETURN_IF_ERROR(checkRange(spec, config, source));
 
+  if (config.num_hidden_layers > kMaxLayers)
+    return fieldError(source, "num_hidden_layers",
+                      "at most " + std::to_string(kMaxLayers) + " layers",
+                      std::to_string(config.num_hidden_layers));
+  // The largest weight matrix: the embedding or LM head [vocab, hidden], the
+  // attention's c_attn [3 * hidden, hidden] or the MLP's [mlp, hidden].
+  const std::pair<const char *, int64_t> rows[] = {{"vocab_size", config.vocab_size},
+                                                   {"hidden_size", 3 * config.hidden_size},
+                                                   {"intermediate_size", config.mlpWidth()}};
+  for (const auto &[field, n] : rows) {
+    int64_t elements = 0;
+    if (__builtin_mul_overflow(n, config.hidden_size, &elements) || elements > kMaxWeightElements)
+      return fieldError(source, field, "sizes whose largest weight has at most 2^36 elements",
+                        "a weight of " + std::to_string(n) + " x " +
+                            std::to_string(config.hidden_size) + " elements");
+  }
   if (config.num_attention_heads * config.kv_channels != config.hidden_size)
     return fieldError(source, "kv_channels",
                       "num_attention_heads * kv_channels to equal hidden_size (" +

@@ -15,6 +15,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include "compiler/cache/cache_entry.h"
 #include "compiler/cache/sha256.h"
 #include "ir/file_io.h"
 #include "tests/compiler/kernel_cache_test_util.h"
@@ -41,6 +42,38 @@ TEST(KernelCacheSha256, IncrementalEqualsOneShot) {
       h.update(std::string_view(data).substr(pos, chunk));
     EXPECT_EQ(toHex(h.finish()), sha256Hex(data)) << "chunk " << chunk;
   }
+}
+
+// An entry of the given meta text, with a valid header and checksum.
+std::string entryWithMeta(const std::string &meta) {
+  std::string out("KILNKCE\0", 8);
+  auto put = [&](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i)
+      out.push_back(char(uint8_t(v >> (8 * i))));
+  };
+  put(kEntryFormatVersion, 4);
+  put(0, 4);
+  put(meta.size(), 8);
+  put(1, 8);
+  out += meta + "o";
+  Sha256::Digest sum = sha256(out);
+  return out + std::string(reinterpret_cast<const char *>(sum.data()), sum.size());
+}
+
+// Found by tests/fuzz: metadata nested 10^5 deep overflowed the stack when
+// the entry was decoded (copying the value recurses).
+TEST(KernelCacheEntry, DeeplyNestedMetadataIsMalformed) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  const std::string meta = R"({"key":"ab","kernel":"k","parts":[],"metadata":)" + deep + "}";
+  auto entry = decodeEntry(entryWithMeta(meta));
+  ASSERT_FALSE(entry.isOk());
+  EXPECT_EQ(entry.message().rfind("malformed metadata: invalid JSON: ", 0), 0u) << entry.message();
+  EXPECT_NE(entry.message().find("deeper than 512 levels"), std::string::npos);
+  EXPECT_FALSE(decodeEntryMeta(entryWithMeta(meta), entryWithMeta(meta).size()).isOk());
+  // The same entry without the nesting decodes.
+  auto plain = decodeEntry(entryWithMeta(R"({"key":"ab","kernel":"k","parts":[]})"));
+  ASSERT_TRUE(plain.isOk()) << plain.message();
+  EXPECT_EQ(plain->object, "o");
 }
 
 TEST(KernelCacheKey, IdenticalInputsGiveTheSameKeyAndTheNameIsNotPartOfIt) {

@@ -1,6 +1,9 @@
 // Tests of the QWenLMHeadModel config.json parser: the example files and every bad case.
 #include "compiler/frontend/qwen_config.h"
 
+#include <filesystem>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "ir/file_io.h"
@@ -186,6 +189,55 @@ TEST(QwenConfigTest, RejectsMissingArchitecturesAndNonObjects) {
   auto array = parseQwenConfig(nlohmann::json::array(), "b.json");
   ASSERT_FALSE(array.isOk());
   EXPECT_EQ(array.message().rfind("b.json: expected a JSON object", 0), 0u) << array.message();
+}
+
+// Resource limits: a config claiming 10^6 layers or a 10^12-element weight is
+// refused before any graph is built or tensor allocated.
+TEST(QwenConfigTest, RefusesAbsurdSizes) {
+  struct Case {
+    nlohmann::json changes;
+    const char *field;
+    const char *expected;
+  };
+  const Case cases[] = {
+      {{{"num_hidden_layers", 1'000'000}}, "num_hidden_layers", "at most 1024 layers"},
+      {{{"vocab_size", 1'000'000},
+        {"hidden_size", 1'000'000},
+        {"num_attention_heads", 1000},
+        {"kv_channels", 1000}},
+       "vocab_size",
+       "largest weight has at most 2^36 elements"},
+      {{{"intermediate_size", 2'000'000'000}, {"hidden_size", 1024}, {"kv_channels", 256}},
+       "intermediate_size",
+       "at most 2^36 elements"},
+  };
+  for (const Case &c : cases) {
+    nlohmann::json doc = tinyJson();
+    doc.update(c.changes);
+    auto config = parseQwenConfig(doc, "inline.json");
+    ASSERT_FALSE(config.isOk()) << c.changes.dump();
+    const std::string &msg = config.message();
+    EXPECT_EQ(msg.rfind(std::string("inline.json: field '") + c.field + "': expected ", 0), 0u)
+        << msg;
+    EXPECT_NE(msg.find(c.expected), std::string::npos) << msg;
+  }
+  nlohmann::json doc = tinyJson();
+  doc["num_hidden_layers"] = 1024;
+  EXPECT_TRUE(parseQwenConfig(doc, "inline.json").isOk());
+}
+
+// Found by tests/fuzz: a config nested 10^5 deep overflowed the stack while
+// its error message was written.
+TEST(QwenConfigTest, DeeplyNestedFileIsRefused) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kiln_deep_config_" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  ASSERT_TRUE(writeFileAtomic(path, R"({"architectures": )" + deep + "}"));
+  auto config = readQwenConfig(path);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(config.isOk());
+  EXPECT_EQ(config.message().rfind(path + ": invalid JSON", 0), 0u) << config.message();
 }
 
 TEST(QwenConfigTest, ValidatesConfigsBuiltInCode) {

@@ -171,5 +171,28 @@ TEST(ParseJson, ErrorsNameTheSource) {
   EXPECT_NE(utf8.message().find("config.json"), std::string::npos);
 }
 
+// Found by tests/fuzz: printing an error about a value nested 10^5 deep
+// overflowed the stack. Such documents are refused while parsing.
+TEST(ParseJson, RefusesNestingDeeperThanTheLimit) {
+  const int deep = 100'000;
+  const std::string arrays = std::string(deep, '[') + std::string(deep, ']');
+  auto refused = parseJson(arrays, "config.json");
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_EQ(refused.message().rfind("config.json: invalid JSON: ", 0), 0u) << refused.message();
+  EXPECT_NE(refused.message().find("deeper than 512 levels"), std::string::npos)
+      << refused.message();
+  std::string objects;
+  for (int i = 0; i < deep; ++i)
+    objects += "{\"a\":";
+  objects += "1" + std::string(deep, '}');
+  EXPECT_FALSE(parseJson(objects, "config.json").isOk());
+  // Just under the limit is still JSON kiln reads.
+  const std::string limit = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  EXPECT_TRUE(parseJson(limit, "config.json").isOk());
+  const std::string over =
+      std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']');
+  EXPECT_FALSE(parseJson(over, "config.json").isOk());
+}
+
 } // namespace
 } // namespace kiln

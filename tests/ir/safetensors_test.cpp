@@ -390,6 +390,24 @@ TEST(SafetensorsErrors, BoolBytesMustBeZeroOrOne) {
 
 // Every truncation and every single-byte corruption of a valid file parses or
 // fails cleanly; none may read out of bounds (run under a sanitizer to see it).
+// Resource limits: a header that claims a tensor of 10^12 elements is refused
+// from the header, before any tensor is allocated.
+TEST(SafetensorsErrors, AHugeTensorIsRefusedBeforeAllocating) {
+  expectRejected(
+      fileOf(R"({"w": {"dtype":"F32","shape":[1000000,1000000],"data_offsets":[0,4000000000000]}})",
+             zeros(16)),
+      {"tensor 'w'", "run past the end of the data buffer (16 bytes)"});
+}
+
+// Found by tests/fuzz: metadata nested 10^5 deep overflowed the stack when the
+// error message printed it.
+TEST(SafetensorsErrors, NestingDeeperThanTheLimit) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  expectRejected(fileOf(R"({"__metadata__": {"a": )" + deep + "}}", ""),
+                 {"header nests arrays and objects deeper than 512 levels"});
+  expectRejected(fileOf(R"({"w": )" + deep + "}", ""), {"deeper than 512 levels"});
+}
+
 TEST(SafetensorsErrors, TruncatedAndCorruptedFilesNeverCrash) {
   SafetensorsFile file;
   file.tensors["a"] = Tensor::fromFloats(DType::F16, {2}, {1.0f, 2.0f});

@@ -5,6 +5,7 @@
 
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/random_init.h"
+#include "ir/file_io.h"
 #include "ir/safetensors.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
@@ -18,8 +19,32 @@ struct MakeInputsOptions {
   int64_t batch = 1;
   int64_t seq = 16;
   uint64_t seed = 0;
-  JobFlags job; // a graph's custom ops
+  int64_t tokens = 0; // > 0: a token file for kiln train instead
+  JobFlags job;       // a graph's custom ops
 };
+
+// A pre-tokenised corpus in nanoGPT's format (uint16 ids, uint32 past 65535)
+// that a model can learn: each token follows from the one before (times 5
+// plus 3) with a little noise, so the loss falls well below log(vocab).
+int writeTokenFile(const std::string &path, int64_t vocab, int64_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> noise(0, 3);
+  const size_t width = vocab > 65536 ? 4 : 2;
+  std::string bytes;
+  bytes.reserve(static_cast<size_t>(count) * width);
+  int64_t token = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    for (size_t b = 0; b < width; ++b)
+      bytes.push_back(static_cast<char>((token >> (8 * b)) & 0xff));
+    token = (token * 5 + 3 + noise(rng)) % vocab;
+  }
+  Status written = writeFileAtomic(path, bytes);
+  if (!written)
+    return fail(written.error());
+  std::cerr << "kiln: wrote " << count << (width == 2 ? " uint16" : " uint32") << " tokens to "
+            << path << "\n";
+  return 0;
+}
 
 int runMakeInputs(const MakeInputsOptions &opts) {
   auto job = resolveJobFlags(opts.job, DType::F32);
@@ -36,6 +61,8 @@ int runMakeInputs(const MakeInputsOptions &opts) {
     Status written = writeSafetensors(opts.output, file);
     return written ? 0 : fail(written.error());
   }
+  if (opts.tokens > 0)
+    return writeTokenFile(opts.output, model->config->vocab_size, opts.tokens, opts.seed);
   std::mt19937_64 rng(opts.seed);
   std::uniform_int_distribution<int64_t> token(0, model->config->vocab_size - 1);
   std::vector<int64_t> ids(static_cast<size_t>(opts.batch * opts.seq));
@@ -59,6 +86,10 @@ void registerMakeInputsCommand(CLI::App &app, Action &action) {
   cmd->add_option("--batch", opts->batch, "batch size")->check(CLI::PositiveNumber);
   cmd->add_option("--seq", opts->seq, "sequence length")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", opts->seed, "random seed (default 0)");
+  cmd->add_option("--tokens", opts->tokens,
+                  "write a learnable token file of this many tokens for kiln train --data "
+                  "(nanoGPT's flat uint16 format) instead")
+      ->check(CLI::PositiveNumber);
   addJobFlags(*cmd, opts->job);
   cmd->callback([opts, &action] { action = [opts] { return runMakeInputs(*opts); }; });
 }

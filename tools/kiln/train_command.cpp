@@ -27,6 +27,7 @@ struct TrainOptions {
   int64_t warmup = 0;
   std::string schedule = "cosine", loss_scale = "dynamic";
   std::string log_json;
+  bool compile_only = false;
   runtime::TrainerOptions trainer;
 };
 
@@ -38,6 +39,8 @@ int runTrain(TrainOptions opts) {
       parallel::resolveParallelConfig(opts.devices, opts.dp, opts.tp, opts.zero, opts.model.batch);
   if (!parallel)
     return fail(parallel.error());
+  if (opts.model.batch == 0)
+    opts.model.batch = parallel->dp; // one sequence per replica
   runtime::TrainerOptions &t = opts.trainer;
   if (!opts.device_memory.empty()) {
     auto bytes = parseByteSize(opts.device_memory);
@@ -73,6 +76,27 @@ int runTrain(TrainOptions opts) {
     return fail(opts.model.model + ": kiln train needs a Hugging Face config.json (a Qwen model)");
   if (opts.model.seq == 0)
     opts.model.seq = loaded->config->seq_length;
+  if (opts.compile_only) {
+    auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel);
+    if (!program)
+      return fail(program.error());
+    const parallel::DeviceMemoryEstimate &m = program->memory;
+    std::cout << "kiln: compiled the training step for " << parallel->toString()
+              << ", global batch " << opts.model.batch << " (" << program->batch_per_replica
+              << " per replica), seq " << program->seq << ", " << dtypeName(job->dtype) << "\n"
+              << "  step kernels: " << program->step.kernels.stats.total << " ("
+              << program->step.kernels.stats.unique
+              << " unique); updates: " << program->optimizers.size() << "\n"
+              << "  " << m.toText() << "\n  device " << formatBytes(t.device_memory) << ": "
+              << (m.peak <= t.device_memory ? "fits" : "does NOT fit") << " (npu:" << m.rank
+              << " has the highest peak)\n  the step's largest buffers:\n";
+    for (const auto &[name, bytes] : m.largest)
+      std::cout << "    " << name << ": " << formatBytes(bytes) << "\n";
+    return 0;
+  }
+  if (opts.data.empty() || t.steps == 0)
+    return fail(std::string(opts.data.empty() ? "--data" : "--steps") +
+                " is required to train (or --compile-only)");
   auto data =
       runtime::TokenData::open(opts.data, *data_dtype, loaded->config->vocab_size, opts.model.seq);
   if (!data)
@@ -131,13 +155,17 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("MODEL", opts->model.model, "config.json or a folder holding it")->required();
   cmd->add_option("--data", opts->data,
                   "pre-tokenised data: a flat token file (nanoGPT's train.bin) or safetensors "
-                  "with input_ids")
-      ->required();
+                  "with input_ids");
+  cmd->add_flag("--compile-only", opts->compile_only,
+                "compile the step and the updates and print the per-device memory plan; no "
+                "training, no --data");
   cmd->add_option("--data-dtype", opts->data_dtype, "uint16 (default) or uint32");
-  cmd->add_option("--steps", opts->trainer.steps, "steps to train to")
-      ->required()
+  opts->trainer.steps = 0;
+  cmd->add_option("--steps", opts->trainer.steps, "steps to train to (required to train)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", opts->model.batch, "global batch, split over the replicas")
+  opts->model.batch = 0; // not given: one sequence per replica
+  cmd->add_option("--batch", opts->model.batch,
+                  "global batch, split over the replicas (default: one per replica)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seq", opts->model.seq, "sequence length (default: the config's)")
       ->check(CLI::PositiveNumber);

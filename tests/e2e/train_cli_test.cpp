@@ -1,0 +1,176 @@
+// kiln train as a user runs it on the tiny Qwen: the loss trajectory of 8
+// data-parallel devices (with and without ZeRO-1) is that of one device; an
+// overflowing step is skipped everywhere and halves the loss scale; a run
+// killed and resumed ends with the weights of an unbroken run; a device too
+// small stops with the out-of-memory report; bad input is a clear error.
+#include <csignal>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "ir/safetensors.h"
+#include "tests/e2e/cli_fixture.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::testing;
+using nlohmann::json;
+
+class TrainCli : public Cli {
+protected:
+  void SetUp() override {
+    Cli::SetUp();
+    // A learnable stream: each token follows from the one before, with noise.
+    std::vector<uint16_t> tokens{0};
+    uint64_t state = 1;
+    for (int i = 0; i < 20000; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      tokens.push_back(static_cast<uint16_t>((tokens.back() * 5 + 3 + (state >> 62)) % 512));
+    }
+    write("train.bin", std::string(reinterpret_cast<const char *>(tokens.data()),
+                                   tokens.size() * sizeof(uint16_t)));
+  }
+
+  std::string train(const std::string &flags) {
+    return "train " + kTiny + " --data train.bin --batch 8 --seq 16 --lr 1e-3 " + flags;
+  }
+
+  static std::vector<json> log(const std::string &file) {
+    std::vector<json> lines;
+    std::istringstream in(slurp(file));
+    for (std::string line; std::getline(in, line);)
+      lines.push_back(json::parse(line));
+    return lines;
+  }
+};
+
+TEST_F(TrainCli, DataParallelAndZeroMatchOneDevice) {
+  for (const char *devices : {"1", "8", "8 --zero 1"}) {
+    Result r = run(train("--steps 20 --devices " + std::string(devices) + " --log-json log" +
+                         std::string(devices).substr(0, 1) +
+                         (std::string(devices).size() > 1 ? "z" : "") + ".jsonl"));
+    ASSERT_EQ(r.exit_code, 0) << devices << ": " << r.err;
+  }
+  std::vector<json> one = log(path("log1.jsonl")), dp8 = log(path("log8.jsonl")),
+                    zero = log(path("log8z.jsonl"));
+  ASSERT_EQ(one.size(), 20u);
+  ASSERT_EQ(dp8.size(), 20u);
+  ASSERT_EQ(zero.size(), 20u);
+  for (size_t i = 0; i < one.size(); ++i) {
+    const double want = one[i]["loss"];
+    EXPECT_NEAR(dp8[i]["loss"].get<double>(), want, 1e-4 * want) << "step " << i + 1;
+    EXPECT_NEAR(zero[i]["loss"].get<double>(), want, 1e-4 * want) << "step " << i + 1;
+    for (const char *field :
+         {"step", "loss", "loss_scale", "grad_norm", "overflow", "tokens_per_s"})
+      EXPECT_TRUE(one[i].contains(field)) << field;
+  }
+  EXPECT_LT(one.back()["loss"].get<double>(), one.front()["loss"].get<double>() - 0.05)
+      << "it learns";
+}
+
+TEST_F(TrainCli, AnOverflowIsSkippedOnEveryDeviceAndHalvesTheScale) {
+  ASSERT_EQ(run(train("--steps 2 --devices 4 --checkpoint-dir a")).exit_code, 0);
+  Result r = run(train("--steps 3 --devices 4 --loss-scale dynamic:1024,2,1000 "
+                       "--inject-overflow-at 2 --checkpoint-dir b --checkpoint-every 1 "
+                       "--log-json log.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("overflow: update skipped on every device"), std::string::npos) << r.out;
+  std::vector<json> steps = log(path("log.jsonl"));
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[1]["overflow"], false);
+  EXPECT_EQ(steps[2]["overflow"], true);
+  EXPECT_EQ(steps[2]["loss_scale"], 1024.0) << "the scale the step ran with";
+  auto before = readSafetensors(path("b/step-000002.safetensors"));
+  auto after = readSafetensors(path("b/step-000003.safetensors"));
+  ASSERT_TRUE(before.isOk() && after.isOk());
+  EXPECT_EQ(after->metadata.at("loss_scale"), "512") << "halved";
+  EXPECT_EQ(after->metadata.at("updates"), "2") << "the skipped step applied no update";
+  for (const auto &[name, t] : before->tensors)
+    EXPECT_TRUE(after->tensors.at(name) == t) << name << " changed in the skipped step";
+
+  // Training goes on from there.
+  Result more = run(train("--steps 5 --devices 4 --loss-scale dynamic:1024,2,1000 "
+                          "--inject-overflow-at 2 --checkpoint-dir b --resume"));
+  ASSERT_EQ(more.exit_code, 0) << more.err;
+  EXPECT_NE(more.out.find("step 5/5"), std::string::npos) << more.out;
+  EXPECT_EQ(more.out.find("overflow:"), std::string::npos) << more.out;
+}
+
+TEST_F(TrainCli, KilledAndResumedEndsWithTheWeightsOfAnUnbrokenRun) {
+  ASSERT_EQ(run(train("--steps 8 --devices 2 --checkpoint-dir whole")).exit_code, 0);
+
+  // Killed (SIGKILL) once its step-4 checkpoint exists, then resumed.
+  const std::string cmd = "cd " + dir_.string() + " && exec " + kiln_ + " " +
+                          train("--steps 8 --devices 2 --checkpoint-dir broken "
+                                "--checkpoint-every 2 --log-json broken.jsonl") +
+                          " >/dev/null 2>&1";
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char *>(nullptr));
+    _exit(127);
+  }
+  const fs::path ckpt = dir_ / "broken" / "step-000004.safetensors";
+  for (int i = 0; i < 6000 && !fs::exists(ckpt); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(fs::exists(ckpt));
+  fs::remove(dir_ / "broken" / "step-000008.safetensors"); // had it finished already
+
+  Result resumed = run(train("--steps 8 --devices 2 --checkpoint-dir broken --resume"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resumed from"), std::string::npos) << resumed.out;
+  auto want = readSafetensors(path("whole/step-000008.safetensors"));
+  auto got = readSafetensors(path("broken/step-000008.safetensors"));
+  ASSERT_TRUE(want.isOk() && got.isOk());
+  ASSERT_EQ(want->tensors.size(), got->tensors.size());
+  for (const auto &[name, t] : want->tensors)
+    EXPECT_TRUE(got->tensors.at(name) == t) << name << " differs from the unbroken run";
+  EXPECT_EQ(got->metadata, want->metadata);
+}
+
+TEST_F(TrainCli, ATooSmallDeviceIsTheOutOfMemoryReport) {
+  Result r = run(train("--steps 1 --devices 8 --device-memory 512KiB"));
+  EXPECT_FALSE(r.signaled);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("out of device memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the device has 512.0 KiB"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("largest buffers"), std::string::npos) << r.err;
+}
+
+TEST_F(TrainCli, BadInputIsAClearError) {
+  expectError(run(train("--steps 1 --devices 8 --tp 2")), {"tensor parallelism is not built yet"});
+  expectError(run(train("--steps 1 --devices 3")), {"--batch 8", "multiple of 3"});
+  expectError(run(train("--steps 1 --loss-scale dynamic:1")), {"--loss-scale", "three numbers"});
+  expectError(run(train("--steps 1 --device-memory lots")), {"--device-memory", "lots"});
+  expectError(run(train("--steps 1 --resume")), {"--resume needs --checkpoint-dir"});
+  write("odd.bin", "abc");
+  expectError(run("train " + kTiny + " --data odd.bin --steps 1"),
+              {"odd.bin", "not a whole number of uint16 tokens"});
+  fs::create_directories(dir_ / "ckpt");
+  write("ckpt/step-000001.safetensors", "not a safetensors file");
+  Result r = run(train("--steps 2 --devices 1 --checkpoint-dir ckpt --resume"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("step-000001.safetensors"), std::string::npos) << r.err;
+}
+
+TEST_F(TrainCli, TheTraceHasATrackPerDevice) {
+  ASSERT_EQ(run(train("--steps 2 --devices 4 --trace trace.json")).exit_code, 0);
+  json trace = json::parse(slurp(path("trace.json")));
+  std::set<int> tracks;
+  std::set<std::string> names;
+  for (const json &e : trace["traceEvents"])
+    if (e["ph"] == "X") {
+      tracks.insert(e["tid"].get<int>());
+      names.insert(e["name"].get<std::string>());
+    }
+  EXPECT_EQ(tracks, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(names, (std::set<std::string>{"forward+backward", "allreduce", "update"}));
+}
+
+} // namespace
+} // namespace kiln

@@ -132,8 +132,9 @@ Expected<ArtifactObject> parseObjectEntry(const json &entry, size_t index) {
 Expected<Bucket> parseBucket(std::string_view text, size_t index,
                              const std::vector<ArtifactObject> &objects) {
   const std::string where = "bucket " + std::to_string(index);
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
+  // parseJson refuses deep nesting, which copying the graph would recurse into.
+  KILN_ASSIGN_OR_RETURN(json j, parseJson(text, where + ": malformed"));
+  if (!j.is_object())
     return Error(where + ": malformed: not a JSON object");
   const JsonFields f(j, where);
   Bucket b;
@@ -218,9 +219,10 @@ Expected<Artifact> decode(std::string_view bytes) {
   if (std::memcmp(sum.data(), bytes.data() + body, kArtifactChecksumSize) != 0)
     return Error("checksum mismatch: the file is corrupt (its SHA-256 is not the stored one)");
 
-  json manifest = json::parse(bytes.substr(kArtifactHeaderSize, h.manifest_size), nullptr,
-                              /*allow_exceptions=*/false);
-  if (manifest.is_discarded() || !manifest.is_object())
+  // parseJson refuses deep nesting, which copying the job settings would recurse into.
+  KILN_ASSIGN_OR_RETURN(json manifest, parseJson(bytes.substr(kArtifactHeaderSize, h.manifest_size),
+                                                 "malformed manifest"));
+  if (!manifest.is_object())
     return Error("malformed manifest: not a JSON object");
   const JsonFields f(manifest, "malformed manifest");
   KILN_ASSIGN_OR_RETURN(std::string format, f.string("format"));

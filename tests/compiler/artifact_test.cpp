@@ -352,6 +352,22 @@ TEST_F(ArtifactFormat, RejectsABadBucket) {
   EXPECT_HAS(decodeError(assemble(raw)), "bucket 0: malformed");
 }
 
+// Found by tests/fuzz (artifact_fuzzer): job settings nested 10^5 deep in the
+// manifest overflowed the stack while they were copied. Deep JSON is refused
+// while parsing, in the manifest and in a bucket.
+TEST_F(ArtifactFormat, RejectsDeeplyNestedJson) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  RawArtifact raw = split(bytes());
+  const size_t job = raw.manifest.find("\"job\":{");
+  ASSERT_NE(job, std::string::npos);
+  raw.manifest.insert(job + 7, "\"deep\":" + deep + ",");
+  std::string e = decodeError(assemble(raw));
+  EXPECT_HAS(e, "malformed manifest: invalid JSON: arrays and objects nest deeper than 512");
+  raw = split(bytes());
+  raw.buckets[0] = "{\"graph\": " + deep + "}";
+  EXPECT_HAS(decodeError(assemble(raw)), "bucket 0: malformed: invalid JSON: arrays and objects");
+}
+
 TEST_F(ArtifactFormat, RejectsADuplicateBucket) {
   RawArtifact raw = split(bytes());
   raw.buckets[1] = raw.buckets[0];

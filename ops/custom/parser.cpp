@@ -5,6 +5,14 @@
 namespace kiln::ops::custom {
 namespace {
 
+// Limits on one statement. Real computes are a few dozen terms; the checker,
+// the evaluator and differentiation walk the tree recursively, and the
+// derivative of a product grows with the square of its factors, so a
+// statement of 10^5 parentheses or terms would overflow the stack or run
+// for minutes.
+constexpr int kMaxNesting = 64; // parentheses, calls and unary minus
+constexpr int kMaxTerms = 256;  // names, numbers, calls and operators
+
 class Parser {
 public:
   Parser(std::vector<Token> tokens, const Where &where)
@@ -69,9 +77,30 @@ private:
       return fail(s.indices.empty() ? "'[' or '=' after output '" + s.output.name + "'"
                                     : "'=' after the indices of output '" + s.output.name + "'");
     next();
+    terms_ = 0;
     KILN_ASSIGN_OR_RETURN(s.rhs, expr());
     return s;
   }
+
+  // Counts a node of the statement against kMaxTerms.
+  Status addTerm(SourceLoc loc) {
+    if (++terms_ > kMaxTerms)
+      return where_.error(loc, "the statement has more than " + std::to_string(kMaxTerms) +
+                                   " terms and operators; split the op into smaller ones");
+    return Status::ok();
+  }
+
+  // Enters one level of nesting, refusing more than kMaxNesting.
+  Status enter(SourceLoc loc) {
+    if (++depth_ > kMaxNesting)
+      return where_.error(loc, "the expression nests deeper than " + std::to_string(kMaxNesting) +
+                                   " levels of parentheses, calls and '-'");
+    return Status::ok();
+  }
+  struct Leave {
+    int &depth;
+    ~Leave() { --depth; }
+  };
 
   static SyntaxPtr binary(BinOp op, SourceLoc loc, SyntaxPtr a, SyntaxPtr b) {
     auto n = std::make_shared<Syntax>();
@@ -83,6 +112,8 @@ private:
   }
 
   Expected<SyntaxPtr> expr() {
+    Leave leave{depth_};
+    KILN_RETURN_IF_ERROR(enter(peek().loc));
     KILN_ASSIGN_OR_RETURN(SyntaxPtr a, additive());
     static const std::pair<const char *, BinOp> kCompare[] = {{"<", BinOp::Lt},  {"<=", BinOp::Le},
                                                               {">", BinOp::Gt},  {">=", BinOp::Ge},
@@ -90,6 +121,7 @@ private:
     for (const auto &[text, op] : kCompare) {
       if (peek().is(text)) {
         SourceLoc loc = next().loc;
+        KILN_RETURN_IF_ERROR(addTerm(loc));
         KILN_ASSIGN_OR_RETURN(SyntaxPtr b, additive());
         return binary(op, loc, std::move(a), std::move(b));
       }
@@ -102,6 +134,7 @@ private:
     while (peek().is("+") || peek().is("-")) {
       const BinOp op = peek().is("+") ? BinOp::Add : BinOp::Sub;
       SourceLoc loc = next().loc;
+      KILN_RETURN_IF_ERROR(addTerm(loc));
       KILN_ASSIGN_OR_RETURN(SyntaxPtr b, term());
       a = binary(op, loc, std::move(a), std::move(b));
     }
@@ -113,6 +146,7 @@ private:
     while (peek().is("*") || peek().is("/")) {
       const BinOp op = peek().is("*") ? BinOp::Mul : BinOp::Div;
       SourceLoc loc = next().loc;
+      KILN_RETURN_IF_ERROR(addTerm(loc));
       KILN_ASSIGN_OR_RETURN(SyntaxPtr b, unary());
       a = binary(op, loc, std::move(a), std::move(b));
     }
@@ -124,6 +158,9 @@ private:
       auto n = std::make_shared<Syntax>();
       n->kind = Syntax::Kind::Neg;
       n->loc = next().loc;
+      Leave leave{depth_};
+      KILN_RETURN_IF_ERROR(enter(n->loc));
+      KILN_RETURN_IF_ERROR(addTerm(n->loc));
       KILN_ASSIGN_OR_RETURN(SyntaxPtr a, unary());
       n->args = {std::move(a)};
       return SyntaxPtr(n);
@@ -134,6 +171,8 @@ private:
   Expected<SyntaxPtr> primary() {
     auto n = std::make_shared<Syntax>();
     n->loc = peek().loc;
+    if (!peek().is("("))
+      KILN_RETURN_IF_ERROR(addTerm(n->loc));
     if (peek().kind == TokenKind::Number) {
       n->kind = Syntax::Kind::Number;
       n->number = next().number;
@@ -196,6 +235,8 @@ private:
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   const Where &where_;
+  int depth_ = 0; // expressions and negations being parsed
+  int terms_ = 0; // nodes of the current statement
 };
 
 } // namespace

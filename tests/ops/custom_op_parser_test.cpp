@@ -191,6 +191,29 @@ TEST(CustomOpParser, ErrorsPointAtFileLineAndColumn) {
 }
 
 // Positions survive entities and CDATA: the column is the one in the file.
+// Found by tests/fuzz (custom_op_expr_fuzzer): 10^5 nested parentheses or
+// minus signs overflowed the parser's stack, and a statement of 10^5 terms the
+// checker's; 1,000 factors took 40 s to differentiate. Both are refused at
+// the place the limit is passed.
+TEST(CustomOpParser, RefusesDeepNestingAndHugeStatements) {
+  const std::string parens =
+      "y[i] = " + std::string(100'000, '(') + "x[i]" + std::string(100'000, ')');
+  std::string xml = opFile(parens);
+  expectError(xml, {"my_ops.xml:", "op Op:", "nests deeper than 64 levels"});
+  const std::string minus = "y[i] = " + std::string(100'000, '-') + "x[i]";
+  expectError(opFile(minus), {"nests deeper than 64 levels"});
+  std::string product = "y[i] = x[i]";
+  for (int k = 0; k < 100'000; ++k)
+    product += " * x[i]";
+  expectError(opFile(product), {"more than 256 terms and operators"});
+  // Within the limits: 60 parentheses and 100 factors.
+  std::string fine = "y[i] = " + std::string(60, '(') + "x[i]" + std::string(60, ')');
+  for (int k = 0; k < 99; ++k)
+    fine += " * x[i]";
+  auto specs = parseCustomOpFile(opFile(fine, "elementwise"), kFile);
+  EXPECT_TRUE(specs.isOk()) << specs.message();
+}
+
 TEST(CustomOpParser, ColumnsCountTheRawFile) {
   std::string xml = opFile("y[i] = select(x[i] &lt; 0, 0, x[i]) + bad");
   expectError(xml, {at(xml, "bad"), "unknown name 'bad'"});

@@ -25,7 +25,9 @@ Expected<std::vector<TensorType>> inferReshape(const std::vector<TensorType> &in
     if (shape[i] < 0)
       return Error("shape " + shapeToString(requested) + " has dimension " +
                    std::to_string(shape[i]) + "; dimensions must be >= 0 or -1");
-    known *= shape[i];
+    if (__builtin_mul_overflow(known, shape[i], &known))
+      return Error("shape " + shapeToString(requested) +
+                   " has more elements than a 64-bit count holds");
   }
   if (inferred_axis >= 0) {
     if (known == 0 || count % known != 0)

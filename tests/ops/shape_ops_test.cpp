@@ -47,6 +47,17 @@ TEST(Reshape, RejectsBadShapes) {
   EXPECT_FALSE(t) << "-1 next to a zero dimension is ambiguous";
 }
 
+// Found by tests/fuzz (a graph file's Reshape): a target shape whose element
+// count overflows 64 bits was signed-overflow UB; it is an error.
+TEST(Reshape, RejectsAShapeWhoseElementCountOverflows) {
+  const int64_t big = int64_t{1} << 40;
+  auto t = inferOp("Reshape", {f32({4, 8})}, {{"shape", Ints{big, big, big}}});
+  ASSERT_FALSE(t);
+  EXPECT_TRUE(mentions(t.message(), {"[1099511627776,", "more elements than a 64-bit count"}));
+  t = inferOp("Reshape", {f32({4, 8})}, {{"shape", Ints{big, -1, big}}});
+  ASSERT_FALSE(t);
+}
+
 TEST(Reshape, KeepsRowMajorOrderAndExactBits) {
   std::vector<int64_t> values;
   for (int64_t i = 0; i < 12; ++i)

@@ -21,6 +21,7 @@ packages=(
   nlohmann-json3-dev libtinyxml2-dev libspdlog-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libssl-dev
+  libopenmpi-dev openmpi-bin
   "${extra[@]}"
 )
 missing=()

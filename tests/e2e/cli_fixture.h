@@ -45,11 +45,14 @@ protected:
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Result run(const std::string &args) {
+  Result run(const std::string &args) { return shell(kiln_ + " " + args); }
+
+  // Any command line, in the test's folder (where default outputs such as
+  // kiln_dump/ land).
+  Result shell(const std::string &command) {
     const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
-    // In the test's folder, where the default outputs (kiln_dump/) land.
-    int status = std::system(
-        ("cd " + dir_.string() + " && " + kiln_ + " " + args + " >" + out + " 2>" + err).c_str());
+    int status =
+        std::system(("cd " + dir_.string() + " && " + command + " >" + out + " 2>" + err).c_str());
     Result r;
     r.signaled = WIFSIGNALED(status);
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

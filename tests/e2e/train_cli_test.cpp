@@ -133,6 +133,26 @@ TEST_F(TrainCli, KilledAndResumedEndsWithTheWeightsOfAnUnbrokenRun) {
   EXPECT_EQ(got->metadata, want->metadata);
 }
 
+// Two processes of four devices under mpirun give one process of eight's
+// losses bit for bit: the sums run in rank order either way.
+TEST_F(TrainCli, TwoMpiProcessesOfFourMatchOneOfEight) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "OpenMPI's mpirun is not installed";
+  ASSERT_EQ(run(train("--steps 6 --devices 8 --log-json one.jsonl")).exit_code, 0);
+  Result mpi = shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
+                     "--oversubscribe -np 2 " +
+                     kiln_ + " " +
+                     train("--steps 6 --devices 8 --devices-per-process 4 --log-json mpi.jsonl"));
+  if (mpi.exit_code != 0 && mpi.err.find("built without MPI") != std::string::npos)
+    GTEST_SKIP() << "kiln was built without MPI";
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  std::vector<json> one = log(path("one.jsonl")), two = log(path("mpi.jsonl"));
+  ASSERT_EQ(two.size(), 6u) << "one process writes the log";
+  for (size_t i = 0; i < one.size(); ++i)
+    EXPECT_EQ(two[i]["loss"], one[i]["loss"]) << "step " << i + 1;
+  EXPECT_EQ(std::count(mpi.out.begin(), mpi.out.end(), '\n'), 7) << mpi.out;
+}
+
 TEST_F(TrainCli, ATooSmallDeviceIsTheOutOfMemoryReport) {
   Result r = run(train("--steps 1 --devices 8 --device-memory 512KiB"));
   EXPECT_FALSE(r.signaled);

@@ -8,6 +8,7 @@
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/qwen_init.h"
 #include "ir/safetensors.h"
+#include "runtime/mpi_communicator.h"
 #include "runtime/trainer.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
@@ -22,6 +23,7 @@ struct TrainOptions {
   std::string data, data_dtype = "uint16";
   std::string weights;
   int devices = 8, dp = 0, tp = 0, zero = 0;
+  int devices_per_process = 0; // under mpirun: the devices each process drives
   std::string device_memory;
   double lr = 3e-4, min_lr = -1;
   int64_t warmup = 0;
@@ -114,25 +116,47 @@ int runTrain(TrainOptions opts) {
   auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel);
   if (!program)
     return fail(program.error());
-  std::cout << "kiln: " << parallel->toString() << ", global batch " << opts.model.batch << " ("
-            << program->batch_per_replica << " per replica), seq " << program->seq << "; "
-            << program->memory.toText() << " of " << formatBytes(t.device_memory) << "\n";
 
+  std::unique_ptr<runtime::Communicator> comm;
+  if (opts.devices_per_process > 0 || runtime::launchedByMpi()) {
+    auto mpi = runtime::makeMpiCommunicator(
+        parallel->dp, opts.devices_per_process > 0 ? opts.devices_per_process : parallel->dp);
+    if (!mpi)
+      return fail(mpi.error());
+    comm = std::move(*mpi);
+  } else {
+    comm = runtime::makeInProcessCommunicator(parallel->dp);
+  }
+  // One process speaks for the job and writes its files.
+  const bool speaker = comm->firstLocalRank() == 0;
+  if (comm->localSize() != comm->worldSize() && parallel->zero == 1 && !t.checkpoint_dir.empty())
+    return fail("--zero 1 across MPI processes keeps each process's optimizer state in that "
+                "process; checkpointing it is not built yet: drop --checkpoint-dir or --zero 1");
+  if (!speaker) {
+    t.checkpoint_dir.clear();
+    t.trace_path.clear();
+    opts.log_json.clear();
+  }
+  if (speaker)
+    std::cout << "kiln: " << parallel->toString() << ", global batch " << opts.model.batch << " ("
+              << program->batch_per_replica << " per replica), seq " << program->seq << "; "
+              << program->memory.toText() << " of " << formatBytes(t.device_memory) << "\n";
   std::ofstream log;
   if (!opts.log_json.empty()) {
     log.open(opts.log_json, t.resume ? std::ios::app : std::ios::trunc);
     if (!log)
       return fail(opts.log_json + ": cannot open the log for writing");
   }
-  auto trainer = runtime::Trainer::create(std::move(*program), t,
-                                          runtime::makeInProcessCommunicator(parallel->dp),
-                                          std::move(weights), *data);
+  auto trainer =
+      runtime::Trainer::create(std::move(*program), t, std::move(comm), std::move(weights), *data);
   if (!trainer)
     return fail(trainer.error());
   if (!(*trainer)->resumedFrom().empty())
     std::cout << "kiln: resumed from " << (*trainer)->resumedFrom() << " at step "
               << (*trainer)->stepsDone() << "\n";
   Status trained = (*trainer)->run([&](const runtime::StepRecord &r) -> Status {
+    if (!speaker)
+      return Status::ok();
     std::cout << r.toText(t.steps) << std::endl;
     if (log.is_open()) {
       log << r.toJson().dump() << "\n";
@@ -188,6 +212,9 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--tp", opts->tp, "tensor-parallel shards (default 1)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--zero", opts->zero, "0, or 1: shard the optimizer state over the replicas");
+  cmd->add_option("--devices-per-process", opts->devices_per_process,
+                  "under mpirun: the devices each process drives (processes x this = --devices)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--device-memory", opts->device_memory,
                   "memory of each device, e.g. 2GiB (default: the target's HBM)");
   cmd->add_option("--checkpoint-dir", opts->trainer.checkpoint_dir,

@@ -1,0 +1,27 @@
+// Collectives across processes with MPI (OpenMPI from Debian), for jobs that
+// launch one kiln per host or per device group:
+//
+//   mpirun -np 2 kiln train ... --devices 8 --devices-per-process 4
+//
+// Each process drives `devices_per_process` replicas; process p holds ranks
+// [p * L, (p + 1) * L). A sum gathers every replica's buffer and adds them in
+// rank order, so the result is bit-identical to one process driving all of
+// them (communicator.h). Available when kiln is built with MPI.
+#pragma once
+
+#include <memory>
+
+#include "runtime/communicator.h"
+
+namespace kiln::runtime {
+
+// True when this process was started by an MPI launcher (mpirun sets the
+// environment) and kiln was built with MPI.
+bool launchedByMpi();
+bool builtWithMpi();
+
+// Initialises MPI (finalised at exit) and checks that processes x
+// `devices_per_process` is `devices`.
+Expected<std::unique_ptr<Communicator>> makeMpiCommunicator(int devices, int devices_per_process);
+
+} // namespace kiln::runtime

@@ -52,3 +52,14 @@ echo -n "force_fp32 (reference):                  "; overflow_run --precision-mo
 echo -n "allow_mix_precision, pass off:           "
 overflow_run --precision-mode allow_mix_precision --disable-pass AttentionFp32CastPass
 echo -n "allow_mix_precision, pass on (default):  "; overflow_run --precision-mode allow_mix_precision
+
+echo "== Qwen-14B on 8 x ascend910 (32 GB), data parallel with ZeRO-1: the per-device memory plan"
+"$kiln" train examples/qwen-14b/config.json --compile-only --devices 8 --zero 1 --seq 2048 \
+  --batch 8 --dtype f16 --target ascend910 --device-memory 32GiB
+echo "== tiny Qwen trained across 8 simulated devices: fp16, dynamic loss scale, ZeRO-1"
+"$kiln" make-inputs examples/qwen-tiny/config.json --tokens 200000 -o "$work/train.bin"
+"$kiln" train examples/qwen-tiny/config.json --data "$work/train.bin" --steps 100 --batch 32 \
+  --seq 64 --devices 8 --zero 1 --dtype f16 --lr 3e-3 --warmup 5 --loss-scale dynamic \
+  --clip-grad-norm 1.0 --checkpoint-dir "$work/ckpt" --checkpoint-every 50 \
+  --log-json "$work/train.jsonl" --trace "$work/trace.json" | awk 'NR <= 7 || NR % 10 == 1'
+ls "$work/ckpt"

@@ -9,7 +9,7 @@
 
 namespace kiln {
 
-Expected<std::string> readFile(const std::string &path) {
+Expected<std::string> readFile(const std::string &path, size_t max_bytes) {
   // POSIX calls rather than iostreams: a stream reads a folder as an empty file
   // and hides read errors.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -26,8 +26,16 @@ Expected<std::string> readFile(const std::string &path) {
     return Error(path + ": cannot read: is a directory, not a file");
   }
   std::string out;
-  if (S_ISREG(st.st_mode))
+  auto tooLarge = [&] {
+    ::close(fd);
+    return Error(path + ": cannot read: larger than " + std::to_string(max_bytes) +
+                 " bytes, the most kiln reads from such a file");
+  };
+  if (S_ISREG(st.st_mode)) {
+    if (static_cast<uint64_t>(st.st_size) > max_bytes)
+      return tooLarge();
     out.reserve(static_cast<size_t>(st.st_size));
+  }
   char buf[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof(buf));
@@ -40,6 +48,8 @@ Expected<std::string> readFile(const std::string &path) {
     }
     if (n == 0)
       break;
+    if (static_cast<size_t>(n) > max_bytes - out.size())
+      return tooLarge();
     out.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
@@ -111,7 +121,7 @@ Expected<nlohmann::json> parseJson(std::string_view text, std::string_view sourc
 }
 
 Expected<nlohmann::json> readJsonFile(const std::string &path) {
-  KILN_ASSIGN_OR_RETURN(std::string text, readFile(path));
+  KILN_ASSIGN_OR_RETURN(std::string text, readFile(path, kMaxJsonFileBytes));
   return parseJson(text, path);
 }
 

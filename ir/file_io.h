@@ -1,6 +1,7 @@
 // Whole-file reads and atomic writes (temp file + rename), with errors that name the file.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -10,7 +11,10 @@
 
 namespace kiln {
 
-Expected<std::string> readFile(const std::string &path);
+// Reading stops with an error past `max_bytes`, so that a file that never
+// ends (/dev/zero, a pipe) or a huge one named where a small one belongs is
+// refused before it fills memory.
+Expected<std::string> readFile(const std::string &path, size_t max_bytes = SIZE_MAX);
 // Writes to "<path>.tmp.<pid>.<n>" in the same folder, fsyncs, then renames over
 // `path`, so a reader sees the old file or the new one, never a torn one.
 Status writeFileAtomic(const std::string &path, std::string_view contents);
@@ -23,6 +27,9 @@ inline constexpr int kMaxJsonDepth = 512;
 // Parses JSON; a syntax error names `source` and the line and column, and a
 // document nested deeper than kMaxJsonDepth is refused before it is built.
 Expected<nlohmann::json> parseJson(std::string_view text, std::string_view source);
+// The largest JSON file kiln reads: its biggest, the graph of a whole
+// training step, is a few MB.
+inline constexpr size_t kMaxJsonFileBytes = size_t{256} << 20;
 Expected<nlohmann::json> readJsonFile(const std::string &path);
 
 } // namespace kiln

@@ -95,7 +95,7 @@ Expected<SwitchLayer> parseSwitchText(std::string_view text, std::string_view so
 }
 
 Expected<SwitchLayer> readSwitchFile(const std::string &path) {
-  KILN_ASSIGN_OR_RETURN(std::string text, readFile(path));
+  KILN_ASSIGN_OR_RETURN(std::string text, readFile(path, kMaxJsonFileBytes));
   return parseSwitchText(text, path);
 }
 

@@ -134,8 +134,10 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
   }
   if (auto it = doc.find("fusion_switch"); it != doc.end()) {
     if (it->is_string()) {
-      KILN_ASSIGN_OR_RETURN(job.fusion_switch,
-                            passes::readSwitchFile(resolvePath(base_dir, it->get<std::string>())));
+      auto layer = passes::readSwitchFile(resolvePath(base_dir, it->get<std::string>()));
+      if (!layer)
+        return layer.error().withContext(source + ": $.fusion_switch");
+      job.fusion_switch = std::move(*layer);
     } else if (it->is_object()) {
       // Either CANN's whole file {"Switch": {...}} or just the Switch object.
       if (it->contains("Switch")) {

@@ -241,7 +241,7 @@ Expected<KeepDType> parseKeepDType(std::string_view text, std::string_view sourc
 }
 
 Expected<KeepDType> readKeepDType(const std::string &path) {
-  KILN_ASSIGN_OR_RETURN(std::string text, readFile(path));
+  KILN_ASSIGN_OR_RETURN(std::string text, readFile(path, kMaxJsonFileBytes));
   return parseKeepDType(text, path);
 }
 

@@ -89,6 +89,14 @@ TEST_F(JobTest, BadJobFilesNameTheFileAndPath) {
     EXPECT_NE(j.message().find("job.json"), std::string::npos) << j.message();
     EXPECT_NE(j.message().find(c.expect), std::string::npos) << c.text << "\n" << j.message();
   }
+  // Resource limits: a switch file that never ends is refused at the limit,
+  // naming the job file, its field and the file.
+  auto endless = job(R"({"fusion_switch": "/dev/zero"})");
+  ASSERT_FALSE(endless);
+  EXPECT_NE(endless.message().find("job.json: $.fusion_switch: /dev/zero: cannot read: larger "
+                                   "than 268435456 bytes"),
+            std::string::npos)
+      << endless.message();
   auto missing = readJobFile((dir_ / "absent.json").string());
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.message().find("absent.json"), std::string::npos);

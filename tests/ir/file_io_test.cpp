@@ -137,6 +137,28 @@ TEST_F(FileIo, ReadErrorsNameThePath) {
   EXPECT_NE(folder.message().find("directory"), std::string::npos) << folder.message();
 }
 
+// Resource limits: a file that never ends, or one larger than its kind can
+// be, is refused when the limit is reached instead of filling memory.
+TEST_F(FileIo, ReadsAtMostTheLimit) {
+  ASSERT_TRUE(writeFileAtomic(path("ten"), "0123456789").isOk());
+  EXPECT_EQ(*readFile(path("ten"), 10), "0123456789");
+  auto over = readFile(path("ten"), 9);
+  ASSERT_FALSE(over.isOk());
+  EXPECT_EQ(over.message(),
+            path("ten") +
+                ": cannot read: larger than 9 bytes, the most kiln reads from such a file");
+  // /dev/zero has no size to check up front: the limit stops the read.
+  auto zero = readFile("/dev/zero", 1 << 20);
+  ASSERT_FALSE(zero.isOk());
+  EXPECT_NE(zero.message().find("/dev/zero: cannot read: larger than 1048576 bytes"),
+            std::string::npos)
+      << zero.message();
+  auto json = readJsonFile("/dev/zero");
+  ASSERT_FALSE(json.isOk());
+  EXPECT_NE(json.message().find("larger than 268435456 bytes"), std::string::npos)
+      << json.message();
+}
+
 TEST_F(FileIo, ReadJsonFileReportsLineAndColumn) {
   const std::string p = path("job.json");
   // The ']' on line 3 is its 8th character.

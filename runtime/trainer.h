@@ -78,7 +78,9 @@ public:
   const ops::TensorMap &weights() const { return weights_.front(); }
   int64_t stepsDone() const { return step_; }
   std::string resumedFrom() const { return resumed_from_; }
+  int localDevices() const { return static_cast<int>(memory_.size()); }
   const DeviceMemory &memory(int device) const { return memory_[device]; }
+  int64_t plannedPeak() const { return program_.memory.peak; }
 
 private:
   Trainer(parallel::TrainingProgram program, const TrainerOptions &options,

@@ -12,7 +12,7 @@ int64_t BufferPlacement::alignedBytes(int64_t alignment) const {
 }
 
 MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec> &kernels,
-                      int64_t alignment) {
+                      int64_t alignment, bool inputs_stay) {
   constexpr int kUnset = INT_MIN;
   const int n = static_cast<int>(kernels.size());
   std::vector<int> first(graph.numValues(), kUnset), last(graph.numValues(), kUnset);
@@ -33,6 +33,9 @@ MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec>
   for (const GraphOutput &out : graph.outputs())
     if (first[out.value] != kUnset)
       last[out.value] = n;
+  if (inputs_stay)
+    for (const GraphInput &in : graph.inputs())
+      last[in.value] = n;
 
   MemoryPlan plan;
   plan.alignment = alignment;

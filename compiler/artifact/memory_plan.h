@@ -51,8 +51,10 @@ struct MemoryPlan {
 };
 
 // Plans the values of `graph` that `kernels` (the execution order) store.
+// With `inputs_stay`, graph inputs live to the end: a trainer keeps the
+// weights on the device across the whole step, not until their last reader.
 MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec> &kernels,
-                      int64_t alignment = kDefaultBufferAlignment);
+                      int64_t alignment = kDefaultBufferAlignment, bool inputs_stay = false);
 
 // Checks the plan's invariants: aligned offsets, lifetimes inside the time
 // axis, no two live-together buffers sharing a byte, the peak and the total

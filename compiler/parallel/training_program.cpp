@@ -16,7 +16,9 @@ artifact::MemoryPlan planOf(const CompiledGraph &g) {
   std::vector<codegen::KernelSpec> specs;
   for (const codegen::CompiledKernel &k : g.kernels.kernels)
     specs.push_back(k.spec);
-  return artifact::planMemory(g.graph, specs);
+  // The trainer keeps weights, moments and gradients on the device throughout.
+  return artifact::planMemory(g.graph, specs, artifact::kDefaultBufferAlignment,
+                              /*inputs_stay=*/true);
 }
 
 } // namespace

@@ -150,7 +150,7 @@ TEST_F(TrainCli, TwoMpiProcessesOfFourMatchOneOfEight) {
   ASSERT_EQ(two.size(), 6u) << "one process writes the log";
   for (size_t i = 0; i < one.size(); ++i)
     EXPECT_EQ(two[i]["loss"], one[i]["loss"]) << "step " << i + 1;
-  EXPECT_EQ(std::count(mpi.out.begin(), mpi.out.end(), '\n'), 7) << mpi.out;
+  EXPECT_EQ(std::count(mpi.out.begin(), mpi.out.end(), '\n'), 8) << mpi.out; // one process prints
 }
 
 TEST_F(TrainCli, ATooSmallDeviceIsTheOutOfMemoryReport) {
@@ -160,6 +160,24 @@ TEST_F(TrainCli, ATooSmallDeviceIsTheOutOfMemoryReport) {
   EXPECT_NE(r.err.find("out of device memory"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("the device has 512.0 KiB"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("largest buffers"), std::string::npos) << r.err;
+}
+
+// The plan the check above uses is what the devices then hold: measured
+// while training, the peak stays within it.
+TEST_F(TrainCli, TheMeasuredPeakStaysWithinThePlan) {
+  Result r = run(train("--steps 2 --devices 4 --zero 1"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.find("measured device memory peak ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  double measured = 0, planned = 0;
+  char unit_m[8] = {}, unit_p[8] = {};
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at,
+                        "measured device memory peak %lf %7s (planned %lf %7[^)]", &measured,
+                        unit_m, &planned, unit_p),
+            4)
+      << r.out;
+  EXPECT_EQ(std::string(unit_m), std::string(unit_p));
+  EXPECT_LE(measured, planned);
 }
 
 TEST_F(TrainCli, BadInputIsAClearError) {

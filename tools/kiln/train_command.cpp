@@ -166,6 +166,13 @@ int runTrain(TrainOptions opts) {
   });
   if (!trained)
     return fail(trained.error());
+  if (speaker) {
+    int64_t peak = 0;
+    for (int d = 0; d < (*trainer)->localDevices(); ++d)
+      peak = std::max(peak, (*trainer)->memory(d).peak());
+    std::cout << "kiln: measured device memory peak " << formatBytes(peak) << " (planned "
+              << formatBytes((*trainer)->plannedPeak()) << ")\n";
+  }
   return 0;
 }
 

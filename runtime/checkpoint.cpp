@@ -71,17 +71,15 @@ Expected<TrainingState> readCheckpoint(const std::string &path) {
   if (format != kFormat)
     return Error(path + ": metadata format is '" + format + "', expected '" + kFormat + "'");
   TrainingState s;
+  int64_t *const counters[] = {&s.step, &s.updates, &s.good_steps, &s.overflows_in_a_row};
+  const char *const counter_keys[] = {"step", "updates", "good_steps", "overflows_in_a_row"};
   try {
-    KILN_ASSIGN_OR_RETURN(std::string step, meta("step"));
-    s.step = std::stoll(step);
-    KILN_ASSIGN_OR_RETURN(std::string updates, meta("updates"));
-    s.updates = std::stoll(updates);
+    for (size_t i = 0; i < 4; ++i) {
+      KILN_ASSIGN_OR_RETURN(std::string text, meta(counter_keys[i]));
+      *counters[i] = std::stoll(text);
+    }
     KILN_ASSIGN_OR_RETURN(std::string scale, meta("loss_scale"));
     s.loss_scale = std::stod(scale);
-    KILN_ASSIGN_OR_RETURN(std::string good, meta("good_steps"));
-    s.good_steps = std::stoll(good);
-    KILN_ASSIGN_OR_RETURN(std::string overflows, meta("overflows_in_a_row"));
-    s.overflows_in_a_row = std::stoll(overflows);
     KILN_ASSIGN_OR_RETURN(std::string seed, meta("seed"));
     s.seed = std::stoull(seed);
   } catch (const std::exception &) {

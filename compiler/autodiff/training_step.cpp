@@ -5,6 +5,33 @@
 #include "ops/op_verifier.h"
 
 namespace kiln::autodiff {
+namespace {
+
+// What every AdamW update reads besides the parameter: the learning rate and
+// the step count, which the update advances ("adam.step" + 1, an output).
+struct AdamCounters {
+  ValueId lr = kNoValue;
+  ValueId t = kNoValue;
+};
+
+AdamCounters addAdamCounters(Graph &graph, ops::OpBuilder &b) {
+  ValueId step =
+      graph.addInput(kAdamStepName, TensorType{DType::I64, {}}, InputRole::OptimizerState);
+  AdamCounters c;
+  c.lr = graph.addInput(kLearningRateName, TensorType{DType::F32, {}}, InputRole::Hyperparameter);
+  c.t = b.create("Add", "step", {step, b.constant(1, DType::I64, "one")});
+  graph.addOutput(kAdamStepName, c.t);
+  return c;
+}
+
+AttrMap adamAttrs(const TrainingStepOptions &options) {
+  return AttrMap{{"beta1", options.beta1},
+                 {"beta2", options.beta2},
+                 {"eps", options.eps},
+                 {"weight_decay", options.weight_decay}};
+}
+
+} // namespace
 
 Expected<Graph> buildTrainingStep(const Graph &forward, const TrainingStepOptions &options) {
   const GraphOutput *loss = forward.findOutput("loss");
@@ -55,17 +82,9 @@ Expected<Graph> buildTrainingStep(const Graph &forward, const TrainingStepOption
       graph.addOutput(gradientName(params[i].name), grads[i]);
 
   if (options.optimizer) {
-    ValueId step =
-        graph.addInput(kAdamStepName, TensorType{DType::I64, {}}, InputRole::OptimizerState);
-    ValueId lr =
-        graph.addInput(kLearningRateName, TensorType{DType::F32, {}}, InputRole::Hyperparameter);
     auto scope = b.scope("optimizer");
-    ValueId t = b.create("Add", "step", {step, b.constant(1, DType::I64, "one")});
-    graph.addOutput(kAdamStepName, t);
-    const AttrMap adam_attrs{{"beta1", options.beta1},
-                             {"beta2", options.beta2},
-                             {"eps", options.eps},
-                             {"weight_decay", options.weight_decay}};
+    const auto [lr, t] = addAdamCounters(graph, b);
+    const AttrMap adam_attrs = adamAttrs(options);
     for (size_t i = 0; i < params.size(); ++i) {
       const TensorType state{DType::F32, graph.type(params[i].value).shape};
       ValueId m = graph.addInput(adamMomentName(params[i].name), state, InputRole::OptimizerState);
@@ -89,18 +108,10 @@ Expected<Graph> buildOptimizerStep(const std::vector<std::pair<std::string, Tens
                                    const TrainingStepOptions &options) {
   Graph graph("optimizer");
   ops::OpBuilder b(graph);
-  ValueId step =
-      graph.addInput(kAdamStepName, TensorType{DType::I64, {}}, InputRole::OptimizerState);
-  ValueId lr =
-      graph.addInput(kLearningRateName, TensorType{DType::F32, {}}, InputRole::Hyperparameter);
+  const auto [lr, t] = addAdamCounters(graph, b);
   ValueId grad_scale =
       graph.addInput(kGradScaleName, TensorType{DType::F32, {}}, InputRole::Hyperparameter);
-  ValueId t = b.create("Add", "step", {step, b.constant(1, DType::I64, "one")});
-  graph.addOutput(kAdamStepName, t);
-  const AttrMap adam_attrs{{"beta1", options.beta1},
-                           {"beta2", options.beta2},
-                           {"eps", options.eps},
-                           {"weight_decay", options.weight_decay}};
+  const AttrMap adam_attrs = adamAttrs(options);
   for (const auto &[name, type] : params) {
     const TensorType state{DType::F32, type.shape};
     ValueId p = graph.addInput(name, type, InputRole::Parameter);

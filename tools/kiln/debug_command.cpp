@@ -312,14 +312,7 @@ void registerBisect(CLI::App &debug, Action &action) {
   CLI::App *cmd = debug.add_subcommand(
       "bisect", "Find the pass or rule that causes a compile failure or an accuracy regression: "
                 "by group, by pass, then by the N-th group it formed");
-  cmd->add_option("MODEL", opts->model.model,
-                  "config.json, a folder holding it, or a kiln graph JSON")
-      ->required();
-  cmd->add_flag("--training", opts->model.training, "the whole training step");
-  cmd->add_option("--batch", opts->model.batch, "batch size (--check compile)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--seq", opts->model.seq, "sequence length (--check compile)")
-      ->check(CLI::PositiveNumber);
+  addModelFlags(*cmd, opts->model);
   cmd->add_option("--check", opts->check,
                   "compile (default: the job's compile error) or accuracy (outputs beyond --tol "
                   "from the same run with every switchable pass off)")

@@ -119,12 +119,7 @@ void registerDebugReduce(CLI::App &debug, Action &action) {
   CLI::App *cmd = debug.add_subcommand(
       "reduce", "Shrink a model whose kernels cannot be built to a small graph that fails the "
                 "same way (delta debugging) and write a reproducer folder");
-  cmd->add_option("MODEL", opts->model.model,
-                  "config.json, a folder holding it, or a kiln graph JSON")
-      ->required();
-  cmd->add_flag("--training", opts->model.training, "the whole training step");
-  cmd->add_option("--batch", opts->model.batch, "batch size")->check(CLI::PositiveNumber);
-  cmd->add_option("--seq", opts->model.seq, "sequence length")->check(CLI::PositiveNumber);
+  addModelFlags(*cmd, opts->model);
   cmd->add_option("-o,--output", opts->output,
                   "the reproducer folder: graph.json, job.json, README.md")
       ->required();

@@ -97,6 +97,14 @@ passes::Instrumentation instrumentationOf(const JobFlags &flags) {
   return inst;
 }
 
+void addModelFlags(CLI::App &cmd, driver::ModelRequest &model) {
+  cmd.add_option("MODEL", model.model, "config.json, a folder holding it, or a kiln graph JSON")
+      ->required();
+  cmd.add_flag("--training", model.training, "the whole training step");
+  cmd.add_option("--batch", model.batch, "batch size (a Qwen config)")->check(CLI::PositiveNumber);
+  cmd.add_option("--seq", model.seq, "sequence length (a Qwen config)")->check(CLI::PositiveNumber);
+}
+
 void addKernelFlags(CLI::App &cmd, driver::KernelSettings &settings) {
   cmd.add_option_function<std::string>(
          "--cache-dir", [&settings](const std::string &d) { settings.dir = d; },

@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "compiler/driver/compile.h"
 #include "compiler/driver/job.h"
 #include "compiler/driver/kernels.h"
 #include "passes/pass_manager.h"
@@ -27,6 +28,8 @@ struct JobFlags {
 };
 
 void addJobFlags(CLI::App &cmd, JobFlags &flags);
+// MODEL, --training, --batch and --seq: which graph a compile-only command builds.
+void addModelFlags(CLI::App &cmd, driver::ModelRequest &model);
 // Reads the job file and the switch file and resolves the job.
 Expected<driver::ResolvedJob> resolveJobFlags(const JobFlags &flags, DType default_dtype);
 passes::Instrumentation instrumentationOf(const JobFlags &flags);

@@ -324,9 +324,7 @@ Status Trainer::checkpoint() {
   for (const ops::TensorMap &mine : moments_)
     for (const auto &[name, t] : mine)
       state.moments.emplace(name, t);
-  KILN_ASSIGN_OR_RETURN(std::string path, writeCheckpoint(options_.checkpoint_dir, state));
-  (void)path;
-  return Status::ok();
+  return writeCheckpoint(options_.checkpoint_dir, state).status();
 }
 
 } // namespace kiln::runtime

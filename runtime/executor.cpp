@@ -76,12 +76,6 @@ Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs, DeviceMemor
         values[v] = Tensor();
         release(v);
       }
-    // A result nothing reads (a multi-output kernel's unused output) goes at once.
-    for (ValueId v : kernels_.kernels[k].spec.outputs)
-      if (last_use_kernel_[v] == -1) {
-        values[v] = Tensor();
-        release(v);
-      }
   }
   ops::TensorMap outputs;
   for (const GraphOutput &out : graph_.outputs())

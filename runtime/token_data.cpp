@@ -4,16 +4,10 @@
 
 #include "ir/file_io.h"
 #include "ir/safetensors.h"
+#include "ir/splitmix.h"
 
 namespace kiln::runtime {
 namespace {
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 bool isSafetensors(const std::string &path) {
   return path.size() > 12 && path.substr(path.size() - 12) == ".safetensors";
@@ -79,7 +73,8 @@ Tensor TokenData::batch(uint64_t seed, int64_t step, int64_t first, int64_t coun
   const uint64_t starts = static_cast<uint64_t>(tokens() - seq_);
   for (int64_t s = 0; s < count; ++s) {
     const uint64_t at =
-        mix(seed ^ mix(static_cast<uint64_t>(step) * 1000003ull + (first + s))) % starts;
+        splitmix64(seed ^ splitmix64(static_cast<uint64_t>(step) * 1000003ull + (first + s))) %
+        starts;
     for (int64_t t = 0; t < seq_; ++t)
       out[s * seq_ + t] = tokens_[at + t];
   }

@@ -279,9 +279,9 @@ Expected<StepRecord> Trainer::step() {
 }
 
 // Replica `local`'s AdamW update of the parameters it owns.
-Status Trainer::update(int64_t local, double grad_scale, double lr) {
+Status Trainer::update(int local, double grad_scale, double lr) {
   const int64_t t0 = trace_ ? trace_->now() : 0;
-  const int rank = comm_->firstLocalRank() + static_cast<int>(local);
+  const int rank = comm_->firstLocalRank() + local;
   const size_t which = program_.optimizers.size() == 1 ? 0 : static_cast<size_t>(rank);
   ops::TensorMap inputs = moments_[local];
   inputs[autodiff::kAdamStepName] = Tensor::fromInts(DType::I64, {}, {updates_});
@@ -296,7 +296,7 @@ Status Trainer::update(int64_t local, double grad_scale, double lr) {
   }
   auto outputs = update_executors_[which]->run(inputs, &memory_[local]);
   if (!outputs)
-    return outputs.error().withContext(deviceName(static_cast<int>(local)) + ", update");
+    return outputs.error().withContext(deviceName(local) + ", update");
   for (auto &[name, t] : *outputs) {
     if (name == autodiff::kAdamStepName)
       continue;
@@ -306,7 +306,7 @@ Status Trainer::update(int64_t local, double grad_scale, double lr) {
       weights_[local][name] = std::move(t);
   }
   if (trace_)
-    trace_->add(static_cast<int>(local), "update", t0, trace_->now(), step_ + 1);
+    trace_->add(local, "update", t0, trace_->now(), step_ + 1);
   return Status::ok();
 }
 

@@ -88,7 +88,7 @@ private:
   Status start(std::map<std::string, Tensor> weights);
   Status resume(const std::string &path);
   Expected<StepRecord> step();
-  Status update(int64_t local, double grad_scale, double lr);
+  Status update(int local, double grad_scale, double lr);
   Status checkpoint();
   std::string deviceName(int local) const;
 

@@ -1,5 +1,7 @@
 #include "compiler/frontend/random_init.h"
 
+#include "ir/splitmix.h"
+
 namespace kiln::frontend {
 namespace {
 
@@ -13,18 +15,10 @@ uint64_t hashName(std::string_view name) {
   return h;
 }
 
-// splitmix64 finaliser, so nearby seeds give unrelated streams.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 } // namespace
 
 std::mt19937_64 generatorFor(uint64_t seed, std::string_view name) {
-  return std::mt19937_64(mix(seed ^ mix(hashName(name))));
+  return std::mt19937_64(splitmix64(seed ^ splitmix64(hashName(name))));
 }
 
 std::map<std::string, Tensor> randomGraphInputs(const Graph &graph, InputRole role, uint64_t seed,

@@ -25,12 +25,14 @@ std::string_view opKindName(OpKind kind) {
     return "out_elemwise_fusable";
   case OpKind::Opaque:
     return "opaque";
+  case OpKind::Collective:
+    return "collective";
   }
   return "?";
 }
 
 std::optional<OpKind> parseOpKind(std::string_view name) {
-  for (int k = 0; k <= static_cast<int>(OpKind::Opaque); ++k)
+  for (int k = 0; k <= static_cast<int>(OpKind::Collective); ++k)
     if (opKindName(static_cast<OpKind>(k)) == name)
       return static_cast<OpKind>(k);
   return std::nullopt;

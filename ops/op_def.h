@@ -33,6 +33,7 @@ enum class OpKind {
   Reduce,             // reduces along axes (sum, softmax, norms)
   OutElemwiseFusable, // matmul-like: an elementwise epilogue may fuse into it
   Opaque,             // everything else
+  Collective,         // exchanges data within a device group; runs between kernels, never fused
 };
 
 std::string_view opKindName(OpKind kind);

@@ -37,55 +37,135 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
   return ex;
 }
 
-Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs, DeviceMemory *memory) {
-  std::vector<Tensor> values(graph_.numValues());
-  KILN_RETURN_IF_ERROR(ops::bindGraphInputs(graph_, inputs, values));
-  // The device's view: what each value occupies while it is alive.
-  auto bytesOf = [&](ValueId v) {
-    const TensorType &t = graph_.type(v);
-    return numElements(t.shape) * static_cast<int64_t>(dtypeSize(t.dtype));
-  };
+namespace {
+
+// One rank's values during a run, and which of them it counts on its device.
+struct RankRun {
+  RankRun(const Graph &g, DeviceMemory *m)
+      : graph(g), memory(m), values(g.numValues()), owned(g.numValues(), 0) {}
+
   // Buffers the caller keeps on the device (weights, optimizer state) are
   // counted already; the run counts and releases only its own.
-  std::vector<char> owned(graph_.numValues(), 0);
-  auto allocate = [&](ValueId v) -> Status {
-    const std::string name = graph_.valueName(v);
+  Status allocate(ValueId v) {
+    const std::string name = graph.valueName(v);
     if (!memory || memory->holds(name))
       return Status::ok();
     owned[v] = 1;
-    return memory->allocate(name, bytesOf(v));
-  };
-  auto release = [&](ValueId v) {
-    if (owned[v])
-      memory->release(graph_.valueName(v));
-    owned[v] = 0;
-  };
-  for (const GraphInput &in : graph_.inputs())
-    KILN_RETURN_IF_ERROR(allocate(in.value));
-  for (size_t k = 0; k < kernels_.kernels.size(); ++k) {
-    for (ValueId v : kernels_.kernels[k].spec.outputs)
-      KILN_RETURN_IF_ERROR(allocate(v));
-    if (kernels_.kernels[k].host)
-      KILN_RETURN_IF_ERROR(runOnHost(k, values));
-    else
-      launch(k, values);
-    if (options_.after_kernel)
-      KILN_RETURN_IF_ERROR(options_.after_kernel(k, values));
-    for (ValueId v : kernels_.kernels[k].spec.inputs)
-      if (last_use_kernel_[v] == static_cast<ValueId>(k)) {
-        values[v] = Tensor();
-        release(v);
-      }
+    const TensorType &t = graph.type(v);
+    return memory->allocate(name, numElements(t.shape) * static_cast<int64_t>(dtypeSize(t.dtype)));
   }
-  ops::TensorMap outputs;
-  for (const GraphOutput &out : graph_.outputs())
-    outputs[out.name] = values[out.value];
-  // The outputs leave the device with the results; inputs nobody read go too.
-  for (const GraphOutput &out : graph_.outputs())
-    release(out.value);
-  for (const GraphInput &in : graph_.inputs())
-    release(in.value);
+  void release(ValueId v) {
+    if (owned[v])
+      memory->release(graph.valueName(v));
+    owned[v] = 0;
+  }
+
+  const Graph &graph;
+  DeviceMemory *memory;
+  std::vector<Tensor> values;
+  std::vector<char> owned;
+};
+
+} // namespace
+
+Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs, DeviceMemory *memory) {
+  KILN_ASSIGN_OR_RETURN(std::vector<ops::TensorMap> outputs, runGroup({&inputs}, {memory}));
+  return std::move(outputs.front());
+}
+
+Expected<std::vector<ops::TensorMap>>
+Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
+                   const std::vector<DeviceMemory *> &memory) {
+  const size_t ranks = inputs.size();
+  std::vector<RankRun> runs;
+  runs.reserve(ranks);
+  for (size_t r = 0; r < ranks; ++r) {
+    runs.emplace_back(graph_, r < memory.size() ? memory[r] : nullptr);
+    KILN_RETURN_IF_ERROR(ops::bindGraphInputs(graph_, *inputs[r], runs[r].values));
+    for (const GraphInput &in : graph_.inputs())
+      KILN_RETURN_IF_ERROR(runs[r].allocate(in.value));
+  }
+  std::vector<std::vector<Tensor> *> group;
+  for (RankRun &run : runs)
+    group.push_back(&run.values);
+  auto onRank = [&](size_t r, Status s) {
+    return ranks == 1 || s ? s : s.error().withContext("tensor-parallel rank " + std::to_string(r));
+  };
+  for (size_t k = 0; k < kernels_.kernels.size(); ++k) {
+    const codegen::CompiledKernel &kernel = kernels_.kernels[k];
+    for (size_t r = 0; r < ranks; ++r)
+      for (ValueId v : kernel.spec.outputs)
+        KILN_RETURN_IF_ERROR(onRank(r, runs[r].allocate(v)));
+    if (kernel.collective) {
+      KILN_RETURN_IF_ERROR(runCollective(k, group));
+    } else {
+      for (size_t r = 0; r < ranks; ++r) {
+        if (kernel.host)
+          KILN_RETURN_IF_ERROR(onRank(r, runOnHost(k, runs[r].values)));
+        else
+          launch(k, runs[r].values);
+      }
+    }
+    for (size_t r = 0; r < ranks; ++r) {
+      if (options_.after_kernel)
+        KILN_RETURN_IF_ERROR(onRank(r, options_.after_kernel(k, runs[r].values)));
+      for (ValueId v : kernel.spec.inputs)
+        if (last_use_kernel_[v] == static_cast<ValueId>(k)) {
+          runs[r].values[v] = Tensor();
+          runs[r].release(v);
+        }
+    }
+  }
+  std::vector<ops::TensorMap> outputs(ranks);
+  for (size_t r = 0; r < ranks; ++r) {
+    for (const GraphOutput &out : graph_.outputs())
+      outputs[r][out.name] = runs[r].values[out.value];
+    // The outputs leave the device with the results; inputs nobody read go too.
+    for (const GraphOutput &out : graph_.outputs())
+      runs[r].release(out.value);
+    for (const GraphInput &in : graph_.inputs())
+      runs[r].release(in.value);
+  }
   return outputs;
+}
+
+// A collective kernel across the group: TensorParallelCopy hands every rank
+// its own input; TensorParallelReduce adds the ranks' inputs in rank order in
+// f32 and rounds the sum once, as the job's kernels round.
+Status Executor::runCollective(size_t index, std::vector<std::vector<Tensor> *> &group) {
+  const Node &node = graph_.node(kernels_.kernels[index].spec.members.front());
+  const ValueId in = node.inputs[0], out = node.outputs[0];
+  if (node.op == "TensorParallelCopy") {
+    for (std::vector<Tensor> *values : group)
+      (*values)[out] = (*values)[in];
+    return Status::ok();
+  }
+  if (node.op != "TensorParallelReduce")
+    return Error("node '" + node.name + "': the runtime has no collective '" + node.op + "'");
+  const int64_t ranks = node.attrs.getInt("ranks");
+  if (ranks != static_cast<int64_t>(group.size()))
+    return Error("node '" + node.name + "': the graph reduces over " + std::to_string(ranks) +
+                 " tensor-parallel ranks, the run has " + std::to_string(group.size()));
+  const Tensor &first = (*group[0])[in];
+  const int64_t n = first.numElements();
+  std::vector<float> sum(static_cast<size_t>(n), 0.0f);
+  for (std::vector<Tensor> *values : group) {
+    const Tensor &x = (*values)[in];
+    if (x.dtype() == DType::F32) {
+      const float *p = x.dataAs<float>();
+      for (int64_t i = 0; i < n; ++i)
+        sum[i] += p[i];
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        sum[i] += x.getFloat(i);
+    }
+  }
+  Tensor y(graph_.type(out));
+  for (int64_t i = 0; i < n; ++i)
+    y.setFloat(i, sum[i], kernels_.overflow);
+  for (std::vector<Tensor> *values : group)
+    (*values)[out] = y;
+  return Status::ok();
 }
 
 // A fallback kernel: the op's reference kernel, one thread, the job's rounding.

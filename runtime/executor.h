@@ -1,5 +1,6 @@
 // Runs a compiled graph on the host CPU: one buffer per value, the kernels in
-// order, each kernel's rows split into tiles that run in parallel. A GEMM
+// order, each kernel's rows split into tiles that run in parallel; the ranks
+// of a tensor-parallel group in lockstep, collectives between kernels. A GEMM
 // kernel computes each tile's f32 result and hands it straight to its
 // epilogue while it is in cache, the CPU's counterpart of FixPipe draining
 // L0C. This is the single-device executor the multi-device runtime builds on.
@@ -40,12 +41,21 @@ public:
   // is counted on that device, and exceeding its capacity stops the run.
   Expected<ops::TensorMap> run(const ops::TensorMap &inputs, DeviceMemory *memory = nullptr);
 
+  // Runs the graph on every rank of a tensor-parallel group at once:
+  // inputs[r] and memory[r] (null: not counted) are rank r's. The ranks go
+  // kernel by kernel in lockstep, each kernel on every rank before the next,
+  // so a collective kernel finds every rank's input ready and combines them
+  // in rank order. run() is the group of one.
+  Expected<std::vector<ops::TensorMap>> runGroup(const std::vector<const ops::TensorMap *> &inputs,
+                                                 const std::vector<DeviceMemory *> &memory);
+
   const codegen::CompiledKernels &kernels() const { return kernels_; }
 
 private:
   Executor(const Graph &graph, codegen::CompiledKernels kernels, const ExecutorOptions &options);
   void launch(size_t kernel, std::vector<Tensor> &values);
   Status runOnHost(size_t kernel, std::vector<Tensor> &values);
+  Status runCollective(size_t kernel, std::vector<std::vector<Tensor> *> &group);
 
   const Graph &graph_;
   codegen::CompiledKernels kernels_;

@@ -82,7 +82,8 @@ private:
 
 } // namespace
 
-Expected<std::unique_ptr<Communicator>> makeMpiCommunicator(int devices, int devices_per_process) {
+Expected<std::unique_ptr<Communicator>> makeMpiCommunicator(int replicas,
+                                                            int replicas_per_process) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -92,12 +93,13 @@ Expected<std::unique_ptr<Communicator>> makeMpiCommunicator(int devices, int dev
   int processes = 0, process = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &processes);
   MPI_Comm_rank(MPI_COMM_WORLD, &process);
-  if (processes * devices_per_process != devices)
-    return Error(std::to_string(processes) + " MPI processes x --devices-per-process " +
-                 std::to_string(devices_per_process) + " is not --devices " +
-                 std::to_string(devices));
+  if (processes * replicas_per_process != replicas)
+    return Error(std::to_string(processes) + " MPI processes x " +
+                 std::to_string(replicas_per_process) +
+                 " replicas each (--devices-per-process / --tp) is not the job's " +
+                 std::to_string(replicas) + " replicas (--devices / --tp)");
   return std::unique_ptr<Communicator>(
-      new MpiCommunicator(processes, process, devices_per_process));
+      new MpiCommunicator(processes, process, replicas_per_process));
 }
 
 #else

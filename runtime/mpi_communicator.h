@@ -21,7 +21,7 @@ bool launchedByMpi();
 bool builtWithMpi();
 
 // Initialises MPI (finalised at exit) and checks that processes x
-// `devices_per_process` is `devices`.
-Expected<std::unique_ptr<Communicator>> makeMpiCommunicator(int devices, int devices_per_process);
+// `replicas_per_process` is `replicas` (the job's data-parallel replicas).
+Expected<std::unique_ptr<Communicator>> makeMpiCommunicator(int replicas, int replicas_per_process);
 
 } // namespace kiln::runtime

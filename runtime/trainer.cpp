@@ -49,8 +49,8 @@ Trainer::Trainer(parallel::TrainingProgram program, const TrainerOptions &option
     : program_(std::move(program)), options_(options), comm_(std::move(communicator)), data_(data),
       scaler_(options.loss_scale) {}
 
-std::string Trainer::deviceName(int local) const {
-  return "npu:" + std::to_string(comm_->firstLocalRank() + local);
+std::string Trainer::deviceName(int device) const {
+  return "npu:" + std::to_string(comm_->firstLocalRank() * tp() + device);
 }
 
 Expected<std::unique_ptr<Trainer>> Trainer::create(parallel::TrainingProgram program,
@@ -84,7 +84,7 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
                  "--device-memory");
   }
 
-  const int local = comm_->localSize();
+  const int devices = comm_->localSize() * tp();
   KILN_ASSIGN_OR_RETURN(step_executor_,
                         Executor::create(program_.step.graph, program_.step.kernels));
   for (const parallel::CompiledGraph &g : program_.optimizers) {
@@ -93,13 +93,13 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
   }
   const int64_t capacity =
       options_.device_memory > 0 ? options_.device_memory : std::numeric_limits<int64_t>::max();
-  for (int d = 0; d < local; ++d)
+  for (int d = 0; d < devices; ++d)
     memory_.emplace_back(deviceName(d), capacity);
-  weights_.resize(local);
-  moments_.resize(local);
-  grads_.assign(local, std::vector<Tensor>(program_.params.size()));
+  weights_.resize(devices);
+  moments_.resize(devices);
+  grads_.assign(devices, std::vector<Tensor>(program_.params.size()));
   if (!options_.trace_path.empty())
-    trace_ = std::make_unique<Trace>(local);
+    trace_ = std::make_unique<Trace>(devices);
 
   std::string resume_path;
   if (options_.resume && !options_.checkpoint_dir.empty()) {
@@ -109,22 +109,31 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
   }
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const auto &[name, type] = program_.params[i];
+    const TensorSplit &split = program_.splits[i];
+    split_of_[name] = split_of_[autodiff::adamMomentName(name)] =
+        split_of_[autodiff::adamVelocityName(name)] = split;
     auto it = weights.find(name);
-    if (resume_path.empty() && it == weights.end())
-      return Error("no initial value for parameter '" + name + "'");
+    if (resume_path.empty()) {
+      if (it == weights.end())
+        return Error("no initial value for parameter '" + name + "'");
+      const Expected<Shape> piece = splitShape(it->second.shape(), split, tp());
+      if (!piece || *piece != type.shape)
+        return Error("parameter '" + name + "': the weights have shape " +
+                     shapeToString(it->second.shape()) + ", the model needs " +
+                     shapeToString(type.shape) +
+                     (tp() > 1 ? " on each of " + std::to_string(tp()) +
+                                     " tensor-parallel ranks (" + split.toString() + ")"
+                               : std::string()));
+    }
     const TensorType moment{DType::F32, type.shape};
-    for (int d = 0; d < local; ++d) {
+    for (int d = 0; d < devices; ++d) {
       if (resume_path.empty()) {
-        if (it->second.shape() != type.shape)
-          return Error("parameter '" + name + "': the weights have shape " +
-                       shapeToString(it->second.shape()) + ", the model needs " +
-                       shapeToString(type.shape));
-        weights_[d][name] =
-            it->second.dtype() == type.dtype ? it->second : it->second.castTo(type.dtype);
+        Tensor piece = takeShard(it->second, split, d % tp(), tp());
+        weights_[d][name] = piece.dtype() == type.dtype ? piece : piece.castTo(type.dtype);
       }
       KILN_RETURN_IF_ERROR(memory_[d].allocate(name, bytesOf(type)));
       const int owner = program_.owner[i];
-      if (owner == -1 || owner == comm_->firstLocalRank() + d) {
+      if (owner == -1 || owner == replicaOf(d)) {
         moments_[d][autodiff::adamMomentName(name)] = Tensor(moment);
         moments_[d][autodiff::adamVelocityName(name)] = Tensor(moment);
         KILN_RETURN_IF_ERROR(memory_[d].allocate(autodiff::adamMomentName(name), bytesOf(moment)));
@@ -140,23 +149,33 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
 
 Status Trainer::resume(const std::string &path) {
   KILN_ASSIGN_OR_RETURN(TrainingState state, readCheckpoint(path));
-  for (const auto &[name, type] : program_.params) {
-    auto it = state.weights.find(name);
-    if (it == state.weights.end())
-      return Error(path + ": no weights for parameter '" + name + "'");
-    if (it->second.type() != type)
-      return Error(path + ": '" + name + "' is " + typeToString(it->second.type()) +
-                   ", the model needs " + typeToString(type));
-    for (ops::TensorMap &w : weights_)
-      w[name] = it->second;
-  }
-  for (ops::TensorMap &mine : moments_)
-    for (auto &[name, t] : mine) {
-      auto it = state.moments.find(name);
-      if (it == state.moments.end() || it->second.type() != t.type())
-        return Error(path + ": no " + typeToString(t.type()) + " optimizer state '" + name + "'");
-      t = it->second;
+  // Each device takes its piece of the whole tensor `name` (from `tensors`)
+  // into `slot`, which says the type of the piece.
+  auto restore = [&](const std::map<std::string, Tensor> &tensors, const std::string &name,
+                     int device, Tensor &slot) -> Status {
+    const TensorSplit &split = split_of_.at(name);
+    auto it = tensors.find(name);
+    if (it != tensors.end()) {
+      const Expected<Shape> piece = splitShape(it->second.shape(), split, tp());
+      if (piece && *piece == slot.shape() && it->second.dtype() == slot.dtype()) {
+        slot = takeShard(it->second, split, device % tp(), tp());
+        return Status::ok();
+      }
     }
+    return Error(path + ": no " + typeToString(slot.type()) + " tensor '" + name + "'" +
+                 (tp() > 1 ? " on each of " + std::to_string(tp()) + " tensor-parallel ranks (" +
+                                 split.toString() + ")"
+                           : std::string()) +
+                 (it == tensors.end() ? "" : "; it holds " + typeToString(it->second.type())));
+  };
+  for (int d = 0; d < static_cast<int>(weights_.size()); ++d) {
+    for (const auto &[name, type] : program_.params) {
+      weights_[d][name] = Tensor(type);
+      KILN_RETURN_IF_ERROR(restore(state.weights, name, d, weights_[d][name]));
+    }
+    for (auto &[name, t] : moments_[d])
+      KILN_RETURN_IF_ERROR(restore(state.moments, name, d, t));
+  }
   step_ = state.step;
   updates_ = state.updates;
   options_.seed = state.seed; // the data continues as it began
@@ -181,109 +200,133 @@ Status Trainer::run(const std::function<Status(const StepRecord &)> &on_step) {
 
 Expected<StepRecord> Trainer::step() {
   const auto started = std::chrono::steady_clock::now();
-  const int local = comm_->localSize();
+  const int replicas = comm_->localSize();
+  const int T = tp();
+  const int devices = replicas * T;
   const int64_t per_replica = program_.batch_per_replica;
   const double scale = scaler_.scale();
   const double lr = options_.schedule.at(step_);
 
-  // Forward and backward on every replica, one after another.
-  std::vector<float> losses(local);
-  for (int d = 0; d < local; ++d) {
+  // Forward and backward on every replica, one after another; the ranks of
+  // a replica in lockstep.
+  std::vector<float> losses(replicas);
+  for (int r = 0; r < replicas; ++r) {
     const int64_t t0 = trace_ ? trace_->now() : 0;
-    ops::TensorMap inputs = weights_[d];
-    const int rank = comm_->firstLocalRank() + d;
-    Tensor ids = data_.batch(options_.seed, step_, rank * per_replica, per_replica);
-    inputs["input_ids"] = ids;
-    inputs["labels"] = ids;
-    inputs[autodiff::kLossScaleName] = scalarF32(scale);
-    auto outputs = step_executor_->run(inputs, &memory_[d]);
-    if (!outputs)
-      return outputs.error().withContext(deviceName(d) + ", step " + std::to_string(step_ + 1));
-    losses[d] = static_cast<float>(outputs->at("loss").getFloat(0));
-    for (size_t i = 0; i < program_.params.size(); ++i) {
-      const std::string grad = autodiff::gradientName(program_.params[i].first);
-      Tensor &g = outputs->at(grad);
-      grads_[d][i] = g.dtype() == DType::F32 ? std::move(g) : g.castTo(DType::F32);
-      KILN_RETURN_IF_ERROR(memory_[d].allocate(grad, grads_[d][i].byteSize()));
+    const int first = r * T;
+    Tensor ids = data_.batch(options_.seed, step_, replicaOf(first) * per_replica, per_replica);
+    std::vector<ops::TensorMap> inputs(T);
+    std::vector<const ops::TensorMap *> group;
+    std::vector<DeviceMemory *> memory;
+    for (int t = 0; t < T; ++t) {
+      inputs[t] = weights_[first + t];
+      inputs[t]["input_ids"] = ids;
+      inputs[t]["labels"] = ids;
+      inputs[t][autodiff::kLossScaleName] = scalarF32(scale);
+      group.push_back(&inputs[t]);
+      memory.push_back(&memory_[first + t]);
     }
+    auto outputs = step_executor_->runGroup(group, memory);
+    if (!outputs)
+      return outputs.error().withContext(
+          (T == 1 ? deviceName(first) : deviceName(first) + ".." + deviceName(first + T - 1)) +
+          ", step " + std::to_string(step_ + 1));
+    losses[r] = static_cast<float>(outputs->front().at("loss").getFloat(0));
+    for (int t = 0; t < T; ++t)
+      for (size_t i = 0; i < program_.params.size(); ++i) {
+        const std::string grad = autodiff::gradientName(program_.params[i].first);
+        Tensor &g = (*outputs)[t].at(grad);
+        Tensor &mine = grads_[first + t][i];
+        mine = g.dtype() == DType::F32 ? std::move(g) : g.castTo(DType::F32);
+        KILN_RETURN_IF_ERROR(memory_[first + t].allocate(grad, mine.byteSize()));
+      }
     if (trace_)
-      trace_->add(d, "forward+backward", t0, trace_->now(), step_ + 1);
+      for (int t = 0; t < T; ++t)
+        trace_->add(first + t, "forward+backward", t0, trace_->now(), step_ + 1);
   }
   if (step_ == options_.inject_overflow_step &&
-      comm_->firstLocalRank() + local == comm_->worldSize())
-    grads_[local - 1][0].dataAs<float>()[0] = std::numeric_limits<float>::infinity();
+      comm_->firstLocalRank() + replicas == comm_->worldSize())
+    grads_[(replicas - 1) * T][0].dataAs<float>()[0] = std::numeric_limits<float>::infinity();
 
-  // Sum the gradients (and the losses) over every replica.
+  // Sum the gradients of each tensor-parallel rank (and the losses) over the
+  // replicas.
   const int64_t t0 = trace_ ? trace_->now() : 0;
-  for (size_t i = 0; i < program_.params.size(); ++i) {
-    std::vector<float *> buffers;
-    for (int d = 0; d < local; ++d)
-      buffers.push_back(grads_[d][i].dataAs<float>());
-    KILN_RETURN_IF_ERROR(comm_->allReduceSum(buffers, grads_[0][i].numElements()));
-  }
+  for (int t = 0; t < T; ++t)
+    for (size_t i = 0; i < program_.params.size(); ++i) {
+      std::vector<float *> buffers;
+      for (int r = 0; r < replicas; ++r)
+        buffers.push_back(grads_[r * T + t][i].dataAs<float>());
+      KILN_RETURN_IF_ERROR(comm_->allReduceSum(buffers, grads_[t][i].numElements()));
+    }
   std::vector<float *> loss_buffers;
   for (float &l : losses)
     loss_buffers.push_back(&l);
   KILN_RETURN_IF_ERROR(comm_->allReduceSum(loss_buffers, 1));
   if (trace_)
-    for (int d = 0; d < local; ++d)
+    for (int d = 0; d < devices; ++d)
       trace_->add(d, "allreduce", t0, trace_->now(), step_ + 1);
 
-  // Every replica holds the same sums: one look decides for all of them.
+  // Every replica holds the same sums: one look at the first replica's ranks
+  // decides for all of them. A replicated parameter counts once.
   const double dp = program_.parallel.dp;
   double sum_squares = 0;
   bool overflow = false;
-  for (const Tensor &g : grads_[0]) {
-    const float *p = g.dataAs<float>();
-    for (int64_t k = 0; k < g.numElements(); ++k) {
-      overflow = overflow || !std::isfinite(p[k]);
-      sum_squares += static_cast<double>(p[k]) * p[k];
+  for (int t = 0; t < T; ++t)
+    for (size_t i = 0; i < program_.params.size(); ++i) {
+      if (t > 0 && program_.splits[i].replicated())
+        continue;
+      const Tensor &g = grads_[t][i];
+      const float *p = g.dataAs<float>();
+      for (int64_t k = 0; k < g.numElements(); ++k) {
+        overflow = overflow || !std::isfinite(p[k]);
+        sum_squares += static_cast<double>(p[k]) * p[k];
+      }
     }
-  }
-  StepRecord r;
-  r.step = step_ + 1;
-  r.loss = losses[0] / dp;
-  r.loss_scale = scale;
-  r.lr = lr;
-  r.overflow = overflow;
-  r.grad_norm =
+  StepRecord rec;
+  rec.step = step_ + 1;
+  rec.loss = losses[0] / dp;
+  rec.loss_scale = scale;
+  rec.lr = lr;
+  rec.overflow = overflow;
+  rec.grad_norm =
       overflow ? std::numeric_limits<double>::infinity() : std::sqrt(sum_squares) / (scale * dp);
   if (!overflow) {
-    const double clip = options_.clip_grad_norm > 0 && r.grad_norm > options_.clip_grad_norm
-                            ? options_.clip_grad_norm / (r.grad_norm + 1e-6)
+    const double clip = options_.clip_grad_norm > 0 && rec.grad_norm > options_.clip_grad_norm
+                            ? options_.clip_grad_norm / (rec.grad_norm + 1e-6)
                             : 1.0;
-    for (int d = 0; d < local; ++d)
+    for (int d = 0; d < devices; ++d)
       KILN_RETURN_IF_ERROR(update(d, clip / (scale * dp), lr));
     // ZeRO-1: each parameter's owner sends the updated weights to the others.
-    for (size_t i = 0; i < program_.params.size(); ++i) {
-      if (program_.owner[i] == -1)
-        continue;
-      const std::string &name = program_.params[i].first;
-      std::vector<void *> buffers;
-      for (int d = 0; d < local; ++d)
-        buffers.push_back(weights_[d][name].data());
-      KILN_RETURN_IF_ERROR(
-          comm_->broadcast(buffers, weights_[0][name].byteSize(), program_.owner[i]));
-    }
+    for (int t = 0; t < T; ++t)
+      for (size_t i = 0; i < program_.params.size(); ++i) {
+        if (program_.owner[i] == -1)
+          continue;
+        const std::string &name = program_.params[i].first;
+        std::vector<void *> buffers;
+        for (int r = 0; r < replicas; ++r)
+          buffers.push_back(weights_[r * T + t][name].data());
+        KILN_RETURN_IF_ERROR(
+            comm_->broadcast(buffers, weights_[t][name].byteSize(), program_.owner[i]));
+      }
     ++updates_;
   }
-  for (int d = 0; d < local; ++d)
+  for (int d = 0; d < devices; ++d)
     for (const auto &[name, type] : program_.params)
       memory_[d].release(autodiff::gradientName(name));
   KILN_RETURN_IF_ERROR(scaler_.update(overflow));
   ++step_;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  r.tokens_per_s =
-      static_cast<double>(per_replica * program_.parallel.dp * program_.seq) / r.seconds;
-  return r;
+  rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  rec.tokens_per_s =
+      static_cast<double>(per_replica * program_.parallel.dp * program_.seq) / rec.seconds;
+  return rec;
 }
 
-// Replica `local`'s AdamW update of the parameters it owns.
-Status Trainer::update(int local, double grad_scale, double lr) {
+// Device `device`'s AdamW update of (its piece of) the parameters its
+// replica owns.
+Status Trainer::update(int device, double grad_scale, double lr) {
   const int64_t t0 = trace_ ? trace_->now() : 0;
-  const int rank = comm_->firstLocalRank() + local;
+  const int rank = replicaOf(device);
   const size_t which = program_.optimizers.size() == 1 ? 0 : static_cast<size_t>(rank);
-  ops::TensorMap inputs = moments_[local];
+  ops::TensorMap inputs = moments_[device];
   inputs[autodiff::kAdamStepName] = Tensor::fromInts(DType::I64, {}, {updates_});
   inputs[autodiff::kLearningRateName] = scalarF32(lr);
   inputs[autodiff::kGradScaleName] = scalarF32(grad_scale);
@@ -291,23 +334,31 @@ Status Trainer::update(int local, double grad_scale, double lr) {
     if (program_.owner[i] != -1 && program_.owner[i] != rank)
       continue;
     const std::string &name = program_.params[i].first;
-    inputs[name] = weights_[local][name];
-    inputs[autodiff::gradientName(name)] = grads_[local][i];
+    inputs[name] = weights_[device][name];
+    inputs[autodiff::gradientName(name)] = grads_[device][i];
   }
-  auto outputs = update_executors_[which]->run(inputs, &memory_[local]);
+  auto outputs = update_executors_[which]->run(inputs, &memory_[device]);
   if (!outputs)
-    return outputs.error().withContext(deviceName(local) + ", update");
+    return outputs.error().withContext(deviceName(device) + ", update");
   for (auto &[name, t] : *outputs) {
     if (name == autodiff::kAdamStepName)
       continue;
-    if (moments_[local].count(name))
-      moments_[local][name] = std::move(t);
+    if (moments_[device].count(name))
+      moments_[device][name] = std::move(t);
     else
-      weights_[local][name] = std::move(t);
+      weights_[device][name] = std::move(t);
   }
   if (trace_)
-    trace_->add(local, "update", t0, trace_->now(), step_ + 1);
+    trace_->add(device, "update", t0, trace_->now(), step_ + 1);
   return Status::ok();
+}
+
+Tensor Trainer::gather(const std::vector<ops::TensorMap> &per_device, int replica,
+                       const std::string &name) const {
+  std::vector<Tensor> pieces;
+  for (int t = 0; t < tp(); ++t)
+    pieces.push_back(per_device[replica * tp() + t].at(name));
+  return joinShards(pieces, split_of_.at(name));
 }
 
 Status Trainer::checkpoint() {
@@ -320,10 +371,12 @@ Status Trainer::checkpoint() {
   state.good_steps = scaler_.goodSteps();
   state.overflows_in_a_row = scaler_.overflowsInARow();
   state.seed = options_.seed;
-  state.weights = std::map<std::string, Tensor>(weights_[0].begin(), weights_[0].end());
-  for (const ops::TensorMap &mine : moments_)
-    for (const auto &[name, t] : mine)
-      state.moments.emplace(name, t);
+  for (const auto &[name, type] : program_.params)
+    state.weights.emplace(name, gather(weights_, 0, name));
+  for (int r = 0; r < comm_->localSize(); ++r)
+    for (const auto &[name, t] : moments_[r * tp()])
+      if (!state.moments.count(name))
+        state.moments.emplace(name, gather(moments_, r, name));
   return writeCheckpoint(options_.checkpoint_dir, state).status();
 }
 

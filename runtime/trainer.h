@@ -1,10 +1,12 @@
-// The training loop over N simulated devices, data parallel: every replica
-// runs the compiled step on its share of the global batch, the gradients are
-// summed across replicas (communicator.h), checked for overflow, unscaled,
-// clipped by their global norm and applied by the compiled AdamW update — by
-// every replica, or with ZeRO-1 by the owner of each parameter, which then
-// broadcasts it. An overflow anywhere skips the update everywhere and lowers
-// the loss scale (loss_scaler.h).
+// The training loop over N simulated devices: D data-parallel replicas of T
+// tensor-parallel ranks each. Every replica runs the compiled step on its
+// share of the global batch, its T ranks in lockstep (executor.h runGroup);
+// the gradients are summed across replicas (communicator.h), checked for
+// overflow, unscaled, clipped by their global norm and applied by the
+// compiled AdamW update — by every replica, or with ZeRO-1 by the owner of
+// each parameter, which then broadcasts it. An overflow anywhere skips the
+// update everywhere and lowers the loss scale (loss_scaler.h). Weights and
+// checkpoints are whole Hugging Face tensors; each rank holds its piece.
 //
 // The devices of a process take turns on the host's cores: each kernel
 // already runs on every core (executor.h), so running the replicas one
@@ -43,8 +45,8 @@ struct TrainerOptions {
   uint64_t seed = 0;
   int64_t device_memory = 0; // bytes per device
   std::string trace_path;
-  // Testing the overflow path: at this step the last replica's first
-  // gradient element becomes inf before the reduction.
+  // Testing the overflow path: at this step the first gradient element of
+  // the last replica's first device becomes inf before the reduction.
   int64_t inject_overflow_step = -1;
 };
 
@@ -74,8 +76,6 @@ public:
   // `on_step` after every step.
   Status run(const std::function<Status(const StepRecord &)> &on_step);
 
-  // The first local replica's weights (every replica holds the same).
-  const ops::TensorMap &weights() const { return weights_.front(); }
   int64_t stepsDone() const { return step_; }
   std::string resumedFrom() const { return resumed_from_; }
   int localDevices() const { return static_cast<int>(memory_.size()); }
@@ -88,9 +88,14 @@ private:
   Status start(std::map<std::string, Tensor> weights);
   Status resume(const std::string &path);
   Expected<StepRecord> step();
-  Status update(int local, double grad_scale, double lr);
+  Status update(int device, double grad_scale, double lr);
   Status checkpoint();
-  std::string deviceName(int local) const;
+  std::string deviceName(int device) const;
+  int tp() const { return program_.parallel.tp; }
+  int replicaOf(int device) const { return comm_->firstLocalRank() + device / tp(); }
+  // The whole tensor from every rank's piece on local replica `replica`.
+  Tensor gather(const std::vector<ops::TensorMap> &per_device, int replica,
+                const std::string &name) const;
 
   parallel::TrainingProgram program_;
   TrainerOptions options_;
@@ -99,10 +104,12 @@ private:
   LossScaler scaler_;
   std::unique_ptr<Executor> step_executor_;
   std::vector<std::unique_ptr<Executor>> update_executors_; // per optimizer graph
-  std::vector<DeviceMemory> memory_;                        // per local device
-  std::vector<ops::TensorMap> weights_;                     // per local device
-  std::vector<ops::TensorMap> moments_;                     // per local device: what it owns
-  std::vector<std::vector<Tensor>> grads_;                  // per local device, per param (f32)
+  // Per local device: replica r's tensor-parallel rank t is device r*T + t.
+  std::vector<DeviceMemory> memory_;
+  std::vector<ops::TensorMap> weights_;
+  std::vector<ops::TensorMap> moments_;         // what it owns
+  std::vector<std::vector<Tensor>> grads_;      // per param, f32
+  std::map<std::string, TensorSplit> split_of_; // parameters and their moments
   int64_t step_ = 0;
   int64_t updates_ = 0;
   std::string resumed_from_;

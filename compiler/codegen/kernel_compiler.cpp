@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "compiler/codegen/kernel_dump.h"
+#include "ops/op_registry.h"
 #include "passes/fusion/fusion_group_util.h"
 
 namespace kiln {
@@ -101,12 +102,23 @@ std::vector<KernelDiagnostic> buildAndCheck(const passes::FusionView &view, cons
   return checkKernel(view, spec, build, target, tiling);
 }
 
+// A collective runs between kernels on the host (runtime/executor.h): it
+// needs no object and is not a fallback.
+bool isCollective(const Graph &graph, const KernelSpec &spec) {
+  if (spec.members.size() != 1)
+    return false;
+  const ops::RegisteredOp *op = ops::OpRegistry::global().find(graph.node(spec.members[0]).op);
+  return op && op->def.kind == ops::OpKind::Collective;
+}
+
 } // namespace
 
 std::vector<KernelDiagnostic> checkKernels(const Graph &graph, const target::Target &target) {
   const passes::FusionView view(graph);
   std::vector<KernelDiagnostic> found;
   for (const KernelSpec &spec : partitionKernels(graph)) {
+    if (isCollective(graph, spec))
+      continue;
     KernelBuild build;
     KernelTiling tiling;
     for (KernelDiagnostic &d : buildAndCheck(view, spec, target, build, tiling))
@@ -198,6 +210,13 @@ Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Targe
 
   const bool fallback = options.on_error == OnCompileError::Fallback;
   for (KernelSpec &spec : partitionKernels(graph)) {
+    if (isCollective(graph, spec)) {
+      CompiledKernel k;
+      k.host = k.collective = true;
+      k.spec = std::move(spec);
+      out.kernels.push_back(std::move(k));
+      continue;
+    }
     std::vector<KernelDiagnostic> problems;
     const std::vector<NodeId> members = spec.members;
     const bool grouped = spec.grouped;

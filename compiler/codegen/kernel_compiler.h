@@ -43,8 +43,11 @@ struct CompiledKernel {
   std::string key;    // cache key, hex
   std::string symbol; // the entry point in the object
   int object = -1;    // index into CompiledKernels::objects, shared by identical kernels
-  // A fallback: the op's reference kernel runs on the host (no object).
+  // No object: the op's reference kernel runs on the host, as a fallback or
+  // because the op is a collective (then the runtime runs it across the
+  // devices of its group).
   bool host = false;
+  bool collective = false;
 };
 
 // A kernel that could not be built as planned, and what ran instead.

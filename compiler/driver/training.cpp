@@ -30,6 +30,7 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
   options.batch = program.batch_per_replica;
   options.seq = model.seq;
   options.dtype = job.dtype;
+  options.tensor_parallel = config.tp;
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel loaded, frontend::loadModel(model.model, options));
   program.seq = model.seq > 0 ? model.seq : loaded.config ? loaded.config->seq_length : 0;
 
@@ -40,8 +41,11 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
   step_options.grad_norm = false;
   KILN_ASSIGN_OR_RETURN(Graph step, autodiff::buildTrainingStep(loaded.graph, step_options));
   for (const GraphInput &in : loaded.graph.inputs())
-    if (in.role == InputRole::Parameter)
+    if (in.role == InputRole::Parameter) {
       program.params.emplace_back(in.name, loaded.graph.type(in.value));
+      auto split = loaded.splits.find(in.name);
+      program.splits.push_back(split == loaded.splits.end() ? TensorSplit{} : split->second);
+    }
   KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings));
 
   std::vector<int64_t> sizes;

@@ -10,8 +10,8 @@
 namespace kiln::driver {
 
 // `model.batch` is the global batch; each of the `parallel.dp` replicas
-// compiles for its share. Without ZeRO one update serves every replica;
-// with ZeRO-1 each replica gets the update of the parameters it owns.
+// compiles for its share, as one rank's shard when `parallel.tp` > 1. Without ZeRO one update
+// serves every replica; with ZeRO-1 each replica gets the update of the parameters it owns.
 Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &model,
                                                            const ResolvedJob &job,
                                                            const KernelSettings &settings,

@@ -14,12 +14,16 @@ namespace {
 
 constexpr const char *kGraphFormat = "kiln.graph";
 
-Expected<LoadedModel> loadGraphFile(const nlohmann::json &doc, const std::string &file) {
+Expected<LoadedModel> loadGraphFile(const nlohmann::json &doc, const std::string &file,
+                                    const ModelOptions &options) {
+  if (options.tensor_parallel != 1)
+    return Error(file + ": tensor parallelism needs a model kiln knows how to split (a Hugging "
+                        "Face Qwen config); a graph runs with --tp 1");
   KILN_ASSIGN_OR_RETURN(Graph graph, graphFromJson(doc, file));
   Status verified = ops::verifyGraph(graph);
   if (!verified)
     return verified.error().withContext(file);
-  return LoadedModel{std::move(graph), std::nullopt};
+  return LoadedModel{std::move(graph), std::nullopt, {}};
 }
 
 Expected<LoadedModel> loadConfigFile(const nlohmann::json &doc, const std::string &file,
@@ -28,7 +32,10 @@ Expected<LoadedModel> loadConfigFile(const nlohmann::json &doc, const std::strin
   auto graph = buildQwenForward(config, options);
   if (!graph)
     return graph.error().withContext(file);
-  return LoadedModel{std::move(graph).value(), std::move(config)};
+  LoadedModel loaded{std::move(graph).value(), std::move(config), {}};
+  for (const ParamSpec &p : qwenParameters(*loaded.config))
+    loaded.splits[p.name] = p.split;
+  return loaded;
 }
 
 } // namespace
@@ -55,7 +62,7 @@ Expected<LoadedModel> loadModel(const std::string &path, const ModelOptions &opt
     if (*format != kGraphFormat)
       return Error(file + ": field 'format': expected \"" + std::string(kGraphFormat) +
                    "\" (a kiln graph), got " + format->dump());
-    return loadGraphFile(doc, file);
+    return loadGraphFile(doc, file, options);
   }
   if (!doc.contains("architectures") && !doc.contains("model_type"))
     return Error(file + ": neither a kiln graph (no \"format\": \"" + std::string(kGraphFormat) +

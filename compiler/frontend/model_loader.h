@@ -2,6 +2,7 @@
 // one), built into the Qwen forward graph, or a kiln graph JSON file.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -15,11 +16,14 @@ namespace kiln::frontend {
 struct LoadedModel {
   Graph graph;
   std::optional<QwenConfig> config; // set for Hugging Face configs only
+  // How tensor parallelism splits each parameter (Hugging Face configs only).
+  std::map<std::string, TensorSplit> splits;
 };
 
 // `path` is a directory holding config.json, a config.json file, or a graph
 // JSON ({"format": "kiln.graph", ...}), which is verified against the op
-// definitions; `options` applies to configs only. Errors name the path.
+// definitions; `options` applies to configs only (a graph cannot be split
+// for tensor parallelism). Errors name the path.
 Expected<LoadedModel> loadModel(const std::string &path, const ModelOptions &options);
 
 } // namespace kiln::frontend

@@ -23,8 +23,9 @@ public:
   ForwardBuilder(Graph &graph, const QwenConfig &config, const ModelOptions &options, int64_t seq,
                  std::unordered_map<std::string, ValueId> params)
       : b_(graph), config_(config), dt_(options.dtype), B_(options.batch), S_(seq),
-        H_(config.hidden_size), heads_(config.num_attention_heads), hd_(config.kv_channels),
-        rot_(config.rotaryDim()), params_(std::move(params)) {
+        H_(config.hidden_size), tp_(options.tensor_parallel),
+        heads_(config.num_attention_heads / tp_), hd_(config.kv_channels), A_(H_ / tp_),
+        F_(config.mlpWidth() / tp_), rot_(config.rotaryDim()), params_(std::move(params)) {
     b_.setProvenance(Provenance{"frontend", {}});
   }
 
@@ -85,6 +86,24 @@ private:
     return reshape(y, {B_, S_, out}, name + ".unflatten");
   }
 
+  // Megatron's f and g around a tensor-parallel layer; nothing on one rank.
+  ValueId tensorParallel(const char *op, ValueId x, std::string_view name) {
+    if (tp_ == 1)
+      return x;
+    return b_.create(op, name, {x}, {{"ranks", int64_t{tp_}}});
+  }
+
+  // A row-parallel nn.Linear: each rank's partial product, summed over the
+  // ranks, then the bias once.
+  ValueId rowParallelLinear(const std::string &name, ValueId x, int64_t in, int64_t out,
+                            ValueId weight, ValueId bias) {
+    if (tp_ == 1)
+      return linear(name, x, in, out, weight, bias);
+    ValueId y = linear(name, x, in, out, weight, kNoValue);
+    y = tensorParallel("TensorParallelReduce", y, name + ".tp_reduce");
+    return bias == kNoValue ? y : b_.create("BiasAdd", name + ".bias_add", {y, bias});
+  }
+
   // RMSNorm in f32: x * rsqrt(mean(x^2) + eps), cast back, times weight.
   ValueId rmsNorm(ValueId x, ValueId weight, std::string_view name) {
     auto s = b_.scope(name);
@@ -142,11 +161,12 @@ private:
   ValueId attention(int64_t i, ValueId x) {
     auto s = b_.scope("attn");
     const std::string p = layerPrefix(i) + "attn.";
+    x = tensorParallel("TensorParallelCopy", x, "tp_copy");
     ValueId qkv =
-        linear("c_attn", x, H_, 3 * H_, param(p + "c_attn.weight"), param(p + "c_attn.bias"));
+        linear("c_attn", x, H_, 3 * A_, param(p + "c_attn.weight"), param(p + "c_attn.bias"));
     std::vector<ValueId> parts =
         b_.createMulti("Split", "split", {qkv},
-                       {{"axis", int64_t{2}}, {"sizes", std::vector<int64_t>{H_, H_, H_}}});
+                       {{"axis", int64_t{2}}, {"sizes", std::vector<int64_t>{A_, A_, A_}}});
     if (parts.size() != 3) {
       if (!parts.empty())
         b_.fail(Error(b_.scopedName("split") + ": Split gave " + std::to_string(parts.size()) +
@@ -175,20 +195,21 @@ private:
 
     ValueId ctx = b_.create("BatchMatMul", "context", {probs, v});
     ctx = b_.create("Transpose", "context_transpose", {ctx}, to_bhsd);
-    ctx = reshape(ctx, {B_, S_, H_}, "merge_heads");
-    return linear("c_proj", ctx, H_, H_, param(p + "c_proj.weight"),
-                  optionalParam(p + "c_proj.bias"));
+    ctx = reshape(ctx, {B_, S_, A_}, "merge_heads");
+    return rowParallelLinear("c_proj", ctx, A_, H_, param(p + "c_proj.weight"),
+                             optionalParam(p + "c_proj.bias"));
   }
 
   // w1(x) * silu(w2(x)), then c_proj.
   ValueId mlp(int64_t i, ValueId x) {
     auto s = b_.scope("mlp");
     const std::string p = layerPrefix(i) + "mlp.";
-    const int64_t F = config_.mlpWidth();
-    ValueId a = linear("w1", x, H_, F, param(p + "w1.weight"), optionalParam(p + "w1.bias"));
-    ValueId g = linear("w2", x, H_, F, param(p + "w2.weight"), optionalParam(p + "w2.bias"));
+    x = tensorParallel("TensorParallelCopy", x, "tp_copy");
+    ValueId a = linear("w1", x, H_, F_, param(p + "w1.weight"), optionalParam(p + "w1.bias"));
+    ValueId g = linear("w2", x, H_, F_, param(p + "w2.weight"), optionalParam(p + "w2.bias"));
     ValueId m = b_.create("Mul", "mul", {a, b_.create("Silu", "act", {g})});
-    return linear("c_proj", m, F, H_, param(p + "c_proj.weight"), optionalParam(p + "c_proj.bias"));
+    return rowParallelLinear("c_proj", m, F_, H_, param(p + "c_proj.weight"),
+                             optionalParam(p + "c_proj.bias"));
   }
 
   ValueId block(int64_t i, ValueId x) {
@@ -216,7 +237,13 @@ private:
   ops::OpBuilder b_;
   const QwenConfig &config_;
   DType dt_;
-  int64_t B_, S_, H_, heads_, hd_, rot_;
+  int64_t B_, S_, H_;
+  int64_t tp_;    // tensor-parallel ranks
+  int64_t heads_; // this rank's attention heads
+  int64_t hd_;    // channels per head
+  int64_t A_;     // this rank's attention width: heads_ * hd_
+  int64_t F_;     // this rank's MLP width
+  int64_t rot_;
   std::unordered_map<std::string, ValueId> params_;
   ValueId cos_ = kNoValue, sin_ = kNoValue;
 };
@@ -226,29 +253,30 @@ private:
 std::vector<ParamSpec> qwenParameters(const QwenConfig &config) {
   const int64_t H = config.hidden_size, F = config.mlpWidth(), V = config.vocab_size;
   const bool bias = !config.no_bias;
+  const TensorSplit replicated, rows{0}, columns{1}, qkv_rows{0, 3};
   std::vector<ParamSpec> params;
-  params.push_back({"transformer.wte.weight", {V, H}, ParamKind::Embedding});
+  params.push_back({"transformer.wte.weight", {V, H}, ParamKind::Embedding, replicated});
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     const std::string p = layerPrefix(i);
-    params.push_back({p + "ln_1.weight", {H}, ParamKind::Norm});
-    params.push_back({p + "attn.c_attn.weight", {3 * H, H}, ParamKind::Weight});
-    params.push_back({p + "attn.c_attn.bias", {3 * H}, ParamKind::Bias});
-    params.push_back({p + "attn.c_proj.weight", {H, H}, ParamKind::Weight});
+    params.push_back({p + "ln_1.weight", {H}, ParamKind::Norm, replicated});
+    params.push_back({p + "attn.c_attn.weight", {3 * H, H}, ParamKind::Weight, qkv_rows});
+    params.push_back({p + "attn.c_attn.bias", {3 * H}, ParamKind::Bias, qkv_rows});
+    params.push_back({p + "attn.c_proj.weight", {H, H}, ParamKind::Weight, columns});
     if (bias)
-      params.push_back({p + "attn.c_proj.bias", {H}, ParamKind::Bias});
-    params.push_back({p + "ln_2.weight", {H}, ParamKind::Norm});
+      params.push_back({p + "attn.c_proj.bias", {H}, ParamKind::Bias, replicated});
+    params.push_back({p + "ln_2.weight", {H}, ParamKind::Norm, replicated});
     for (const char *w : {"w1", "w2"}) {
-      params.push_back({p + "mlp." + w + ".weight", {F, H}, ParamKind::Weight});
+      params.push_back({p + "mlp." + w + ".weight", {F, H}, ParamKind::Weight, rows});
       if (bias)
-        params.push_back({p + "mlp." + w + ".bias", {F}, ParamKind::Bias});
+        params.push_back({p + "mlp." + w + ".bias", {F}, ParamKind::Bias, rows});
     }
-    params.push_back({p + "mlp.c_proj.weight", {H, F}, ParamKind::Weight});
+    params.push_back({p + "mlp.c_proj.weight", {H, F}, ParamKind::Weight, columns});
     if (bias)
-      params.push_back({p + "mlp.c_proj.bias", {H}, ParamKind::Bias});
+      params.push_back({p + "mlp.c_proj.bias", {H}, ParamKind::Bias, replicated});
   }
-  params.push_back({"transformer.ln_f.weight", {H}, ParamKind::Norm});
+  params.push_back({"transformer.ln_f.weight", {H}, ParamKind::Norm, replicated});
   if (!config.tie_word_embeddings)
-    params.push_back({"lm_head.weight", {V, H}, ParamKind::Weight});
+    params.push_back({"lm_head.weight", {V, H}, ParamKind::Weight, replicated});
   return params;
 }
 
@@ -268,13 +296,22 @@ Expected<Graph> buildQwenForward(const QwenConfig &config, const ModelOptions &o
                  ": expected at least 1 and batch * sequence length at most " +
                  std::to_string(kMaxTokens));
 
+  const int tp = options.tensor_parallel;
+  if (tp < 1 || config.num_attention_heads % tp != 0 || config.mlpWidth() % tp != 0)
+    return Error("Qwen forward: tensor parallelism over " + std::to_string(tp) +
+                 " ranks: it must divide num_attention_heads (" +
+                 std::to_string(config.num_attention_heads) + ") and the MLP width (" +
+                 std::to_string(config.mlpWidth()) + ", intermediate_size / 2)");
+
   Graph graph("qwen");
   const Shape tokens = {options.batch, seq};
   ValueId input_ids = graph.addInput("input_ids", {DType::I64, tokens}, InputRole::Data);
   ValueId labels = graph.addInput("labels", {DType::I64, tokens}, InputRole::Data);
   std::unordered_map<std::string, ValueId> params;
-  for (ParamSpec &p : qwenParameters(config))
-    params[p.name] = graph.addInput(p.name, {options.dtype, p.shape}, InputRole::Parameter);
+  for (ParamSpec &p : qwenParameters(config)) {
+    KILN_ASSIGN_OR_RETURN(Shape shape, splitShape(p.shape, p.split, tp));
+    params[p.name] = graph.addInput(p.name, {options.dtype, shape}, InputRole::Parameter);
+  }
 
   ForwardBuilder builder(graph, config, options, seq, std::move(params));
   KILN_RETURN_IF_ERROR(builder.build(input_ids, labels));

@@ -9,6 +9,7 @@
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "ir/tensor_split.h"
 
 namespace kiln::frontend {
 
@@ -16,6 +17,9 @@ struct ModelOptions {
   int64_t batch = 1;
   int64_t seq = 0; // 0: the config's seq_length
   DType dtype = DType::F32;
+  // Tensor-parallel ranks: > 1 builds one rank's shard of the model
+  // (Megatron: heads and MLP width split, collectives between the layers).
+  int tensor_parallel = 1;
 };
 
 // What a parameter is, which decides its initialisation.
@@ -25,6 +29,10 @@ struct ParamSpec {
   std::string name; // the Hugging Face state-dict name
   Shape shape;      // PyTorch layout: [out, in] for linear weights
   ParamKind kind;
+  // How tensor parallelism splits it: c_attn, w1 and w2 column-parallel (by
+  // rows, c_attn's q, k and v each), the c_projs row-parallel (by columns),
+  // everything else replicated.
+  TensorSplit split;
 };
 
 // Every parameter of the model in Hugging Face order (wte, the layers, ln_f,
@@ -33,7 +41,9 @@ struct ParamSpec {
 std::vector<ParamSpec> qwenParameters(const QwenConfig &config);
 
 // Inputs: "input_ids" and "labels" (i64 [B,S], data), then every parameter of
-// qwenParameters() in options.dtype. Outputs: "logits" (f32 [B,S,V]) and
+// qwenParameters() in options.dtype (with tensor_parallel > 1, each rank's
+// piece of it; a TensorParallelCopy feeds every column-parallel layer and a
+// TensorParallelReduce follows every row-parallel one). Outputs: "logits" (f32 [B,S,V]) and
 // "loss" (f32 [], next-token cross entropy). Node names are the Hugging Face
 // module paths ("transformer.h.3.attn.softmax"). Builds types only; no tensor
 // is allocated.

@@ -25,10 +25,6 @@ Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int 
     return Error("--dp " + std::to_string(c.dp) + " x --tp " + std::to_string(c.tp) + " is " +
                  std::to_string(c.dp * c.tp) + " devices, --devices says " +
                  std::to_string(devices) + ": they must agree");
-  if (c.tp > 1)
-    return Error("--tp " + std::to_string(c.tp) +
-                 ": tensor parallelism is not built yet; use --dp " + std::to_string(devices) +
-                 " --tp 1");
   if (zero != 0 && zero != 1)
     return Error("--zero " + std::to_string(zero) + ": expected 0 or 1");
   c.zero = zero;

@@ -1,5 +1,6 @@
 // How a training job spreads over devices: N devices as D data-parallel
-// replicas times T tensor-parallel shards (D x T = N), and whether the
+// replicas times T tensor-parallel shards (D x T = N; replica d's shards are
+// devices d*T .. d*T+T-1, as Megatron places them), and whether the
 // optimizer state is sharded across the replicas (ZeRO-1).
 #pragma once
 
@@ -20,9 +21,9 @@ struct ParallelConfig {
 };
 
 // Fills what was left out (dp = devices / tp) and checks the rest: D x T = N,
-// a global batch that splits evenly over the replicas, ZeRO 0 or 1. Tensor
-// parallelism is not built yet, so T > 1 is refused with that reason.
-// `dp` and `tp` of 0 mean "not given".
+// a global batch that splits evenly over the replicas, ZeRO 0 or 1 (whether
+// the model splits T ways is the model's to say). `dp` and `tp` of 0 mean
+// "not given".
 Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,
                                                int64_t global_batch);
 

@@ -38,7 +38,7 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
   DeviceMemoryEstimate best;
   for (int r = 0; r < program.parallel.dp; ++r) {
     DeviceMemoryEstimate e;
-    e.rank = r;
+    e.rank = r * program.parallel.tp; // the replica's first device
     e.step_peak = step.peak_bytes;
     // Weights and f32 gradients of the parameters the update does not read
     // stay on the device while it runs.

@@ -1,6 +1,7 @@
 // A training job compiled ahead of time for N devices: the step every
 // data-parallel replica runs on its share of the batch (forward and backward,
-// the loss scaled), the AdamW update each replica runs (all parameters, or
+// the loss scaled; with tensor parallelism one rank's shard of it, which
+// every rank of the group runs), the AdamW update each replica runs (all parameters, or
 // with ZeRO-1 only those it owns), and what one device needs in memory. The
 // runtime (runtime/trainer.h) runs it; nothing in it is compiled again.
 #pragma once
@@ -12,6 +13,7 @@
 #include "compiler/codegen/kernel_compiler.h"
 #include "compiler/parallel/parallel_config.h"
 #include "ir/graph.h"
+#include "ir/tensor_split.h"
 
 namespace kiln::parallel {
 
@@ -22,7 +24,7 @@ struct CompiledGraph {
 
 // What one device holds at its peak, from the compile-time memory plans.
 struct DeviceMemoryEstimate {
-  int rank = 0;                // the device with the highest peak
+  int rank = 0;                // a device with the highest peak
   int64_t step_peak = 0;       // the forward+backward arena: weights, activations, gradients
   int64_t optimizer_state = 0; // AdamW moments the device keeps between steps
   int64_t update_peak = 0;     // during its update, with the weights and gradients it holds
@@ -37,9 +39,11 @@ struct TrainingProgram {
   int64_t batch_per_replica = 1;
   int64_t seq = 0;
   CompiledGraph step;
-  // The parameters in graph order, and for each the data-parallel rank that
-  // updates it (every rank updates everything without ZeRO: owner -1).
+  // The parameters in graph order (each tensor-parallel rank's piece), how
+  // tensor parallelism splits each, and the data-parallel rank that updates
+  // it (every rank updates everything without ZeRO: owner -1).
   std::vector<std::pair<std::string, TensorType>> params;
+  std::vector<TensorSplit> splits;
   std::vector<int> owner;
   // optimizers[r]: rank r's update (one shared entry without ZeRO).
   std::vector<CompiledGraph> optimizers;

@@ -62,6 +62,42 @@ TEST_F(ModelLoaderTest, LoadsKilnGraphJson) {
   EXPECT_EQ(graphToJson(model->graph), graphToJson(built->graph));
 }
 
+// A config splits for tensor parallelism (each parameter's piece, the split
+// recorded); a stored graph cannot.
+TEST_F(ModelLoaderTest, ConfigsSplitForTensorParallelismGraphsDoNot) {
+  auto split = loadModel(kTinyDir, ModelOptions{1, 4, DType::F32, 2});
+  ASSERT_TRUE(split.isOk()) << split.message();
+  const std::map<std::string, Shape> pieces = {{"transformer.h.0.attn.c_attn.weight", {96, 64}},
+                                               {"transformer.h.0.attn.c_attn.bias", {96}},
+                                               {"transformer.h.0.attn.c_proj.weight", {64, 32}},
+                                               {"transformer.h.0.mlp.w1.weight", {64, 64}},
+                                               {"transformer.h.0.mlp.c_proj.weight", {64, 64}},
+                                               {"transformer.h.0.ln_1.weight", {64}},
+                                               {"lm_head.weight", {512, 64}}};
+  for (const auto &[name, shape] : pieces) {
+    const GraphInput *in = split->graph.findInput(name);
+    ASSERT_NE(in, nullptr) << name;
+    EXPECT_EQ(split->graph.type(in->value).shape, shape) << name;
+  }
+  EXPECT_EQ(split->splits.at("transformer.h.0.attn.c_attn.weight"), (TensorSplit{0, 3}));
+  EXPECT_EQ(split->splits.at("transformer.h.1.mlp.c_proj.weight"), TensorSplit{1});
+  EXPECT_TRUE(split->splits.at("transformer.wte.weight").replicated());
+
+  auto odd = loadModel(kTinyDir, ModelOptions{1, 4, DType::F32, 3});
+  ASSERT_FALSE(odd.isOk());
+  EXPECT_NE(odd.message().find("must divide num_attention_heads (4)"), std::string::npos)
+      << odd.message();
+
+  auto built = loadModel(kTinyDir, ModelOptions{1, 4, DType::F32});
+  ASSERT_TRUE(built.isOk()) << built.message();
+  const std::string path = write("graph.json", graphToJson(built->graph).dump());
+  auto graph = loadModel(path, ModelOptions{1, 4, DType::F32, 2});
+  ASSERT_FALSE(graph.isOk());
+  EXPECT_NE(graph.message().find("graph.json: tensor parallelism needs a model kiln knows how"),
+            std::string::npos)
+      << graph.message();
+}
+
 TEST_F(ModelLoaderTest, GraphThatFailsVerificationNamesPath) {
   auto built = loadModel(kTinyDir, ModelOptions{1, 4, DType::F32});
   ASSERT_TRUE(built.isOk()) << built.message();

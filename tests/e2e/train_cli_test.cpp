@@ -1,5 +1,6 @@
 // kiln train as a user runs it on the tiny Qwen: the loss trajectory of 8
-// data-parallel devices (with and without ZeRO-1) is that of one device; an
+// data-parallel devices (with and without ZeRO-1), and of tensor-parallel
+// ones, is that of one device; an
 // overflowing step is skipped everywhere and halves the loss scale; a run
 // killed and resumed ends with the weights of an unbroken run; a device too
 // small stops with the out-of-memory report; bad input is a clear error.
@@ -68,6 +69,69 @@ TEST_F(TrainCli, DataParallelAndZeroMatchOneDevice) {
   }
   EXPECT_LT(one.back()["loss"].get<double>(), one.front()["loss"].get<double>() - 0.05)
       << "it learns";
+}
+
+// Tensor parallel over 8 ranks (one head each), 2 ranks x 4 replicas, and
+// that with ZeRO-1: the loss and gradient-norm trajectories are one
+// device's, and the final checkpoint, joined from the ranks' pieces, holds
+// one device's weights.
+TEST_F(TrainCli, TensorParallelMatchesOneDevice) {
+  json config = json::parse(slurp(kTiny));
+  config["num_attention_heads"] = 8;
+  config["kv_channels"] = 8;
+  write("tiny8/config.json", config.dump());
+  const std::string model = path("tiny8");
+  auto trainAs = [&](const std::string &name, const std::string &flags) {
+    Result r = run("train " + model + " --data train.bin --batch 8 --seq 16 --lr 1e-3 --steps 20 " +
+                   flags + " --log-json " + name +
+                   ".jsonl --checkpoint-every 10 --checkpoint-dir " + name);
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    return log(path(name + ".jsonl"));
+  };
+  const std::vector<json> one = trainAs("one", "--devices 1");
+  ASSERT_EQ(one.size(), 20u);
+  auto want = readSafetensors(path("one/step-000020.safetensors"));
+  ASSERT_TRUE(want.isOk()) << want.message();
+  for (const auto &[name, flags] : std::vector<std::pair<std::string, std::string>>{
+           {"tp8", "--devices 8 --tp 8"},
+           {"tp2dp4", "--devices 8 --tp 2"},
+           {"tp2dp4z", "--devices 8 --tp 2 --zero 1"}}) {
+    const std::vector<json> got = trainAs(name, flags);
+    ASSERT_EQ(got.size(), 20u) << name;
+    for (size_t i = 0; i < one.size(); ++i)
+      for (const char *field : {"loss", "grad_norm"}) {
+        const double w = one[i][field];
+        EXPECT_NEAR(got[i][field].get<double>(), w, 1e-4 * w)
+            << name << " step " << i + 1 << " " << field;
+      }
+    auto ckpt = readSafetensors(path(name + "/step-000020.safetensors"));
+    ASSERT_TRUE(ckpt.isOk()) << ckpt.message();
+    ASSERT_EQ(ckpt->tensors.size(), want->tensors.size()) << name;
+    for (const auto &[tensor, w] : want->tensors) {
+      ASSERT_TRUE(ckpt->tensors.count(tensor)) << name << ": no " << tensor;
+      const Tensor &g = ckpt->tensors.at(tensor);
+      ASSERT_EQ(g.type(), w.type()) << name << ": " << tensor;
+      double worst = 0;
+      for (int64_t k = 0; k < w.numElements(); ++k)
+        worst = std::max(worst, std::abs(double(g.getFloat(k)) - w.getFloat(k)));
+      EXPECT_LT(worst, 1e-4) << name << ": " << tensor;
+    }
+  }
+  EXPECT_LT(one.back()["loss"].get<double>(), one.front()["loss"].get<double>() - 0.05);
+
+  // Resumed from the tensor-parallel checkpoint of step 10, the run ends
+  // exactly where the unbroken one did.
+  fs::create_directories(dir_ / "resumed");
+  fs::copy_file(dir_ / "tp2dp4z" / "step-000010.safetensors",
+                dir_ / "resumed" / "step-000010.safetensors");
+  Result resumed = run("train " + model + " --data train.bin --batch 8 --seq 16 --lr 1e-3 " +
+                       "--steps 20 --devices 8 --tp 2 --zero 1 --checkpoint-dir resumed --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  auto unbroken = readSafetensors(path("tp2dp4z/step-000020.safetensors"));
+  auto again = readSafetensors(path("resumed/step-000020.safetensors"));
+  ASSERT_TRUE(unbroken.isOk() && again.isOk());
+  for (const auto &[tensor, t] : unbroken->tensors)
+    EXPECT_TRUE(again->tensors.at(tensor) == t) << tensor << " differs after resuming";
 }
 
 TEST_F(TrainCli, AnOverflowIsSkippedOnEveryDeviceAndHalvesTheScale) {
@@ -181,7 +245,11 @@ TEST_F(TrainCli, TheMeasuredPeakStaysWithinThePlan) {
 }
 
 TEST_F(TrainCli, BadInputIsAClearError) {
-  expectError(run(train("--steps 1 --devices 8 --tp 2")), {"tensor parallelism is not built yet"});
+  expectError(run(train("--steps 1 --devices 3 --tp 3")),
+              {"tensor parallelism over 3 ranks", "num_attention_heads (4)"});
+  expectError(run(train("--steps 1 --devices 8 --tp 3")), {"--tp 3 does not divide --devices 8"});
+  expectError(run(train("--steps 1 --devices 4 --tp 2 --devices-per-process 3")),
+              {"--devices-per-process 3", "multiple of --tp 2"});
   expectError(run(train("--steps 1 --devices 3")), {"--batch 8", "multiple of 3"});
   expectError(run(train("--steps 1 --loss-scale dynamic:1")), {"--loss-scale", "three numbers"});
   expectError(run(train("--steps 1 --device-memory lots")), {"--device-memory", "lots"});

@@ -1,5 +1,5 @@
 // `kiln train`: compile the training step for N devices ahead of time, then
-// train on them: data parallel, ZeRO-1, loss scaling, clipping, warmup and
+// train on them: data and tensor parallel, ZeRO-1, loss scaling, clipping, warmup and
 // cosine decay, checkpoints and resume, a JSON log and a Chrome trace.
 #include <fstream>
 #include <iostream>
@@ -119,8 +119,14 @@ int runTrain(TrainOptions opts) {
 
   std::unique_ptr<runtime::Communicator> comm;
   if (opts.devices_per_process > 0 || runtime::launchedByMpi()) {
-    auto mpi = runtime::makeMpiCommunicator(
-        parallel->dp, opts.devices_per_process > 0 ? opts.devices_per_process : parallel->dp);
+    // A tensor-parallel group stays in one process: its collectives run
+    // between kernels, in lockstep.
+    const int per_process = opts.devices_per_process > 0 ? opts.devices_per_process : opts.devices;
+    if (per_process % parallel->tp != 0)
+      return fail("--devices-per-process " + std::to_string(per_process) +
+                  " must hold whole tensor-parallel groups: make it a multiple of --tp " +
+                  std::to_string(parallel->tp));
+    auto mpi = runtime::makeMpiCommunicator(parallel->dp, per_process / parallel->tp);
     if (!mpi)
       return fail(mpi.error());
     comm = std::move(*mpi);
@@ -182,7 +188,7 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<TrainOptions>();
   CLI::App *cmd = app.add_subcommand(
       "train", "Train a Qwen model on N simulated devices: the step compiled ahead of time, data "
-               "parallel (ZeRO-1 optional), loss scaling, clipping, checkpoints");
+               "and tensor parallel (ZeRO-1 optional), loss scaling, clipping, checkpoints");
   cmd->add_option("MODEL", opts->model.model, "config.json or a folder holding it")->required();
   cmd->add_option("--data", opts->data,
                   "pre-tokenised data: a flat token file (nanoGPT's train.bin) or safetensors "

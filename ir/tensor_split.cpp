@@ -1,0 +1,96 @@
+#include "ir/tensor_split.h"
+
+#include <cassert>
+#include <cstring>
+
+namespace kiln {
+namespace {
+
+// The axis seen as [outer][blocks][ranks][piece][inner], in bytes for inner.
+struct SplitGeometry {
+  int64_t outer = 1;
+  int64_t blocks = 1;
+  int64_t piece = 1;       // extent of one rank's piece of one block
+  int64_t inner_bytes = 0; // bytes of one index along the axis
+};
+
+SplitGeometry geometryOf(const Shape &shape, const TensorSplit &split, int ranks, size_t elem) {
+  SplitGeometry g;
+  for (int d = 0; d < split.axis; ++d)
+    g.outer *= shape[d];
+  g.blocks = split.blocks;
+  g.piece = shape[split.axis] / (split.blocks * ranks);
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(split.axis) + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  g.inner_bytes = inner * static_cast<int64_t>(elem);
+  return g;
+}
+
+// Copies between rank `rank`'s piece and the whole: to_shard picks the
+// direction.
+void copyPieces(const SplitGeometry &g, int rank, int ranks, const char *from, char *to,
+                bool to_shard) {
+  const int64_t run = g.piece * g.inner_bytes; // one contiguous piece
+  for (int64_t o = 0; o < g.outer; ++o)
+    for (int64_t b = 0; b < g.blocks; ++b) {
+      const int64_t whole = ((o * g.blocks + b) * ranks + rank) * run;
+      const int64_t mine = (o * g.blocks + b) * run;
+      if (to_shard)
+        std::memcpy(to + mine, from + whole, static_cast<size_t>(run));
+      else
+        std::memcpy(to + whole, from + mine, static_cast<size_t>(run));
+    }
+}
+
+} // namespace
+
+std::string TensorSplit::toString() const {
+  if (replicated())
+    return "replicated";
+  return "axis " + std::to_string(axis) +
+         (blocks > 1 ? " in " + std::to_string(blocks) + " blocks" : "");
+}
+
+Expected<Shape> splitShape(const Shape &full, const TensorSplit &split, int ranks) {
+  if (split.replicated() || ranks == 1)
+    return full;
+  if (split.axis >= static_cast<int>(full.size()) || split.blocks < 1)
+    return Error("cannot split " + shapeToString(full) + " along " + split.toString());
+  const int64_t parts = split.blocks * ranks;
+  if (full[split.axis] % parts != 0)
+    return Error("cannot split " + shapeToString(full) + " along " + split.toString() + " over " +
+                 std::to_string(ranks) + " ranks: " + std::to_string(full[split.axis]) +
+                 " is not a multiple of " + std::to_string(parts));
+  Shape s = full;
+  s[split.axis] /= ranks;
+  return s;
+}
+
+Tensor takeShard(const Tensor &full, const TensorSplit &split, int rank, int ranks) {
+  if (split.replicated() || ranks == 1)
+    return full;
+  Expected<Shape> shape = splitShape(full.shape(), split, ranks);
+  assert(shape && "takeShard: the tensor does not split evenly");
+  Tensor shard(TensorType{full.dtype(), *shape});
+  copyPieces(geometryOf(full.shape(), split, ranks, dtypeSize(full.dtype())), rank, ranks,
+             static_cast<const char *>(full.data()), static_cast<char *>(shard.data()), true);
+  return shard;
+}
+
+Tensor joinShards(const std::vector<Tensor> &shards, const TensorSplit &split) {
+  assert(!shards.empty());
+  const int ranks = static_cast<int>(shards.size());
+  if (split.replicated() || ranks == 1)
+    return shards.front();
+  Shape shape = shards.front().shape();
+  shape[split.axis] *= ranks;
+  Tensor full(TensorType{shards.front().dtype(), shape});
+  const SplitGeometry g = geometryOf(shape, split, ranks, dtypeSize(full.dtype()));
+  for (int r = 0; r < ranks; ++r)
+    copyPieces(g, r, ranks, static_cast<const char *>(shards[r].data()),
+               static_cast<char *>(full.data()), false);
+  return full;
+}
+
+} // namespace kiln

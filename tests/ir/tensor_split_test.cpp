@@ -1,0 +1,66 @@
+// Tensor-parallel splits: the pieces each rank takes, and joining them back.
+#include "ir/tensor_split.h"
+
+#include <numeric>
+
+#include <gtest/gtest.h>
+
+namespace kiln {
+namespace {
+
+Tensor iota(DType dtype, Shape shape) {
+  std::vector<float> v(static_cast<size_t>(numElements(shape)));
+  std::iota(v.begin(), v.end(), 0.0f);
+  return Tensor::fromFloats(dtype, std::move(shape), v);
+}
+
+std::vector<float> floats(const Tensor &t) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    v.push_back(t.getFloat(i));
+  return v;
+}
+
+TEST(TensorSplit, RowsColumnsAndBlocks) {
+  const Tensor w = iota(DType::F32, {6, 2}); // rows 0..5, two columns each
+  // Rows over 2 ranks: rank 1 holds rows 3..5.
+  EXPECT_EQ(floats(takeShard(w, {0}, 1, 2)), (std::vector<float>{6, 7, 8, 9, 10, 11}));
+  // Columns over 2 ranks: rank 0 holds column 0.
+  EXPECT_EQ(floats(takeShard(w, {1}, 0, 2)), (std::vector<float>{0, 2, 4, 6, 8, 10}));
+  // Rows as 3 blocks (q, k, v) over 2 ranks: rank 1 holds the second row of
+  // every block.
+  EXPECT_EQ(floats(takeShard(w, {0, 3}, 1, 2)), (std::vector<float>{2, 3, 6, 7, 10, 11}));
+  // Replicated: all of it.
+  EXPECT_TRUE(takeShard(w, {}, 1, 2) == w);
+}
+
+TEST(TensorSplit, JoiningThePiecesGivesTheWholeBack) {
+  for (DType dtype : {DType::F32, DType::F16}) {
+    const Tensor w = iota(dtype, {12, 4, 3});
+    for (TensorSplit split :
+         {TensorSplit{0}, TensorSplit{1}, TensorSplit{2, 1}, TensorSplit{0, 3}, TensorSplit{1, 2}})
+      for (int ranks : {1, 2}) {
+        if (!splitShape(w.shape(), split, ranks))
+          continue;
+        std::vector<Tensor> pieces;
+        for (int r = 0; r < ranks; ++r)
+          pieces.push_back(takeShard(w, split, r, ranks));
+        EXPECT_TRUE(joinShards(pieces, split) == w) << split.toString() << " over " << ranks;
+      }
+  }
+}
+
+TEST(TensorSplit, ShapesThatDoNotDivideAreAnError) {
+  auto ok = splitShape({12, 4}, {0, 3}, 4);
+  ASSERT_TRUE(ok.isOk());
+  EXPECT_EQ(*ok, (Shape{3, 4}));
+  auto bad = splitShape({12, 4}, {1}, 3);
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.message().find("4 is not a multiple of 3"), std::string::npos) << bad.message();
+  EXPECT_FALSE(splitShape({12}, {1}, 2).isOk());
+  EXPECT_EQ(TensorSplit({0, 3}).toString(), "axis 0 in 3 blocks");
+  EXPECT_EQ(TensorSplit{}.toString(), "replicated");
+}
+
+} // namespace
+} // namespace kiln

@@ -2,12 +2,48 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace kiln {
+namespace {
+
+// Fault injection for the crash tests (tests/e2e/fault_injection_test.cpp,
+// docs/reliability.md): KILN_FAULT_KILL_AT=N makes the process SIGKILL
+// itself at the N-th kill point of its atomic writes, counted across threads.
+// Each write has four: temporary file created, half written, written and
+// synced but not renamed, renamed but its folder not synced.
+void killPoint() {
+  static const long kill_at = [] {
+    const char *v = std::getenv("KILN_FAULT_KILL_AT");
+    return v ? std::strtol(v, nullptr, 10) : 0L;
+  }();
+  if (kill_at <= 0)
+    return;
+  static std::atomic<long> reached{0};
+  if (++reached == kill_at)
+    ::kill(::getpid(), SIGKILL);
+}
+
+Status writeAll(int fd, const char *p, size_t left) {
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return Error(std::strerror(errno));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+} // namespace
 
 Expected<std::string> readFile(const std::string &path, size_t max_bytes) {
   // POSIX calls rather than iostreams: a stream reads a folder as an empty file
@@ -63,20 +99,17 @@ Status writeFileAtomic(const std::string &path, std::string_view contents) {
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0)
     return Error(path + ": cannot create temporary file: " + std::strerror(errno));
-  const char *p = contents.data();
-  size_t left = contents.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Error(path + ": write failed: " + why);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
+  killPoint();
+  const size_t half = contents.size() / 2;
+  Status written = writeAll(fd, contents.data(), half);
+  if (written) {
+    killPoint();
+    written = writeAll(fd, contents.data() + half, contents.size() - half);
+  }
+  if (!written) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Error(path + ": write failed: " + written.message());
   }
   // Close even when fsync fails, or the descriptor leaks.
   int sync_errno = ::fsync(fd) != 0 ? errno : 0;
@@ -86,10 +119,25 @@ Status writeFileAtomic(const std::string &path, std::string_view contents) {
     ::unlink(tmp.c_str());
     return Error(path + ": write failed: " + why);
   }
+  killPoint();
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string why = std::strerror(errno);
     ::unlink(tmp.c_str());
     return Error(path + ": cannot publish file: " + why);
+  }
+  killPoint();
+  // The rename is durable once the folder is synced; a folder that cannot
+  // be opened for reading still holds the whole new file.
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    int dir_errno = ::fsync(dir_fd) != 0 ? errno : 0;
+    ::close(dir_fd);
+    if (dir_errno != 0 && dir_errno != EINVAL)
+      return Error(path + ": cannot sync its folder: " + std::strerror(dir_errno));
   }
   return Status::ok();
 }

@@ -15,8 +15,10 @@ namespace kiln {
 // ends (/dev/zero, a pipe) or a huge one named where a small one belongs is
 // refused before it fills memory.
 Expected<std::string> readFile(const std::string &path, size_t max_bytes = SIZE_MAX);
-// Writes to "<path>.tmp.<pid>.<n>" in the same folder, fsyncs, then renames over
-// `path`, so a reader sees the old file or the new one, never a torn one.
+// Writes to "<path>.tmp.<pid>.<n>" in the same folder, fsyncs, renames over
+// `path` and fsyncs the folder, so a reader sees the old file or the new
+// one, never a torn one, even after a kill or a power cut. A kill leaves at
+// most the temporary file behind, which no reader takes for the real one.
 Status writeFileAtomic(const std::string &path, std::string_view contents);
 
 // The deepest nesting of arrays and objects kiln reads. Its formats nest a

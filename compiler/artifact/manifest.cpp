@@ -1,7 +1,11 @@
 // The manifest's JSON and what a compile job puts in it.
 #include "compiler/artifact/manifest.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+
+#include <spdlog/spdlog.h>
 
 #include "compiler/artifact/json_fields.h"
 #include "compiler/codegen/kernel_compiler.h"
@@ -48,6 +52,23 @@ json jobToJson(const driver::ResolvedJob &job) {
           {"warnings", job.warnings}};
 }
 
+// Now, or SOURCE_DATE_EPOCH when set (reproducible-builds.org): the one
+// field that would otherwise make two compiles of one job differ in bytes.
+int64_t creationTime() {
+  if (const char *epoch = std::getenv("SOURCE_DATE_EPOCH")) {
+    char *end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(epoch, &end, 10);
+    if (errno == 0 && end != epoch && *end == '\0' && v >= 0)
+      return v;
+    spdlog::warn("SOURCE_DATE_EPOCH='{}' is not a number of seconds; using the current time",
+                 epoch);
+  }
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 } // namespace
 
 Manifest makeManifest(const driver::ResolvedJob &job, const codegen::ObjectOptions &codegen,
@@ -59,9 +80,7 @@ Manifest makeManifest(const driver::ResolvedJob &job, const codegen::ObjectOptio
   m.kiln_source_hash = base.kiln_source_hash;
   m.llvm_version = base.llvm_version;
   m.host = codegen::hostDescription();
-  m.created = std::chrono::duration_cast<std::chrono::seconds>(
-                  std::chrono::system_clock::now().time_since_epoch())
-                  .count();
+  m.created = creationTime();
   m.target = job.target;
   m.codegen = codegen;
   m.dtype = job.dtype;

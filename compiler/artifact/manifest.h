@@ -30,7 +30,7 @@ struct Manifest {
   std::string kiln_source_hash; // of the sources that decide kernel code
   std::string llvm_version;
   codegen::HostDescription host;
-  int64_t created = 0; // unix seconds
+  int64_t created = 0; // unix seconds; SOURCE_DATE_EPOCH when set
   target::Target target;
   codegen::ObjectOptions codegen; // the object options every kernel was compiled with
   DType dtype = DType::F16;       // the model's dtype

@@ -67,6 +67,14 @@ Status makeDirs(const std::string &dir) {
 
 void scanEntries(const std::string &dir, std::vector<DiskEntry> &entries,
                  std::vector<DiskEntry> *temps) {
+  // stats.json's temporary files, left by a process killed while writing it.
+  if (temps)
+    forEachName(dir, [&](const std::string &name) {
+      struct stat st {};
+      const std::string path = dir + "/" + name;
+      if (name.rfind("stats.json.tmp.", 0) == 0 && ::lstat(path.c_str(), &st) == 0)
+        temps->push_back(DiskEntry{path, "", uint64_t(st.st_size), st.st_mtim});
+    });
   const std::string root = dir + "/entries";
   forEachName(root, [&](const std::string &sub) {
     const std::string subdir = root + "/" + sub;
@@ -153,6 +161,11 @@ std::optional<CacheEntry> loadChecked(const std::string &path, const std::string
   }
   if (st.st_uid != ::geteuid()) {
     bad = "owned by uid " + std::to_string(st.st_uid) + ", not by the current user";
+    return std::nullopt;
+  }
+  // Whoever could have written it could have put their code in it.
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    bad = "writable by group or others";
     return std::nullopt;
   }
   auto bytes = readAll(fd, path);

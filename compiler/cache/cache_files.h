@@ -32,7 +32,8 @@ inline bool olderThan(const timespec &a, const timespec &b) {
 std::string errnoText();
 // mkdir -p with mode 0700 for every folder it creates.
 Status makeDirs(const std::string &dir);
-// Every file under entries/ that is named like an entry, and the temporary files.
+// Every file under entries/ that is named like an entry, and the temporary
+// files (of entries and of stats.json) that a killed writer left.
 void scanEntries(const std::string &dir, std::vector<DiskEntry> &entries,
                  std::vector<DiskEntry> *temps = nullptr);
 // Header and metadata of an entry, without its object and unchecked.

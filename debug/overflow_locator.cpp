@@ -6,6 +6,7 @@
 #include <regex>
 #include <sstream>
 
+#include "ir/file_names.h"
 #include "ir/graph_extract.h"
 #include "ir/safetensors.h"
 #include "runtime/executor.h"
@@ -250,9 +251,11 @@ Expected<OverflowReport> locateOverflow(const Graph &graph, codegen::CompiledKer
       dump.tensors["output:" + piece.valueName(v)] = seen.at(piece.valueName(v));
     dump.metadata["op"] = report.op_name;
     dump.metadata["kernel"] = report.kernel;
-    report.dump =
-        (std::filesystem::path(options.dump_dir) / ("overflow." + report.op_name + ".safetensors"))
-            .string();
+    // The op's name comes from the model file and may hold '/', "..", NUL:
+    // the file name keeps its safe characters and stays in the folder.
+    report.dump = (std::filesystem::path(options.dump_dir) /
+                   ("overflow." + fileStem(report.op_name) + ".safetensors"))
+                      .string();
     KILN_RETURN_IF_ERROR(writeSafetensors(report.dump, dump));
   }
   suggest(report, job);

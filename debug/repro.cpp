@@ -15,9 +15,17 @@ namespace fs = std::filesystem;
 namespace {
 
 // Copies the files of `from` ending in `extension` (not its subfolders) to
-// `to`, which is emptied first.
-Status copyFolder(const std::string &from, const fs::path &to, const std::string &extension) {
+// `to`, which is emptied first. `to` lies in `root`; a symbolic link on the
+// way (left there, say, by whoever shared the folder) would make the
+// emptying delete files outside it, so it is refused.
+Status copyFolder(const std::string &from, const fs::path &root, const fs::path &to,
+                  const std::string &extension) {
   std::error_code ec;
+  for (fs::path p = to; p != root && p.has_relative_path(); p = p.parent_path())
+    if (fs::is_symlink(fs::symlink_status(p, ec)))
+      return Error("repro folder '" + root.string() + "': '" + p.string() +
+                   "' is a symbolic link; kiln writes a repro only into plain folders (remove "
+                   "the link or write the repro elsewhere)");
   fs::remove_all(to, ec);
   fs::create_directories(to, ec);
   if (ec)
@@ -73,7 +81,7 @@ Expected<nlohmann::json> reproJob(const fs::path &dir, const driver::ResolvedJob
     nlohmann::json list = nlohmann::json::array();
     for (size_t i = 0; i < dirs.size(); ++i) {
       const std::string rel = folder + "/" + std::to_string(i);
-      KILN_RETURN_IF_ERROR(copyFolder(dirs[i], dir / rel, extension));
+      KILN_RETURN_IF_ERROR(copyFolder(dirs[i], dir, dir / rel, extension));
       list.push_back(rel);
     }
     return list;

@@ -10,6 +10,7 @@
 #include "compiler/cache/cache_key.h"
 #include "compiler/cache/sha256.h"
 #include "ir/file_io.h"
+#include "ir/file_names.h"
 #include "ir/graph_json.h"
 #include "ops/op_verifier.h"
 
@@ -262,6 +263,10 @@ Expected<Artifact> decode(std::string_view bytes) {
                            "malformed manifest: custom_ops[" + std::to_string(i) + "]");
     frontend::CustomOpSource file;
     KILN_ASSIGN_OR_RETURN(file.path, entry.string("path"));
+    // The writer keeps the file name only (artifact_builder.cpp); a name that
+    // could lead out of a folder is a tampered or foreign file.
+    if (std::string why = plainFileNameProblem(file.path); !why.empty())
+      return entry.error("path", "'" + printableName(file.path) + "' " + why);
     KILN_ASSIGN_OR_RETURN(file.xml, entry.string("xml"));
     a.custom_ops.push_back(std::move(file));
   }

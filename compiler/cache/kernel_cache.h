@@ -85,7 +85,8 @@ public:
 
   // The entry, checked; nullopt on a miss. Any problem reading the cache is a
   // miss, never an error: compiling again is always correct. A bad entry
-  // (truncated, corrupt, wrong checksum, not the user's) is evicted with a warning.
+  // (truncated, corrupt, wrong checksum, not the user's, writable by group or
+  // others) is evicted with a warning.
   std::optional<CacheEntry> lookup(const CacheKey &key);
   Status store(const CacheKey &key, std::string_view object,
                const nlohmann::json &metadata = nlohmann::json::object());

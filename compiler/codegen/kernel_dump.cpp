@@ -1,27 +1,15 @@
 #include "compiler/codegen/kernel_dump.h"
 
-#include <cctype>
 #include <filesystem>
 #include <system_error>
 
 #include "compiler/cache/sha256.h"
 #include "ir/file_io.h"
+#include "ir/file_names.h"
 #include "ir/graph_extract.h"
 #include "ir/printer.h"
 
 namespace kiln::codegen {
-namespace {
-
-// Node names may hold any character; a file name keeps the safe ones.
-std::string fileStem(const std::string &name) {
-  std::string stem;
-  for (char c : name.substr(0, 80))
-    stem +=
-        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ? c : '_';
-  return stem.empty() || stem[0] == '.' ? "_" + stem : stem;
-}
-
-} // namespace
 
 Expected<std::string> writeKernelDump(const std::string &dir, const Graph &graph,
                                       const KernelSpec &kernel, const KernelBuild *build,

@@ -228,6 +228,20 @@ TEST_F(KernelCacheTest, AnEntryNotOwnedByTheUserIsNeverLoaded) {
   EXPECT_FALSE(fs::exists(c->entryPath(key.hex)));
 }
 
+TEST_F(KernelCacheTest, AnEntryWritableByOthersIsNeverLoaded) {
+  auto c = open();
+  for (fs::perms extra : {fs::perms::group_write, fs::perms::others_write}) {
+    CacheKey key = makeCacheKey(sampleInputs());
+    ASSERT_TRUE(c->store(key, "native code").isOk());
+    ASSERT_TRUE(c->lookup(key));
+    fs::permissions(c->entryPath(key.hex), extra, fs::perm_options::add);
+    LogCapture log;
+    EXPECT_FALSE(c->lookup(key));
+    EXPECT_NE(log.text().find("writable by group or others"), std::string::npos) << log.text();
+    EXPECT_FALSE(fs::exists(c->entryPath(key.hex)));
+  }
+}
+
 TEST_F(KernelCacheTest, ASymlinkedEntryIsNotFollowed) {
   auto c = open();
   CacheKey a = makeCacheKey(sampleInputs("a")), b = makeCacheKey(sampleInputs("b"));
@@ -379,9 +393,12 @@ TEST_F(KernelCacheTest, ListVerifyPruneAndClean) {
   // A stale temporary file from a writer that died goes on prune; a fresh one stays.
   const std::string entry = (*entries)[0].path;
   const std::string stale = entry + ".tmp.99999.0", fresh = entry + ".tmp.99999.1";
+  const std::string stale_stats = c->dir() + "/stats.json.tmp.99999.2";
   std::ofstream(stale) << "half";
   std::ofstream(fresh) << "half";
-  fs::last_write_time(stale, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  std::ofstream(stale_stats) << "{";
+  for (const std::string &old : {stale, stale_stats})
+    fs::last_write_time(old, fs::file_time_type::clock::now() - std::chrono::hours(2));
   std::string bytes = readFile(entry).value();
   bytes[bytes.size() / 2] ^= 0x10;
   ASSERT_TRUE(writeFileAtomic(entry, bytes).isOk());
@@ -397,6 +414,7 @@ TEST_F(KernelCacheTest, ListVerifyPruneAndClean) {
   ASSERT_TRUE(evicted.isOk());
   EXPECT_EQ(*evicted, 0u);
   EXPECT_FALSE(fs::exists(stale));
+  EXPECT_FALSE(fs::exists(stale_stats));
   EXPECT_TRUE(fs::exists(fresh));
 
   auto removed = c->clean();

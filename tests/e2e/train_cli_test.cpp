@@ -79,8 +79,8 @@ TEST_F(TrainCli, TensorParallelMatchesOneDevice) {
   json config = json::parse(slurp(kTiny));
   config["num_attention_heads"] = 8;
   config["kv_channels"] = 8;
-  write("tiny8/config.json", config.dump());
-  const std::string model = path("tiny8");
+  write("tiny8.json", config.dump());
+  const std::string model = path("tiny8.json");
   auto trainAs = [&](const std::string &name, const std::string &flags) {
     Result r = run("train " + model + " --data train.bin --batch 8 --seq 16 --lr 1e-3 --steps 20 " +
                    flags + " --log-json " + name +
@@ -198,23 +198,27 @@ TEST_F(TrainCli, KilledAndResumedEndsWithTheWeightsOfAnUnbrokenRun) {
 }
 
 // Two processes of four devices under mpirun give one process of eight's
-// losses bit for bit: the sums run in rank order either way.
+// losses bit for bit: the sums run in rank order either way. With --tp 2
+// each process holds two whole tensor-parallel groups.
 TEST_F(TrainCli, TwoMpiProcessesOfFourMatchOneOfEight) {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "OpenMPI's mpirun is not installed";
-  ASSERT_EQ(run(train("--steps 6 --devices 8 --log-json one.jsonl")).exit_code, 0);
-  Result mpi = shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
-                     "--oversubscribe -np 2 " +
-                     kiln_ + " " +
-                     train("--steps 6 --devices 8 --devices-per-process 4 --log-json mpi.jsonl"));
-  if (mpi.exit_code != 0 && mpi.err.find("built without MPI") != std::string::npos)
-    GTEST_SKIP() << "kiln was built without MPI";
-  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
-  std::vector<json> one = log(path("one.jsonl")), two = log(path("mpi.jsonl"));
-  ASSERT_EQ(two.size(), 6u) << "one process writes the log";
-  for (size_t i = 0; i < one.size(); ++i)
-    EXPECT_EQ(two[i]["loss"], one[i]["loss"]) << "step " << i + 1;
-  EXPECT_EQ(std::count(mpi.out.begin(), mpi.out.end(), '\n'), 8) << mpi.out; // one process prints
+  for (const std::string tp : {"1", "2"}) {
+    const std::string flags = "--steps 6 --devices 8 --tp " + tp;
+    ASSERT_EQ(run(train(flags + " --log-json one.jsonl")).exit_code, 0);
+    Result mpi =
+        shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
+              "--oversubscribe -np 2 " +
+              kiln_ + " " + train(flags + " --devices-per-process 4 --log-json mpi.jsonl"));
+    if (mpi.exit_code != 0 && mpi.err.find("built without MPI") != std::string::npos)
+      GTEST_SKIP() << "kiln was built without MPI";
+    ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+    std::vector<json> one = log(path("one.jsonl")), two = log(path("mpi.jsonl"));
+    ASSERT_EQ(two.size(), 6u) << "one process writes the log";
+    for (size_t i = 0; i < one.size(); ++i)
+      EXPECT_EQ(two[i]["loss"], one[i]["loss"]) << "tp " << tp << ", step " << i + 1;
+    EXPECT_EQ(std::count(mpi.out.begin(), mpi.out.end(), '\n'), 8) << mpi.out; // one prints
+  }
 }
 
 TEST_F(TrainCli, ATooSmallDeviceIsTheOutOfMemoryReport) {

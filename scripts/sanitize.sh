@@ -10,6 +10,8 @@
 # KILN_SANITIZE_BUILD_JOBS (default: nproc) and KILN_SANITIZE_TEST_JOBS
 # (default: 1) set the parallelism; on a shared machine run it as
 #   KILN_SANITIZE_BUILD_JOBS=1 nice -n 19 scripts/sanitize.sh
+# KILN_SANITIZE_TARGETS builds only those targets (e.g. "kiln e2e_tests");
+# CTest then runs the tests of the test binaries built so far.
 # The CTest log is kept in build-asan/Testing/Temporary/LastTest.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +25,11 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     -DKILN_SANITIZE=ON -DKILN_BUILD_BENCH=OFF -DKILN_WERROR=OFF >/dev/null
 fi
 start=$(date +%s)
-cmake --build "$build" -j"${KILN_SANITIZE_BUILD_JOBS:-$(nproc)}"
+targets=()
+for t in ${KILN_SANITIZE_TARGETS:-}; do
+  targets+=(--target "$t")
+done
+cmake --build "$build" -j"${KILN_SANITIZE_BUILD_JOBS:-$(nproc)}" "${targets[@]}"
 echo "sanitize.sh: build took $(($(date +%s) - start)) s"
 
 # detect_leaks: a leak is a finding too. abort_on_error: a report ends the

@@ -362,8 +362,8 @@ Tensor Trainer::gather(const std::vector<ops::TensorMap> &per_device, int replic
 }
 
 Status Trainer::checkpoint() {
-  // With ZeRO-1 each parameter's moments live on its owner; this process
-  // holds them all when it drives every replica.
+  // Every process takes part (ZeRO-1 moments come from their owners); the
+  // process holding rank 0 writes.
   TrainingState state;
   state.step = step_;
   state.updates = updates_;
@@ -373,10 +373,38 @@ Status Trainer::checkpoint() {
   state.seed = options_.seed;
   for (const auto &[name, type] : program_.params)
     state.weights.emplace(name, gather(weights_, 0, name));
-  for (int r = 0; r < comm_->localSize(); ++r)
-    for (const auto &[name, t] : moments_[r * tp()])
-      if (!state.moments.count(name))
-        state.moments.emplace(name, gather(moments_, r, name));
+  const int replicas = comm_->localSize();
+  for (size_t i = 0; i < program_.params.size(); ++i) {
+    const auto &[param, type] = program_.params[i];
+    for (const std::string &name :
+         {autodiff::adamMomentName(param), autodiff::adamVelocityName(param)}) {
+      if (program_.owner[i] == -1) {
+        state.moments.emplace(name, gather(moments_, 0, name));
+        continue;
+      }
+      // The owner's moments, wherever it runs: a broadcast from it into a
+      // scratch buffer on every replica that does not own them.
+      std::vector<Tensor> scratch(replicas * tp());
+      std::vector<Tensor> pieces;
+      for (int t = 0; t < tp(); ++t) {
+        std::vector<void *> buffers;
+        Tensor *received = nullptr;
+        for (int r = 0; r < replicas; ++r) {
+          auto mine = moments_[r * tp() + t].find(name);
+          Tensor &slot = mine != moments_[r * tp() + t].end()
+                             ? mine->second
+                             : (scratch[r * tp() + t] = Tensor(TensorType{DType::F32, type.shape}));
+          buffers.push_back(slot.data());
+          received = received ? received : &slot;
+        }
+        KILN_RETURN_IF_ERROR(comm_->broadcast(buffers, received->byteSize(), program_.owner[i]));
+        pieces.push_back(*received);
+      }
+      state.moments.emplace(name, joinShards(pieces, program_.splits[i]));
+    }
+  }
+  if (comm_->firstLocalRank() != 0)
+    return Status::ok();
   return writeCheckpoint(options_.checkpoint_dir, state).status();
 }
 

@@ -38,8 +38,8 @@ struct TrainerOptions {
   int64_t steps = 20;
   LrSchedule schedule;
   LossScaleSpec loss_scale;
-  double clip_grad_norm = 0; // 0: no clipping
-  std::string checkpoint_dir;
+  double clip_grad_norm = 0;    // 0: no clipping
+  std::string checkpoint_dir;   // every process resumes from it; rank 0's writes it
   int64_t checkpoint_every = 0; // 0: only at the end (with a checkpoint_dir)
   bool resume = false;
   uint64_t seed = 0;

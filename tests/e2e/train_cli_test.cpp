@@ -221,6 +221,39 @@ TEST_F(TrainCli, TwoMpiProcessesOfFourMatchOneOfEight) {
   }
 }
 
+// Under MPI with ZeRO-1 each process holds only its replicas' moments: a
+// checkpoint gathers them from their owners and equals one process's bit
+// for bit, and every process resumes from it.
+TEST_F(TrainCli, ZeroCheckpointsAcrossMpiProcessesGatherEveryMoment) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "OpenMPI's mpirun is not installed";
+  const std::string flags = "--steps 6 --devices 8 --tp 2 --zero 1 --checkpoint-every 3 ";
+  ASSERT_EQ(run(train(flags + "--checkpoint-dir one")).exit_code, 0);
+  auto mpirun = [&](const std::string &more) {
+    return shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
+                 "--oversubscribe -np 2 " +
+                 kiln_ + " " + train(flags + "--devices-per-process 4 " + more));
+  };
+  Result mpi = mpirun("--checkpoint-dir two");
+  if (mpi.exit_code != 0 && mpi.err.find("built without MPI") != std::string::npos)
+    GTEST_SKIP() << "kiln was built without MPI";
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  auto same = [&](const std::string &a, const std::string &b) {
+    auto x = readSafetensors(path(a)), y = readSafetensors(path(b));
+    ASSERT_TRUE(x.isOk() && y.isOk()) << a << ", " << b;
+    ASSERT_EQ(x->tensors.size(), y->tensors.size());
+    for (const auto &[name, t] : x->tensors)
+      EXPECT_TRUE(y->tensors.at(name) == t) << b << ": " << name << " differs from " << a;
+  };
+  same("one/step-000006.safetensors", "two/step-000006.safetensors");
+
+  fs::remove(dir_ / "two" / "step-000006.safetensors");
+  Result resumed = mpirun("--checkpoint-dir two --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(std::count(resumed.out.begin(), resumed.out.end(), '\n'), 7) << resumed.out;
+  same("one/step-000006.safetensors", "two/step-000006.safetensors");
+}
+
 TEST_F(TrainCli, ATooSmallDeviceIsTheOutOfMemoryReport) {
   Result r = run(train("--steps 1 --devices 8 --device-memory 512KiB"));
   EXPECT_FALSE(r.signaled);

@@ -133,13 +133,10 @@ int runTrain(TrainOptions opts) {
   } else {
     comm = runtime::makeInProcessCommunicator(parallel->dp);
   }
-  // One process speaks for the job and writes its files.
+  // One process speaks for the job and writes its files; every process
+  // reads the checkpoint it resumes from.
   const bool speaker = comm->firstLocalRank() == 0;
-  if (comm->localSize() != comm->worldSize() && parallel->zero == 1 && !t.checkpoint_dir.empty())
-    return fail("--zero 1 across MPI processes keeps each process's optimizer state in that "
-                "process; checkpointing it is not built yet: drop --checkpoint-dir or --zero 1");
   if (!speaker) {
-    t.checkpoint_dir.clear();
     t.trace_path.clear();
     opts.log_json.clear();
   }

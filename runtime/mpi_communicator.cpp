@@ -102,9 +102,19 @@ Expected<std::unique_ptr<Communicator>> makeMpiCommunicator(int replicas,
       new MpiCommunicator(processes, process, replicas_per_process));
 }
 
+void abortMpiJob(int exit_code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+}
+
 #else
 
 bool builtWithMpi() { return false; }
+
+void abortMpiJob(int) {}
 
 Expected<std::unique_ptr<Communicator>> makeMpiCommunicator(int, int) {
   return Error("this kiln was built without MPI (install libopenmpi-dev and rebuild) and cannot "

@@ -24,4 +24,9 @@ bool builtWithMpi();
 // `replicas_per_process` is `replicas` (the job's data-parallel replicas).
 Expected<std::unique_ptr<Communicator>> makeMpiCommunicator(int replicas, int replicas_per_process);
 
+// Ends every process of the MPI job (MPI_Abort) with `exit_code`, so that
+// an error in one process does not leave the others waiting in their next
+// collective. Does nothing unless this process initialised MPI.
+void abortMpiJob(int exit_code);
+
 } // namespace kiln::runtime

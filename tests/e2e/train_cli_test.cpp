@@ -254,6 +254,25 @@ TEST_F(TrainCli, ZeroCheckpointsAcrossMpiProcessesGatherEveryMoment) {
   same("one/step-000006.safetensors", "two/step-000006.safetensors");
 }
 
+// An error in one process (only rank 0 opens the log) ends the whole MPI
+// job at once instead of leaving the other waiting in its first collective.
+TEST_F(TrainCli, AnErrorInOneMpiProcessEndsTheJob) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "OpenMPI's mpirun is not installed";
+  Result r = shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun "
+                   "--oversubscribe -np 2 " +
+                   kiln_ + " " +
+                   train("--steps 3 --devices 8 --devices-per-process 4 --log-json "
+                         "no/such/folder/log.jsonl"));
+  if (r.err.find("built without MPI") != std::string::npos)
+    GTEST_SKIP() << "kiln was built without MPI";
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "the job hung until the timeout";
+  EXPECT_NE(r.err.find("no/such/folder/log.jsonl: cannot open the log for writing"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(TrainCli, ATooSmallDeviceIsTheOutOfMemoryReport) {
   Result r = run(train("--steps 1 --devices 8 --device-memory 512KiB"));
   EXPECT_FALSE(r.signaled);

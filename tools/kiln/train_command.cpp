@@ -133,6 +133,13 @@ int runTrain(TrainOptions opts) {
   } else {
     comm = runtime::makeInProcessCommunicator(parallel->dp);
   }
+  // From here on every process of an MPI job waits for the others in each
+  // collective: an error in one ends them all.
+  auto failJob = [](const auto &error) {
+    const int code = fail(error);
+    runtime::abortMpiJob(code);
+    return code;
+  };
   // One process speaks for the job and writes its files; every process
   // reads the checkpoint it resumes from.
   const bool speaker = comm->firstLocalRank() == 0;
@@ -148,12 +155,12 @@ int runTrain(TrainOptions opts) {
   if (!opts.log_json.empty()) {
     log.open(opts.log_json, t.resume ? std::ios::app : std::ios::trunc);
     if (!log)
-      return fail(opts.log_json + ": cannot open the log for writing");
+      return failJob(opts.log_json + ": cannot open the log for writing");
   }
   auto trainer =
       runtime::Trainer::create(std::move(*program), t, std::move(comm), std::move(weights), *data);
   if (!trainer)
-    return fail(trainer.error());
+    return failJob(trainer.error());
   if (!(*trainer)->resumedFrom().empty())
     std::cout << "kiln: resumed from " << (*trainer)->resumedFrom() << " at step "
               << (*trainer)->stepsDone() << "\n";
@@ -168,7 +175,7 @@ int runTrain(TrainOptions opts) {
     return Status::ok();
   });
   if (!trained)
-    return fail(trained.error());
+    return failJob(trained.error());
   if (speaker) {
     int64_t peak = 0;
     for (int d = 0; d < (*trainer)->localDevices(); ++d)

@@ -2,8 +2,9 @@
 # Sets everything up, builds kiln and runs its main job: the Qwen-14B training
 # step compiled ahead of time (passes, target checks, kernels through a fresh
 # kernel cache, then again from it), one training step of a tiny Qwen on the
-# compiled kernels and on the reference interpreter, and the fp16 attention
-# overflow with its fix.
+# compiled kernels and on the reference interpreter, the fp16 attention
+# overflow with its fix, the Qwen-14B per-device memory plans, and the tiny
+# Qwen trained across 8 simulated devices (data, then tensor parallel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -53,9 +54,13 @@ echo -n "allow_mix_precision, pass off:           "
 overflow_run --precision-mode allow_mix_precision --disable-pass AttentionFp32CastPass
 echo -n "allow_mix_precision, pass on (default):  "; overflow_run --precision-mode allow_mix_precision
 
-echo "== Qwen-14B on 8 x ascend910 (32 GB), data parallel with ZeRO-1: the per-device memory plan"
-"$kiln" train examples/qwen-14b/config.json --compile-only --devices 8 --zero 1 --seq 2048 \
-  --batch 8 --dtype f16 --target ascend910 --device-memory 32GiB
+echo "== Qwen-14B on 8 x ascend910 (32 GB): the per-device memory plan, data parallel with ZeRO-1,"
+echo "   then 4-way tensor parallel x 2 replicas with ZeRO-1"
+for layout in "--zero 1 --batch 8" "--tp 4 --zero 1 --batch 2"; do
+  # shellcheck disable=SC2086
+  "$kiln" train examples/qwen-14b/config.json --compile-only --devices 8 $layout --seq 2048 \
+    --dtype f16 --target ascend910 --device-memory 32GiB
+done
 echo "== tiny Qwen trained across 8 simulated devices: fp16, dynamic loss scale, ZeRO-1"
 "$kiln" make-inputs examples/qwen-tiny/config.json --tokens 200000 -o "$work/train.bin"
 "$kiln" train examples/qwen-tiny/config.json --data "$work/train.bin" --steps 100 --batch 32 \
@@ -63,3 +68,7 @@ echo "== tiny Qwen trained across 8 simulated devices: fp16, dynamic loss scale,
   --clip-grad-norm 1.0 --checkpoint-dir "$work/ckpt" --checkpoint-every 50 \
   --log-json "$work/train.jsonl" --trace "$work/trace.json" | awk 'NR <= 7 || NR % 10 == 1'
 ls "$work/ckpt"
+echo "== the same for 20 steps as 2-way tensor parallel x 4 replicas"
+"$kiln" train examples/qwen-tiny/config.json --data "$work/train.bin" --steps 20 --batch 32 \
+  --seq 64 --devices 8 --tp 2 --zero 1 --dtype f16 --lr 3e-3 --warmup 5 --loss-scale dynamic \
+  --clip-grad-norm 1.0 | awk 'NR <= 2 || NR % 10 == 1'

@@ -67,6 +67,13 @@ Expected<Shape> splitShape(const Shape &full, const TensorSplit &split, int rank
   return s;
 }
 
+Shape joinedShape(const Shape &piece, const TensorSplit &split, int ranks) {
+  Shape s = piece;
+  if (!split.replicated())
+    s[split.axis] *= ranks;
+  return s;
+}
+
 Tensor takeShard(const Tensor &full, const TensorSplit &split, int rank, int ranks) {
   if (split.replicated() || ranks == 1)
     return full;
@@ -83,8 +90,7 @@ Tensor joinShards(const std::vector<Tensor> &shards, const TensorSplit &split) {
   const int ranks = static_cast<int>(shards.size());
   if (split.replicated() || ranks == 1)
     return shards.front();
-  Shape shape = shards.front().shape();
-  shape[split.axis] *= ranks;
+  const Shape shape = joinedShape(shards.front().shape(), split, ranks);
   Tensor full(TensorType{shards.front().dtype(), shape});
   const SplitGeometry g = geometryOf(shape, split, ranks, dtypeSize(full.dtype()));
   for (int r = 0; r < ranks; ++r)

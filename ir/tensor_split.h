@@ -29,6 +29,9 @@ struct TensorSplit {
 // The shape each rank holds; an error when `full` does not divide evenly.
 Expected<Shape> splitShape(const Shape &full, const TensorSplit &split, int ranks);
 
+// The whole shape that `piece` is one rank's piece of.
+Shape joinedShape(const Shape &piece, const TensorSplit &split, int ranks);
+
 // Rank `rank`'s piece of `full` (a copy; all of it when replicated).
 Tensor takeShard(const Tensor &full, const TensorSplit &split, int rank, int ranks);
 

@@ -60,6 +60,10 @@ Expected<std::string> writeCheckpoint(const std::string &dir, const TrainingStat
 
 Expected<TrainingState> readCheckpoint(const std::string &path) {
   KILN_ASSIGN_OR_RETURN(SafetensorsFile file, readSafetensors(path));
+  return checkpointFromSafetensors(std::move(file), path);
+}
+
+Expected<TrainingState> checkpointFromSafetensors(SafetensorsFile file, const std::string &path) {
   auto meta = [&](const char *key) -> Expected<std::string> {
     auto it = file.metadata.find(key);
     if (it == file.metadata.end())

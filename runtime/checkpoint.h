@@ -13,6 +13,7 @@
 #include <string>
 
 #include "ir/error.h"
+#include "ir/safetensors.h"
 #include "ir/tensor.h"
 
 namespace kiln::runtime {
@@ -31,6 +32,8 @@ struct TrainingState {
 // DIR/step-<step>.safetensors (DIR created when missing); returns the path.
 Expected<std::string> writeCheckpoint(const std::string &dir, const TrainingState &state);
 Expected<TrainingState> readCheckpoint(const std::string &path);
+// The state in a safetensors file already read; `path` names it in errors.
+Expected<TrainingState> checkpointFromSafetensors(SafetensorsFile file, const std::string &path);
 // The checkpoint of the highest step in `dir`; nothing when there is none.
 Expected<std::optional<std::string>> latestCheckpoint(const std::string &dir);
 

@@ -25,10 +25,16 @@ Expected<TokenDType> parseTokenDType(const std::string &text) {
 
 Expected<TokenData> TokenData::open(const std::string &path, TokenDType dtype, int64_t vocab_size,
                                     int64_t seq) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, readFile(path));
+  return parse(bytes, path, dtype, vocab_size, seq);
+}
+
+Expected<TokenData> TokenData::parse(std::string_view bytes, const std::string &path,
+                                     TokenDType dtype, int64_t vocab_size, int64_t seq) {
   TokenData data;
   data.seq_ = seq;
   if (isSafetensors(path)) {
-    KILN_ASSIGN_OR_RETURN(SafetensorsFile file, readSafetensors(path));
+    KILN_ASSIGN_OR_RETURN(SafetensorsFile file, parseSafetensors(bytes, path));
     auto it = file.tensors.find("input_ids");
     if (it == file.tensors.end())
       return Error(path + ": no tensor 'input_ids' (the token ids to train on)");
@@ -44,7 +50,6 @@ Expected<TokenData> TokenData::open(const std::string &path, TokenDType dtype, i
       data.tokens_.push_back(static_cast<uint32_t>(id));
     }
   } else {
-    KILN_ASSIGN_OR_RETURN(std::string bytes, readFile(path));
     const size_t width = dtype == TokenDType::U16 ? 2 : 4;
     if (bytes.size() % width != 0)
       return Error(path + ": " + std::to_string(bytes.size()) + " bytes is not a whole number of " +

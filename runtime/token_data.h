@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/error.h"
@@ -24,6 +25,10 @@ public:
   // one sequence of `seq` tokens.
   static Expected<TokenData> open(const std::string &path, TokenDType dtype, int64_t vocab_size,
                                   int64_t seq);
+  // The same from the file's bytes; `path` names it in errors and tells a
+  // safetensors file (by its extension) from a flat token file.
+  static Expected<TokenData> parse(std::string_view bytes, const std::string &path,
+                                   TokenDType dtype, int64_t vocab_size, int64_t seq);
 
   int64_t tokens() const { return static_cast<int64_t>(tokens_.size()); }
   // Sequences [first, first + count) of step `step`'s global batch, as

@@ -120,10 +120,7 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
       if (!piece || *piece != type.shape)
         return Error("parameter '" + name + "': the weights have shape " +
                      shapeToString(it->second.shape()) + ", the model needs " +
-                     shapeToString(type.shape) +
-                     (tp() > 1 ? " on each of " + std::to_string(tp()) +
-                                     " tensor-parallel ranks (" + split.toString() + ")"
-                               : std::string()));
+                     shapeToString(joinedShape(type.shape, split, tp())));
     }
     const TensorType moment{DType::F32, type.shape};
     for (int d = 0; d < devices; ++d) {
@@ -162,10 +159,8 @@ Status Trainer::resume(const std::string &path) {
         return Status::ok();
       }
     }
-    return Error(path + ": no " + typeToString(slot.type()) + " tensor '" + name + "'" +
-                 (tp() > 1 ? " on each of " + std::to_string(tp()) + " tensor-parallel ranks (" +
-                                 split.toString() + ")"
-                           : std::string()) +
+    const TensorType whole{slot.dtype(), joinedShape(slot.shape(), split, tp())};
+    return Error(path + ": no " + typeToString(whole) + " tensor '" + name + "'" +
                  (it == tensors.end() ? "" : "; it holds " + typeToString(it->second.type())));
   };
   for (int d = 0; d < static_cast<int>(weights_.size()); ++d) {

@@ -7,18 +7,24 @@ namespace kiln::runtime {
 DeviceMemory::DeviceMemory(std::string device, int64_t capacity_bytes)
     : device_(std::move(device)), capacity_(capacity_bytes) {}
 
+Error outOfDeviceMemory(const std::string &device, const std::string &need, int64_t capacity,
+                        const std::string &buffers_title,
+                        const std::vector<std::pair<std::string, int64_t>> &buffers) {
+  std::string text = device + ": out of device memory: " + need + ", the device has " +
+                     formatBytes(capacity) + "; " + buffers_title + ":";
+  for (const auto &[name, size] : buffers)
+    text += "\n    " + name + ": " + formatBytes(size);
+  return Error(text + "\n  lower --batch or --seq, use more devices (--dp, --tp) or --zero 1, or "
+                      "raise --device-memory");
+}
+
 Status DeviceMemory::allocate(const std::string &buffer, int64_t bytes) {
-  if (live_ + bytes > capacity_) {
-    std::string top;
-    for (const auto &[name, size] : largest(5))
-      top += "\n    " + name + ": " + formatBytes(size);
-    return Error(device_ + ": out of device memory: allocating '" + buffer + "' (" +
-                 formatBytes(bytes) + ") needs " + formatBytes(live_ + bytes) +
-                 " at this point, the device has " + formatBytes(capacity_) + " (peak so far " +
-                 formatBytes(std::max(peak_, live_)) + "); the largest buffers alive:" + top +
-                 "\n  lower --batch or --seq, use more devices (--dp, --tp) or --zero 1, or "
-                 "raise --device-memory");
-  }
+  if (live_ + bytes > capacity_)
+    return outOfDeviceMemory(device_,
+                             "allocating '" + buffer + "' (" + formatBytes(bytes) + ") needs " +
+                                 formatBytes(live_ + bytes) + " at this point (peak so far " +
+                                 formatBytes(std::max(peak_, live_)) + ")",
+                             capacity_, "the largest buffers alive", largest(5));
   auto [it, fresh] = buffers_.emplace(buffer, bytes);
   if (!fresh) {
     live_ -= it->second;

@@ -16,6 +16,13 @@
 
 namespace kiln::runtime {
 
+// The out-of-memory report, one text for the plan and the run: "<device>:
+// out of device memory: <need>, the device has <capacity>; <buffers_title>:"
+// then the buffers, then what to change.
+Error outOfDeviceMemory(const std::string &device, const std::string &need, int64_t capacity,
+                        const std::string &buffers_title,
+                        const std::vector<std::pair<std::string, int64_t>> &buffers);
+
 class DeviceMemory {
 public:
   DeviceMemory(std::string device, int64_t capacity_bytes);

@@ -70,19 +70,14 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(parallel::TrainingProgram pro
 
 Status Trainer::start(std::map<std::string, Tensor> weights) {
   const parallel::DeviceMemoryEstimate &estimate = program_.memory;
-  if (options_.device_memory > 0 && estimate.peak > options_.device_memory) {
-    std::string top;
-    for (const auto &[name, bytes] : estimate.largest)
-      top += "\n    " + name + ": " + formatBytes(bytes);
-    return Error("npu:" + std::to_string(estimate.rank) + ": out of device memory: the job needs " +
-                 formatBytes(estimate.peak) + " at its peak (step " +
-                 formatBytes(estimate.step_peak) + " + optimizer state " +
-                 formatBytes(estimate.optimizer_state) + "; update " +
-                 formatBytes(estimate.update_peak) + "), the device has " +
-                 formatBytes(options_.device_memory) + "; the step's largest buffers:" + top +
-                 "\n  lower --batch or --seq, use more devices or --zero 1, or raise "
-                 "--device-memory");
-  }
+  if (options_.device_memory > 0 && estimate.peak > options_.device_memory)
+    return outOfDeviceMemory("npu:" + std::to_string(estimate.rank),
+                             "the job needs " + formatBytes(estimate.peak) + " at its peak (step " +
+                                 formatBytes(estimate.step_peak) + " + optimizer state " +
+                                 formatBytes(estimate.optimizer_state) + "; update " +
+                                 formatBytes(estimate.update_peak) + ")",
+                             options_.device_memory, "the step's largest buffers",
+                             estimate.largest);
 
   const int devices = comm_->localSize() * tp();
   KILN_ASSIGN_OR_RETURN(step_executor_,

@@ -231,7 +231,10 @@ TEST(ParallelConfig, ChecksTheDeviceArithmetic) {
             std::string::npos);
   EXPECT_NE(parallel::resolveParallelConfig(8, 8, 1, 0, 12).message().find("multiple of 8"),
             std::string::npos);
-  EXPECT_NE(parallel::resolveParallelConfig(8, 4, 2, 0, 8).message().find("not built yet"),
+  auto split = parallel::resolveParallelConfig(8, 0, 2, 1, 8);
+  ASSERT_TRUE(split.isOk()) << split.message();
+  EXPECT_EQ(split->toString(), "8 devices: dp 4 x tp 2, zero 1");
+  EXPECT_NE(parallel::resolveParallelConfig(8, 0, 3, 0, 8).message().find("does not divide"),
             std::string::npos);
   EXPECT_FALSE(parallel::resolveParallelConfig(8, 8, 1, 2, 8).isOk());
 }

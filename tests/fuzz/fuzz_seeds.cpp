@@ -79,6 +79,33 @@ void safetensorsSeeds() {
   write("safetensors", "one.safetensors", serializeSafetensors(one));
 }
 
+// A checkpoint as kiln train writes it, and token files of each format
+// (after token_data's format byte: 0 uint16, 1 uint32, 2 safetensors).
+void trainingSeeds() {
+  SafetensorsFile ckpt;
+  ckpt.metadata = {{"format", "kiln.checkpoint"},
+                   {"step", "3"},
+                   {"updates", "2"},
+                   {"loss_scale", "65536"},
+                   {"good_steps", "1"},
+                   {"overflows_in_a_row", "0"},
+                   {"seed", "7"}};
+  ckpt.tensors["w"] = Tensor::fromFloats(DType::F32, {2}, {1, 2});
+  ckpt.tensors["adam.m.w"] = Tensor::fromFloats(DType::F32, {2}, {0.5f, 0});
+  ckpt.tensors["adam.v.w"] = Tensor::fromFloats(DType::F32, {2}, {0.25f, 0});
+  write("checkpoint", "step-000003.safetensors", serializeSafetensors(ckpt));
+  std::string u16(1, '\0'), u32(1, '\1');
+  for (int i = 0; i < 12; ++i) {
+    u16 += std::string{static_cast<char>(i * 37 % 256), static_cast<char>(i % 2)};
+    u32 += std::string{static_cast<char>(i * 41 % 256), static_cast<char>(i % 2), 0, 0};
+  }
+  write("token_data", "u16.bin", u16);
+  write("token_data", "u32.bin", u32);
+  SafetensorsFile ids;
+  ids.tensors["input_ids"] = Tensor::fromInts(DType::I64, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 511});
+  write("token_data", "ids.safetensors", std::string(1, '\2') + serializeSafetensors(ids));
+}
+
 // The one-layer Qwen's graph, its artifact, manifest and cache entries.
 void compiledSeeds() {
   const std::string config = (out_root / "qwen_config" / "micro.json").string();
@@ -166,6 +193,7 @@ int main(int argc, char **argv) {
   copyAll(source, "custom_op_file", "examples", ".xml");
   copyAll(source, "target", "target/data", ".json");
   safetensorsSeeds();
+  trainingSeeds();
   textSeeds();
   compiledSeeds();
   return 0;

@@ -143,28 +143,27 @@ Status Trainer::resume(const std::string &path) {
   KILN_ASSIGN_OR_RETURN(TrainingState state, readCheckpoint(path));
   // Each device takes its piece of the whole tensor `name` (from `tensors`)
   // into `slot`, which says the type of the piece.
+  // Device `device`'s piece, of type `piece`, of the whole tensor `name`.
   auto restore = [&](const std::map<std::string, Tensor> &tensors, const std::string &name,
-                     int device, Tensor &slot) -> Status {
+                     int device, const TensorType &piece) -> Expected<Tensor> {
     const TensorSplit &split = split_of_.at(name);
     auto it = tensors.find(name);
     if (it != tensors.end()) {
-      const Expected<Shape> piece = splitShape(it->second.shape(), split, tp());
-      if (piece && *piece == slot.shape() && it->second.dtype() == slot.dtype()) {
-        slot = takeShard(it->second, split, device % tp(), tp());
-        return Status::ok();
-      }
+      const Expected<Shape> shape = splitShape(it->second.shape(), split, tp());
+      if (shape && *shape == piece.shape && it->second.dtype() == piece.dtype)
+        return takeShard(it->second, split, device % tp(), tp());
     }
-    const TensorType whole{slot.dtype(), joinedShape(slot.shape(), split, tp())};
+    const TensorType whole{piece.dtype, joinedShape(piece.shape, split, tp())};
     return Error(path + ": no " + typeToString(whole) + " tensor '" + name + "'" +
                  (it == tensors.end() ? "" : "; it holds " + typeToString(it->second.type())));
   };
   for (int d = 0; d < static_cast<int>(weights_.size()); ++d) {
     for (const auto &[name, type] : program_.params) {
-      weights_[d][name] = Tensor(type);
-      KILN_RETURN_IF_ERROR(restore(state.weights, name, d, weights_[d][name]));
+      KILN_ASSIGN_OR_RETURN(weights_[d][name], restore(state.weights, name, d, type));
     }
-    for (auto &[name, t] : moments_[d])
-      KILN_RETURN_IF_ERROR(restore(state.moments, name, d, t));
+    for (auto &[name, t] : moments_[d]) {
+      KILN_ASSIGN_OR_RETURN(t, restore(state.moments, name, d, t.type()));
+    }
   }
   step_ = state.step;
   updates_ = state.updates;

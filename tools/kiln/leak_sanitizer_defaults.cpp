@@ -31,8 +31,12 @@ __attribute__((no_sanitize("address", "undefined"))) bool startedByMpirun() {
   if (fd < 0)
     return false;
   long size = 0;
-  for (long n = 1; n > 0 && size < long(sizeof(env)); size += n)
-    n = ::syscall(SYS_read, fd, env + size, sizeof(env) - size);
+  while (size < long(sizeof(env))) {
+    const long n = ::syscall(SYS_read, fd, env + size, sizeof(env) - size);
+    if (n <= 0)
+      break;
+    size += n;
+  }
   ::syscall(SYS_close, fd);
   static const char kName[] = "OMPI_COMM_WORLD_SIZE=";
   for (long start = 0; start < size;) {

@@ -1,10 +1,15 @@
 #include "ir/file_io.h"
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
+
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,7 +48,77 @@ Status writeAll(int fd, const char *p, size_t left) {
   return Status::ok();
 }
 
+// This host's name as it goes into temporary file names: letters, digits and
+// '-' only, so that the '.'-separated fields parse back.
+const std::string &hostTag() {
+  static const std::string tag = [] {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
+      return std::string("localhost");
+    std::string out;
+    for (const char *c = name; *c != '\0' && out.size() < 64; ++c)
+      out += std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' ? *c : '-';
+    return out;
+  }();
+  return tag;
+}
+
+bool allDigits(std::string_view s) {
+  return !s.empty() && s.size() <= 18 &&
+         s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// The pid of a temporary file name "<target>.tmp.<host>.<pid>.<n>" written on
+// this host, with its <target>; 0 for any other name.
+pid_t temporaryOfThisHost(std::string_view name, std::string_view &target) {
+  const size_t tmp = name.rfind(".tmp.");
+  if (tmp == std::string_view::npos)
+    return 0;
+  target = name.substr(0, tmp);
+  std::string_view rest = name.substr(tmp + 5);
+  const size_t dot_n = rest.rfind('.');
+  if (dot_n == std::string_view::npos || !allDigits(rest.substr(dot_n + 1)))
+    return 0;
+  rest = rest.substr(0, dot_n);
+  const size_t dot_pid = rest.rfind('.');
+  if (dot_pid == std::string_view::npos || rest.substr(0, dot_pid) != hostTag() ||
+      !allDigits(rest.substr(dot_pid + 1)))
+    return 0;
+  const long long pid = std::stoll(std::string(rest.substr(dot_pid + 1)));
+  return pid > 0 && pid <= INT32_MAX ? static_cast<pid_t>(pid) : 0;
+}
+
+bool processRuns(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+std::string folderOf(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
 } // namespace
+
+std::string temporaryPath(const std::string &path, long pid, long n) {
+  return path + ".tmp." + hostTag() + "." + std::to_string(pid) + "." + std::to_string(n);
+}
+
+size_t removeStaleTemporaries(const std::string &dir,
+                              const std::function<bool(std::string_view)> &is_target) {
+  DIR *d = ::opendir(dir.c_str());
+  if (d == nullptr)
+    return 0;
+  std::vector<std::string> stale;
+  while (const dirent *e = ::readdir(d)) {
+    std::string_view target;
+    const pid_t pid = temporaryOfThisHost(e->d_name, target);
+    if (pid != 0 && is_target(target) && !processRuns(pid))
+      stale.push_back(dir + "/" + e->d_name);
+  }
+  ::closedir(d);
+  size_t removed = 0;
+  for (const std::string &path : stale)
+    removed += ::unlink(path.c_str()) == 0;
+  return removed;
+}
 
 Expected<std::string> readFile(const std::string &path, size_t max_bytes) {
   // POSIX calls rather than iostreams: a stream reads a folder as an empty file
@@ -94,8 +169,10 @@ Expected<std::string> readFile(const std::string &path, size_t max_bytes) {
 
 Status writeFileAtomic(const std::string &path, std::string_view contents) {
   static std::atomic<int> counter{0};
-  const std::string tmp =
-      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  const std::string dir = folderOf(path);
+  const std::string name = path.substr(path.rfind('/') + 1);
+  removeStaleTemporaries(dir, [&](std::string_view target) { return target == name; });
+  const std::string tmp = temporaryPath(path, ::getpid(), counter++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0)
     return Error(path + ": cannot create temporary file: " + std::strerror(errno));
@@ -128,10 +205,6 @@ Status writeFileAtomic(const std::string &path, std::string_view contents) {
   killPoint();
   // The rename is durable once the folder is synced; a folder that cannot
   // be opened for reading still holds the whole new file.
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
   int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd >= 0) {
     int dir_errno = ::fsync(dir_fd) != 0 ? errno : 0;

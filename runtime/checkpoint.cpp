@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "ir/file_io.h"
 #include "ir/safetensors.h"
 
 namespace kiln::runtime {
@@ -54,6 +55,9 @@ Expected<std::string> writeCheckpoint(const std::string &dir, const TrainingStat
   char name[48];
   std::snprintf(name, sizeof(name), "step-%06lld.safetensors", static_cast<long long>(state.step));
   const std::string path = (fs::path(dir) / name).string();
+  // Checkpoints a killed run was writing, whatever their step.
+  removeStaleTemporaries(dir,
+                         [](std::string_view target) { return stepOf(std::string(target)) >= 0; });
   KILN_RETURN_IF_ERROR(writeSafetensors(path, file));
   return path;
 }

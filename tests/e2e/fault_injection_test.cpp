@@ -116,6 +116,12 @@ void FaultInjection::checkAfterKill(const std::string &cache, const std::string 
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_TRUE(slurp(path(out)) == want) << "the artifact differs";
   EXPECT_EQ(run("cache verify --cache-dir " + path(cache)).exit_code, 0);
+  // The compile rewrote the artifact and the counters, and with them
+  // removed what the killed one left (a torn entry was moved into place above).
+  EXPECT_TRUE(filesUnder(path(cache)).temporary.empty());
+  for (const auto &e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().rfind(out + ".tmp.", 0), std::string::npos)
+        << e.path() << " was left";
 }
 
 // A compile into an empty cache writes every kernel's entry, the artifact
@@ -234,6 +240,7 @@ TEST_F(TrainingFaults, ResumeAfterAKillAtEveryPointOfTheCheckpointWrites) {
     Result resumed = run(train(dir, "--resume"));
     ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
     expectSameAsWhole(dir);
+    EXPECT_TRUE(filesUnder(path(dir)).temporary.empty()) << "the resumed run left a temporary";
   }
   // The last points fall in the counters' write after the last checkpoint.
   EXPECT_GE(killed, int(points) - 1);
@@ -258,6 +265,7 @@ TEST_F(TrainingFaults, ResumeAfterAChainOfKills) {
   Result last = run(train("chain", "--resume"));
   ASSERT_EQ(last.exit_code, 0) << last.err;
   expectSameAsWhole("chain");
+  EXPECT_TRUE(filesUnder(path("chain")).temporary.empty()) << "the last run left a temporary";
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -20,6 +21,15 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The pid of a process that has exited and been reaped.
+long deadPid() {
+  const pid_t child = ::fork();
+  if (child == 0)
+    ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return child;
+}
 
 class FileIo : public ::testing::Test {
 protected:
@@ -68,6 +78,45 @@ TEST_F(FileIo, LeavesNoTemporaryFileBehind) {
 
 // Rename replaces the directory entry: a reader holding the old file keeps
 // seeing the old bytes, never a truncated or half-written mix.
+// What a killed writer left: its temporary file, with its pid in the name.
+TEST_F(FileIo, TheNextWriteRemovesTheTemporaryOfAKilledWriter) {
+  const long dead = deadPid();
+  const std::string killed = temporaryPath(path("a.kiln"), dead, 0);
+  const std::string running = temporaryPath(path("a.kiln"), ::getpid(), 7);
+  const std::string other_file = temporaryPath(path("b.kiln"), dead, 0);
+  const std::string other_host = path("a.kiln.tmp.elsewhere." + std::to_string(dead) + ".0");
+  for (const std::string &p : {killed, running, other_file, other_host})
+    std::ofstream(p) << "torn";
+  ASSERT_TRUE(writeFileAtomic(path("a.kiln"), "whole").isOk());
+  EXPECT_FALSE(fs::exists(killed));
+  EXPECT_TRUE(fs::exists(running)) << "a running writer's temporary was removed";
+  EXPECT_TRUE(fs::exists(other_file)) << "another file's temporary was removed";
+  EXPECT_TRUE(fs::exists(other_host)) << "another host's temporary was removed";
+}
+
+TEST_F(FileIo, RemoveStaleTemporariesKeepsWhatIsNotATemporaryOfADeadProcess) {
+  const long dead = deadPid();
+  const std::vector<std::string> stale = {temporaryPath(path("step-1"), dead, 0),
+                                          temporaryPath(path("step-2"), dead, 3)};
+  const std::vector<std::string> kept = {
+      path("step-3"),
+      temporaryPath(path("other"), dead, 0),
+      temporaryPath(path("step-4"), ::getpid(), 0),
+      path("step-5.tmp." + std::to_string(dead) + ".0"), // no host
+      temporaryPath(path("step-6"), dead, 0) + "x",
+      path("step-7.tmp.")};
+  for (const auto &list : {stale, kept})
+    for (const std::string &p : list)
+      std::ofstream(p) << "x";
+  auto is_step = [](std::string_view name) { return name.rfind("step-", 0) == 0; };
+  EXPECT_EQ(removeStaleTemporaries(dir_.string(), is_step), 2u);
+  for (const std::string &p : stale)
+    EXPECT_FALSE(fs::exists(p)) << p;
+  for (const std::string &p : kept)
+    EXPECT_TRUE(fs::exists(p)) << p;
+  EXPECT_EQ(removeStaleTemporaries(path("no-such-folder"), is_step), 0u);
+}
+
 TEST_F(FileIo, ReplacesAtomically) {
   const std::string p = path("model.bin");
   ASSERT_TRUE(writeFileAtomic(p, "old contents").isOk());

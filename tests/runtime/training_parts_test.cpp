@@ -7,11 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "compiler/parallel/parallel_config.h"
 #include "ir/byte_size.h"
+#include "ir/file_io.h"
 #include "ir/safetensors.h"
 #include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
@@ -135,6 +138,30 @@ TEST(TokenData, BadFilesAreClearErrors) {
   ASSERT_FALSE(floats.isOk());
   EXPECT_NE(floats.message().find("expected an integer dtype"), std::string::npos);
   EXPECT_FALSE(parseTokenDType("int8").isOk());
+}
+
+// A run killed while writing a checkpoint leaves its temporary file; the
+// next checkpoint written into the folder removes it, whatever its step.
+TEST(Checkpoint, WritingOneRemovesWhatAKilledRunLeft) {
+  const std::string dir = scratch("ckpt-stale").string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const pid_t dead = ::fork();
+  if (dead == 0)
+    ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string torn = temporaryPath(dir + "/step-000007.safetensors", dead, 0);
+  const std::string live = temporaryPath(dir + "/step-000008.safetensors", ::getpid(), 99);
+  const std::string foreign = temporaryPath(dir + "/notes.txt", dead, 0);
+  for (const std::string &p : {torn, live, foreign})
+    std::ofstream(p) << "torn";
+  TrainingState s;
+  s.step = 9;
+  s.weights["w"] = Tensor::fromFloats(DType::F32, {1}, {1});
+  ASSERT_TRUE(writeCheckpoint(dir, s).isOk());
+  EXPECT_FALSE(fs::exists(torn));
+  EXPECT_TRUE(fs::exists(live)) << "a running process's checkpoint was removed";
+  EXPECT_TRUE(fs::exists(foreign)) << "a file not a checkpoint was removed";
 }
 
 TEST(Checkpoint, RoundTripsExactlyAndFindsTheLatest) {

@@ -18,22 +18,6 @@ std::string plainFileNameProblem(std::string_view name) {
   return "";
 }
 
-std::string printableName(std::string_view name) {
-  static const char *kHex = "0123456789abcdef";
-  std::string s;
-  for (char c : name) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      s += "\\x";
-      s += kHex[u >> 4];
-      s += kHex[u & 15];
-    } else {
-      s += c;
-    }
-  }
-  return s;
-}
-
 std::string fileStem(std::string_view name) {
   std::string stem;
   for (char c : name.substr(0, 80))

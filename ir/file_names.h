@@ -12,9 +12,6 @@ namespace kiln {
 // when it is one.
 std::string plainFileNameProblem(std::string_view name);
 
-// `name` for a one-line message: control bytes (NUL, newline) as \xNN.
-std::string printableName(std::string_view name);
-
 // Any name (a node's, a kernel's) as a file name that stays in its folder:
 // letters, digits, '.', '_' and '-' kept, every other byte '_', at most 80
 // bytes, never starting with '.'.

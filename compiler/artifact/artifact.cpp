@@ -12,6 +12,7 @@
 #include "ir/file_io.h"
 #include "ir/file_names.h"
 #include "ir/graph_json.h"
+#include "ir/printable_text.h"
 #include "ops/op_verifier.h"
 
 namespace kiln::artifact {

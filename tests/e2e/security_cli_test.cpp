@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/artifact/artifact.h"
+#include "ir/safetensors.h"
 #include "tests/e2e/cli_fixture.h"
 
 namespace kiln {
@@ -36,6 +37,29 @@ protected:
   static fs::perms modeOf(const fs::path &p) {
     return fs::status(p).permissions() & fs::perms::mask;
   }
+  // Copies examples/debug here once and names "normed", the node whose
+  // kernel the example's rule cannot fit, `name` in its graph; its output
+  // value goes by its name.
+  void renameTheFailingNode(const std::string &name) {
+    if (!fs::exists(dir_ / "debug"))
+      fs::copy(kSource + "/examples/debug", dir_ / "debug", fs::copy_options::recursive);
+    const std::string graph_file = path("debug/graph.json");
+    if (original_graph_.is_null())
+      original_graph_ = json::parse(slurp(graph_file));
+    json graph = original_graph_;
+    for (json &node : graph["nodes"]) {
+      if (node["name"] == "normed")
+        node["name"] = name;
+      for (json &input : node["inputs"])
+        if (input == "normed")
+          input = name;
+    }
+    for (json &output : graph["outputs"])
+      if (output["value"] == "normed")
+        output["value"] = name;
+    std::ofstream(graph_file, std::ios::trunc) << graph.dump(1);
+  }
+  json original_graph_;
 };
 
 TEST_F(SecurityCli, TheCacheDirectoryIsCreated0700) {
@@ -158,26 +182,10 @@ TEST_F(SecurityCli, AnArtifactsCustomOpNamesCannotLeaveTheirFolder) {
 // cannot be built; whatever the graph file calls it, the dump stays in the
 // dump folder.
 TEST_F(SecurityCli, NodeNamesInDumpFileNamesStayInTheDumpFolder) {
-  fs::copy(kSource + "/examples/debug", dir_ / "debug", fs::copy_options::recursive);
-  const std::string graph_file = path("debug/graph.json");
-  const json original = json::parse(slurp(graph_file));
   for (const std::string &name : std::vector<std::string>{
            "../../../escaped", "/tmp/escaped", std::string("a\0/../../escaped", 16), ".."}) {
     SCOPED_TRACE(name);
-    json graph = original;
-    // "normed" is the node whose kernel the example's rule cannot fit; its
-    // output value goes by its name.
-    for (json &node : graph["nodes"]) {
-      if (node["name"] == "normed")
-        node["name"] = name;
-      for (json &input : node["inputs"])
-        if (input == "normed")
-          input = name;
-    }
-    for (json &output : graph["outputs"])
-      if (output["value"] == "normed")
-        output["value"] = name;
-    std::ofstream(graph_file, std::ios::trunc) << graph.dump(1);
+    renameTheFailingNode(name);
     fs::remove_all(dir_ / "kiln_dump");
     Result r = run("compile debug/graph.json --job debug/job.json --training");
     EXPECT_FALSE(r.signaled);
@@ -230,6 +238,37 @@ TEST_F(SecurityCli, ATensorNameWithANulByteIsAClearError) {
                   "o.st --cache-dir " +
                   path("cache")),
               {"nul.safetensors", "NUL byte"});
+}
+
+// Names read from files reach the terminal in errors, warnings and notes;
+// their control characters are printed escaped, never sent raw, where they
+// would clear the screen or overwrite the line.
+TEST_F(SecurityCli, ControlCharactersInNamesArePrintedEscaped) {
+  const std::string evil = "evil\x1b[2J\rfake\xc2\x9b";
+  auto expectEscaped = [](const Result &r) {
+    EXPECT_FALSE(r.signaled);
+    for (const std::string raw : {"\x1b", "\r", "\xc2\x9b"})
+      EXPECT_EQ(r.err.find(raw), std::string::npos) << "a raw control character: " << r.err;
+    EXPECT_NE(r.err.find("evil\\x1b[2J\\x0dfake\\xc2\\x9b"), std::string::npos) << r.err;
+  };
+
+  // An error naming a node (E40001, the kernel that cannot be built).
+  renameTheFailingNode(evil);
+  Result error = run("compile debug/graph.json --job debug/job.json --training");
+  EXPECT_EQ(error.exit_code, 1);
+  expectEscaped(error);
+
+  // A warning naming a tensor of a weights file (a tensor the model lacks).
+  ASSERT_EQ(run("init " + kTiny + " -o w.safetensors").exit_code, 0);
+  auto weights = readSafetensors(path("w.safetensors"));
+  ASSERT_TRUE(weights.isOk()) << weights.message();
+  weights->tensors[evil] = weights->tensors.begin()->second;
+  ASSERT_TRUE(writeSafetensors(path("extra.safetensors"), *weights).isOk());
+  ASSERT_EQ(run("make-inputs " + kTiny + " --seq 8 -o in.st").exit_code, 0);
+  Result warning = run("run " + kTiny + " --weights extra.safetensors --inputs in.st --outputs " +
+                       "o.st --cache-dir " + path("cache"));
+  EXPECT_EQ(warning.exit_code, 0) << warning.err;
+  expectEscaped(warning);
 }
 
 } // namespace

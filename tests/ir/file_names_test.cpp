@@ -34,10 +34,5 @@ TEST(FileNames, AnyNameBecomesAFileNameInItsFolder) {
     EXPECT_EQ(plainFileNameProblem(fileStem(name)), "") << name;
 }
 
-TEST(FileNames, PrintableNamesStayOnOneLine) {
-  EXPECT_EQ(printableName(std::string("a\0b\nc", 5)), "a\\x00b\\x0ac");
-  EXPECT_EQ(printableName("plain"), "plain");
-}
-
 } // namespace
 } // namespace kiln

@@ -2,14 +2,18 @@
 
 #include <iostream>
 
+#include "ir/printable_text.h"
+
 namespace kiln::cli {
 
 int fail(const Error &error) { return fail(error.message()); }
 
 int fail(const std::string &message) {
-  std::cerr << "kiln: error: " << message << "\n";
+  std::cerr << "kiln: error: " << printableText(message) << "\n";
   return 1;
 }
+
+void note(const std::string &message) { std::cerr << "kiln: " << printableText(message) << "\n"; }
 
 namespace {
 

@@ -16,9 +16,13 @@ namespace kiln::cli {
 // with its result.
 using Action = std::function<int()>;
 
-// Prints "kiln: error: <message>" to stderr and returns the exit code 1.
+// Prints "kiln: error: <message>" to stderr, control characters escaped
+// (ir/printable_text.h), and returns the exit code 1.
 int fail(const Error &error);
 int fail(const std::string &message);
+// Prints "kiln: <message>" to stderr, control characters escaped: what a
+// command tells besides its output (cache misses, fallbacks, files written).
+void note(const std::string &message);
 
 // Adds `--NAME f32|f16|bf16` bound to `dtype`.
 CLI::Option *addDTypeFlag(CLI::App &app, const std::string &name, DType &dtype,

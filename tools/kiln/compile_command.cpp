@@ -95,9 +95,9 @@ Expected<CompiledSeq> compileSeq(const CompileOptions &opts, const driver::Resol
   out.kernels = std::move(*compiled);
   report_json["kernels"] = kernelsToJson(out.kernels->kernels);
   for (const std::string &line : out.kernels->kernels.miss_explanations)
-    std::cerr << "kiln: cache miss: " << line << "\n";
+    note("cache miss: " + line);
   if (!out.kernels->kernels.fallbacks.empty()) {
-    std::cerr << "kiln: " << codegen::fallbackSummary(out.kernels->kernels.fallbacks) << "\n";
+    note(codegen::fallbackSummary(out.kernels->kernels.fallbacks));
     nlohmann::json fallbacks = nlohmann::json::array();
     for (const codegen::KernelFallback &f : out.kernels->kernels.fallbacks)
       fallbacks.push_back(f.toJson());

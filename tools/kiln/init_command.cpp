@@ -1,6 +1,5 @@
 // `kiln init`: write freshly initialised weights: a Qwen config's with their
 // HF names, or random ones for every parameter input of a graph JSON.
-#include <iostream>
 
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/qwen_init.h"
@@ -52,7 +51,7 @@ int runInit(const InitOptions &opts) {
   Status written = writeSafetensors(opts.output, file);
   if (!written)
     return fail(written.error());
-  std::cerr << "kiln: wrote " << file.tensors.size() << " tensors to " << opts.output << "\n";
+  note("wrote " + std::to_string(file.tensors.size()) + " tensors to " + opts.output);
   return 0;
 }
 

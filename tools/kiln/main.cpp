@@ -1,16 +1,43 @@
 // kiln: the command-line driver. Each subcommand lives in its own file.
 #include <cstdlib>
+#include <memory>
 
 #include <spdlog/cfg/helpers.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "ir/printable_text.h"
 #include "tools/kiln/cli_common.h"
+
+namespace {
+
+// Formats a log line with a pattern, then escapes the control characters a
+// name read from a file may have brought into it.
+class PrintableFormatter final : public spdlog::formatter {
+public:
+  explicit PrintableFormatter(const std::string &pattern) : pattern_(pattern), inner_(pattern) {}
+  void format(const spdlog::details::log_msg &msg, spdlog::memory_buf_t &dest) override {
+    spdlog::memory_buf_t line;
+    inner_.format(msg, line);
+    const std::string text = kiln::printableText({line.data(), line.size()});
+    dest.append(text.data(), text.data() + text.size());
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<PrintableFormatter>(pattern_);
+  }
+
+private:
+  std::string pattern_;
+  spdlog::pattern_formatter inner_;
+};
+
+} // namespace
 
 int main(int argc, char **argv) {
   // Log to stderr so that stdout carries only a command's own output.
   spdlog::set_default_logger(spdlog::stderr_color_mt("kiln"));
-  spdlog::set_pattern("kiln: %l: %v");
+  spdlog::set_formatter(std::make_unique<PrintableFormatter>("kiln: %l: %v"));
   if (const char *level = std::getenv("KILN_LOG_LEVEL"))
     spdlog::cfg::helpers::load_levels(level);
 
@@ -34,7 +61,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && argv[1][0] != '-' &&
       app.get_subcommands([&](const CLI::App *c) { return c->check_name(argv[1]); }).empty()) {
     // CLI11 would only say "a subcommand is required"; name the word it did not know.
-    std::cerr << "kiln: error: unknown command '" << argv[1]
+    std::cerr << "kiln: error: unknown command '" << kiln::printableName(argv[1])
               << "' (run 'kiln --help' for the list)\n";
     return 2;
   }
@@ -42,7 +69,7 @@ int main(int argc, char **argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
     if (e.get_exit_code() != 0)
-      std::cerr << "kiln: error: " << e.what() << "\n";
+      std::cerr << "kiln: error: " << kiln::printableText(e.what()) << "\n";
     return e.get_exit_code() == 0 ? app.exit(e) : 2;
   }
   return action ? action() : 0;

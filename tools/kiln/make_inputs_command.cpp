@@ -1,6 +1,5 @@
 // `kiln make-inputs`: random inputs for smoke runs of a model: token ids for a
 // Qwen config, every data input of a graph JSON.
-#include <iostream>
 #include <random>
 
 #include "compiler/frontend/model_loader.h"
@@ -41,8 +40,8 @@ int writeTokenFile(const std::string &path, int64_t vocab, int64_t count, uint64
   Status written = writeFileAtomic(path, bytes);
   if (!written)
     return fail(written.error());
-  std::cerr << "kiln: wrote " << count << (width == 2 ? " uint16" : " uint32") << " tokens to "
-            << path << "\n";
+  note("wrote " + std::to_string(count) + (width == 2 ? " uint16" : " uint32") + " tokens to " +
+       path);
   return 0;
 }
 

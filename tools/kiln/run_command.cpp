@@ -48,9 +48,9 @@ Expected<ops::TensorMap> runCompiled(driver::PreparedRun &run, const driver::Res
   KILN_ASSIGN_OR_RETURN(driver::JobKernels kernels,
                         driver::compileJobKernels(run.graph, job, cache));
   for (const std::string &line : kernels.kernels.miss_explanations)
-    std::cerr << "kiln: cache miss: " << line << "\n";
+    note("cache miss: " + line);
   if (!kernels.kernels.fallbacks.empty())
-    std::cerr << "kiln: " << codegen::fallbackSummary(kernels.kernels.fallbacks) << "\n";
+    note(codegen::fallbackSummary(kernels.kernels.fallbacks));
   KILN_ASSIGN_OR_RETURN(auto executor,
                         runtime::Executor::create(run.graph, std::move(kernels.kernels)));
   KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, executor->run(run.inputs));

@@ -48,16 +48,22 @@ Status writeAll(int fd, const char *p, size_t left) {
   return Status::ok();
 }
 
-// This host's name as it goes into temporary file names: letters, digits and
-// '-' only, so that the '.'-separated fields parse back.
+// Who wrote a temporary file, as it goes into its name: this host's name and
+// the pid namespace (two containers of one host may share a folder and a
+// host name, each with its own pids), so that a pid read back from a name is
+// checked only where it means the same process. Letters, digits and '-'
+// only, so that the '.'-separated fields of the name parse back.
 const std::string &hostTag() {
   static const std::string tag = [] {
     char name[256] = {};
     if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
-      return std::string("localhost");
+      std::strcpy(name, "localhost");
     std::string out;
     for (const char *c = name; *c != '\0' && out.size() < 64; ++c)
       out += std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' ? *c : '-';
+    struct stat ns {};
+    if (::stat("/proc/self/ns/pid", &ns) == 0)
+      out += "-" + std::to_string(ns.st_ino);
     return out;
   }();
   return tag;

@@ -16,7 +16,8 @@ namespace kiln {
 // ends (/dev/zero, a pipe) or a huge one named where a small one belongs is
 // refused before it fills memory.
 Expected<std::string> readFile(const std::string &path, size_t max_bytes = SIZE_MAX);
-// Writes to "<path>.tmp.<host>.<pid>.<n>" in the same folder, fsyncs, renames
+// Writes to "<path>.tmp.<host>.<pid>.<n>" in the same folder (<host>: the
+// host's name and pid namespace), fsyncs, renames
 // over `path` and fsyncs the folder, so a reader sees the old file or the new
 // one, never a torn one, even after a kill or a power cut. A kill leaves at
 // most the temporary file behind, which no reader takes for the real one;
@@ -29,9 +30,9 @@ std::string temporaryPath(const std::string &path, long pid, long n);
 // Removes the temporary files writeFileAtomic left in `dir` when a process
 // of this host was killed while writing, for every file name `is_target`
 // accepts: those whose process no longer runs. A running writer's
-// temporaries are kept, and so are another host's (the folder may be shared),
-// whose processes cannot be checked from here. Best effort: returns how many
-// it removed, and a folder it cannot read removes none.
+// temporaries are kept, and so are those of another host or pid namespace
+// (the folder may be shared), whose processes cannot be checked from here. Best effort: returns how
+// many it removed, and a folder it cannot read removes none.
 size_t removeStaleTemporaries(const std::string &dir,
                               const std::function<bool(std::string_view)> &is_target);
 

@@ -93,6 +93,20 @@ TEST(Printer, OneLinePerEntry) {
   EXPECT_EQ(lines, 2 + g.inputs().size() + g.numNodes() + g.outputs().size());
 }
 
+// Names come from files: a newline or a terminal escape in one is printed
+// escaped, so the entry stays on its line and the terminal shows it.
+TEST(Printer, NamesWithControlCharactersAreEscaped) {
+  Graph g(std::string("g\x1b[2J"));
+  ValueId x = g.addInput("x\ny", {DType::F32, {2}}, InputRole::Data);
+  NodeId relu = g.addNode("Relu", "r\r\x1b]0;t\x07", {x}, {{DType::F32, {2}}}, {});
+  g.addOutput("out\n", g.node(relu).outputs[0]);
+  EXPECT_EQ(graphToText(g), "graph g\\x1b[2J {\n"
+                            "  input %x\\x0ay: f32[2] data\n"
+                            "  %r\\x0d\\x1b]0;t\\x07: f32[2] = Relu(%x\\x0ay)\n"
+                            "  output out\\x0a = %r\\x0d\\x1b]0;t\\x07: f32[2]\n"
+                            "}\n");
+}
+
 TEST(Printer, ValueNames) {
   Graph g = buildTiny();
   const Node &split = g.node(g.findNode("split"));

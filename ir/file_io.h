@@ -17,11 +17,11 @@ namespace kiln {
 // refused before it fills memory.
 Expected<std::string> readFile(const std::string &path, size_t max_bytes = SIZE_MAX);
 // Writes to "<path>.tmp.<host>.<pid>.<n>" in the same folder (<host>: the
-// host's name and pid namespace), fsyncs, renames
-// over `path` and fsyncs the folder, so a reader sees the old file or the new
-// one, never a torn one, even after a kill or a power cut. A kill leaves at
-// most the temporary file behind, which no reader takes for the real one;
-// the next write of `path` removes it.
+// host's name and pid namespace), fsyncs, renames over `path` and fsyncs
+// the folder, so a reader sees the old file or the new one, never a torn
+// one, even after a kill or a power cut. A kill leaves at most the temporary
+// file behind, which no reader takes for the real one; the next write of
+// `path` removes it.
 Status writeFileAtomic(const std::string &path, std::string_view contents);
 // The temporary file name writeFileAtomic uses for `path`: its `n`-th write
 // in process `pid` of this host.
@@ -31,8 +31,9 @@ std::string temporaryPath(const std::string &path, long pid, long n);
 // of this host was killed while writing, for every file name `is_target`
 // accepts: those whose process no longer runs. A running writer's
 // temporaries are kept, and so are those of another host or pid namespace
-// (the folder may be shared), whose processes cannot be checked from here. Best effort: returns how
-// many it removed, and a folder it cannot read removes none.
+// (the folder may be shared), whose processes cannot be checked from here.
+// Best effort: returns how many it removed, and a folder it cannot read
+// removes none.
 size_t removeStaleTemporaries(const std::string &dir,
                               const std::function<bool(std::string_view)> &is_target);
 

@@ -269,6 +269,20 @@ TEST_F(SecurityCli, ControlCharactersInNamesArePrintedEscaped) {
                        "o.st --cache-dir " + path("cache"));
   EXPECT_EQ(warning.exit_code, 0) << warning.err;
   expectEscaped(warning);
+
+  // A command's text output: an artifact's kernel named after the node.
+  ASSERT_EQ(run("graph " + kTiny + " --seq 8 --format json -o " + path("g.json")).exit_code, 0);
+  json graph = json::parse(slurp(path("g.json")));
+  graph["name"] = evil;
+  std::ofstream(path("g.json"), std::ios::trunc) << graph.dump(1);
+  Result compiled = run("compile g.json -o evil.kiln --cache-dir " + path("cache"));
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.err;
+  Result inspected = run("inspect evil.kiln");
+  ASSERT_EQ(inspected.exit_code, 0) << inspected.err;
+  for (const Result &r : {compiled, inspected}) {
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << "a raw escape on stdout: " << r.out;
+    EXPECT_NE(r.out.find("evil\\x1b[2J\\x0dfake\\xc2\\x9b"), std::string::npos) << r.out;
+  }
 }
 
 } // namespace

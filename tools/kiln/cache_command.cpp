@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "compiler/cache/kernel_cache.h"
+#include "ir/printable_text.h"
 #include "tools/kiln/cli_common.h"
 
 namespace kiln::cli {
@@ -66,8 +67,9 @@ int runList(cache::KernelCache &c, const CacheOptions &opts) {
             << "BYTES"
             << "LAST USE\n";
   for (const cache::EntryInfo &e : *entries)
-    std::cout << std::left << std::setw(14) << e.key.substr(0, 12) << std::setw(32) << e.kernel_name
-              << std::setw(12) << e.bytes << isoTime(e.last_use) << "\n";
+    std::cout << std::left << std::setw(14) << e.key.substr(0, 12) << std::setw(32)
+              << printableName(e.kernel_name) << std::setw(12) << e.bytes << isoTime(e.last_use)
+              << "\n";
   return 0;
 }
 
@@ -101,7 +103,7 @@ int runVerify(cache::KernelCache &c, const CacheOptions &opts) {
               << (report->ok() ? "all good" : std::to_string(report->bad.size()) + " bad, evicted")
               << "\n";
     for (const auto &[path, reason] : report->bad)
-      std::cout << "  " << path << ": " << reason << "\n";
+      printText("  " + path + ": " + reason + "\n");
   }
   return report->ok() ? 0 : 1;
 }

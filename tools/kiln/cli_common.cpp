@@ -15,6 +15,8 @@ int fail(const std::string &message) {
 
 void note(const std::string &message) { std::cerr << "kiln: " << printableText(message) << "\n"; }
 
+void printText(const std::string &text) { std::cout << printableText(text); }
+
 namespace {
 
 DType parseFloatDType(const std::string &flag, const std::string &text) {

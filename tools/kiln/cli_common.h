@@ -23,6 +23,9 @@ int fail(const std::string &message);
 // Prints "kiln: <message>" to stderr, control characters escaped: what a
 // command tells besides its output (cache misses, fallbacks, files written).
 void note(const std::string &message);
+// Writes a command's text output (not JSON) to stdout, control characters
+// in the names it holds escaped.
+void printText(const std::string &text);
 
 // Adds `--NAME f32|f16|bf16` bound to `dtype`.
 CLI::Option *addDTypeFlag(CLI::App &app, const std::string &name, DType &dtype,

@@ -11,6 +11,7 @@
 #include "compiler/driver/kernels.h"
 #include "ir/file_io.h"
 #include "ir/graph_json.h"
+#include "ir/printable_text.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 
@@ -107,16 +108,16 @@ Expected<CompiledSeq> compileSeq(const CompileOptions &opts, const driver::Resol
 }
 
 void printSummary(const CompiledSeq &c, const driver::ResolvedJob &job, const std::string &seq) {
-  std::cout << "kiln: compiled '" << c.graph.name() << "'" << seq << " for " << job.target.name
-            << " (" << dtypeName(job.dtype) << " model, "
+  std::cout << "kiln: compiled '" << printableName(c.graph.name()) << "'" << seq << " for "
+            << job.target.name << " (" << dtypeName(job.dtype) << " model, "
             << passes::precisionModeName(job.context->precision().mode) << "): " << c.nodes_before
             << " nodes -> " << c.graph.numNodes() << " nodes, " << c.graph.groups().size()
             << " fused groups\n";
   for (const passes::PassRecord &r : c.report.passes) {
     if (!r.enabled || !r.not_applicable.empty() || r.result.effect_times == 0)
       continue;
-    std::cout << "  " << r.name << ": match_times " << r.result.match_times << ", effect_times "
-              << r.result.effect_times << "\n";
+    std::cout << "  " << printableName(r.name) << ": match_times " << r.result.match_times
+              << ", effect_times " << r.result.effect_times << "\n";
   }
   if (c.kernels) {
     const codegen::KernelStats &st = c.kernels->kernels.stats;

@@ -25,7 +25,7 @@ template <typename Report> int print(const std::string &format, const Report &re
   if (format == "json")
     std::cout << report.toJson().dump(2) << "\n";
   else
-    std::cout << report.toText();
+    printText(report.toText());
   return 0;
 }
 
@@ -138,7 +138,7 @@ int runCompare(const CompareOptions &opts) {
   if (opts.format == "json")
     std::cout << report.toJson().dump(2) << "\n";
   else
-    std::cout << report.toText(opts.top);
+    printText(report.toText(opts.top));
   return 0;
 }
 

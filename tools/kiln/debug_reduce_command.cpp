@@ -105,7 +105,7 @@ int runReduce(const ReduceOptions &opts) {
     return fail(s.error());
 
   for (const std::string &line : reduced->log)
-    std::cout << "  " << line << "\n";
+    printText("  " + line + "\n");
   std::cout << "reduced " << notes.reduction << ", keeping " << signature.toString() << "\n"
             << "wrote " << opts.output << "/{graph.json,job.json,README.md}; reproduce with:\n"
             << "  cd " << opts.output << " && kiln compile graph.json --job job.json\n";

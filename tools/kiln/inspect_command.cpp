@@ -26,7 +26,7 @@ int runInspect(const InspectOptions &opts) {
   if (opts.format == "json")
     std::cout << summary.dump(2) << "\n";
   else
-    std::cout << artifact::summaryToText(summary);
+    printText(artifact::summaryToText(summary));
   return 0;
 }
 

@@ -22,9 +22,9 @@ int runList(const PassesOptions &opts) {
   if (opts.format == "json")
     std::cout << listing.dump(2) << "\n";
   else if (opts.format == "markdown")
-    std::cout << driver::passesToMarkdown(*job->registry);
+    printText(driver::passesToMarkdown(*job->registry));
   else
-    std::cout << driver::passTable(listing, job->target.name);
+    printText(driver::passTable(listing, job->target.name));
   return 0;
 }
 
@@ -35,7 +35,7 @@ int runShow(const PassesOptions &opts) {
   auto text = driver::describePass(*job, opts.name);
   if (!text)
     return fail(text.error());
-  std::cout << *text;
+  printText(*text);
   return 0;
 }
 

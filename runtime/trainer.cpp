@@ -141,9 +141,7 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
 
 Status Trainer::resume(const std::string &path) {
   KILN_ASSIGN_OR_RETURN(TrainingState state, readCheckpoint(path));
-  // Each device takes its piece of the whole tensor `name` (from `tensors`)
-  // into `slot`, which says the type of the piece.
-  // Device `device`'s piece, of type `piece`, of the whole tensor `name`.
+  // Device `device`'s piece, of type `piece`, of the whole tensor `name` in `tensors`.
   auto restore = [&](const std::map<std::string, Tensor> &tensors, const std::string &name,
                      int device, const TensorType &piece) -> Expected<Tensor> {
     const TensorSplit &split = split_of_.at(name);

@@ -240,9 +240,9 @@ TEST_F(SecurityCli, ATensorNameWithANulByteIsAClearError) {
               {"nul.safetensors", "NUL byte"});
 }
 
-// Names read from files reach the terminal in errors, warnings and notes;
-// their control characters are printed escaped, never sent raw, where they
-// would clear the screen or overwrite the line.
+// Names read from files reach the terminal in errors, warnings and a
+// command's text output; their control characters are printed escaped,
+// never sent raw, where they would clear the screen or overwrite the line.
 TEST_F(SecurityCli, ControlCharactersInNamesArePrintedEscaped) {
   const std::string evil = "evil\x1b[2J\rfake\xc2\x9b";
   auto expectEscaped = [](const Result &r) {
@@ -270,7 +270,8 @@ TEST_F(SecurityCli, ControlCharactersInNamesArePrintedEscaped) {
   EXPECT_EQ(warning.exit_code, 0) << warning.err;
   expectEscaped(warning);
 
-  // A command's text output: an artifact's kernel named after the node.
+  // A command's text output: the graph's name in compile's summary and in
+  // inspect's description of the artifact.
   ASSERT_EQ(run("graph " + kTiny + " --seq 8 --format json -o " + path("g.json")).exit_code, 0);
   json graph = json::parse(slurp(path("g.json")));
   graph["name"] = evil;

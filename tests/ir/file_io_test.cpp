@@ -76,8 +76,6 @@ TEST_F(FileIo, LeavesNoTemporaryFileBehind) {
   EXPECT_EQ(*readFile(path("out.json")), "{4}");
 }
 
-// Rename replaces the directory entry: a reader holding the old file keeps
-// seeing the old bytes, never a truncated or half-written mix.
 // What a killed writer left: its temporary file, with its pid in the name.
 TEST_F(FileIo, TheNextWriteRemovesTheTemporaryOfAKilledWriter) {
   const long dead = deadPid();
@@ -117,6 +115,8 @@ TEST_F(FileIo, RemoveStaleTemporariesKeepsWhatIsNotATemporaryOfADeadProcess) {
   EXPECT_EQ(removeStaleTemporaries(path("no-such-folder"), is_step), 0u);
 }
 
+// Rename replaces the directory entry: a reader holding the old file keeps
+// seeing the old bytes, never a truncated or half-written mix.
 TEST_F(FileIo, ReplacesAtomically) {
   const std::string p = path("model.bin");
   ASSERT_TRUE(writeFileAtomic(p, "old contents").isOk());

@@ -306,7 +306,8 @@ void launchDirect(Case &c, size_t index) {
   const codegen::KernelEntry entry = c.entries[index];
   c.pool->parallelFor(tiles, [&](int64_t t, int worker) {
     const int64_t r0 = t * rows_per_tile, r1 = std::min(rows, r0 + rows_per_tile);
-    entry(buffers.data(), c.scratch[worker].data(), r0, r1);
+    uint32_t status = 0;
+    entry(buffers.data(), c.scratch[worker].data(), r0, r1, &status);
   });
 }
 

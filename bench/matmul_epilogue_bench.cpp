@@ -376,7 +376,8 @@ void BM_epilogue(benchmark::State &state, MmShape s, Variant v) {
   auto epilogue = [&] {
     pool.parallelFor(tiles, [&](int64_t t, int worker) {
       const int64_t r0 = t * rows_per_tile, r1 = std::min(rows, r0 + rows_per_tile);
-      (*entry)(buffers.data(), scratch[worker].data(), r0, r1);
+      uint32_t status = 0;
+      (*entry)(buffers.data(), scratch[worker].data(), r0, r1, &status);
     });
   };
   epilogue(); // warm

@@ -1,5 +1,6 @@
 #include "debug/overflow_locator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -7,6 +8,8 @@
 #include <sstream>
 
 #include "ir/file_names.h"
+#include "ir/float16.h"
+#include "ir/float_status.h"
 #include "ir/graph_extract.h"
 #include "ir/safetensors.h"
 #include "runtime/executor.h"
@@ -36,32 +39,49 @@ std::optional<int64_t> layerOf(const std::string &name) {
   return std::nullopt;
 }
 
+// The module an op belongs to: "transformer.h.1.mlp" for
+// "transformer.h.1.mlp.mul" and its gradients, else the name up to its last
+// component ("lm_head" for "lm_head.matmul").
+std::string moduleOf(std::string name) {
+  if (name.rfind("grad.", 0) == 0)
+    name = name.substr(5);
+  static const std::regex layer(R"(^(.*?\bh\.\d+\.[A-Za-z_0-9]+)\.)");
+  std::smatch m;
+  if (std::regex_search(name, m, layer))
+    return m[1];
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(0, dot);
+}
+
+// Whether `t`, which the graph declares as `declared`, holds a value its
+// dtype cannot store: inf, NaN, or — held in f32 inside a fused kernel — a
+// value that rounding to the declared dtype would overflow (ir/float16.cpp).
+bool overflows(const Tensor &t, DType declared) {
+  if (!isFloat(t.dtype()))
+    return false;
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    const double v = std::abs(static_cast<double>(t.getFloat(i)));
+    const bool bad = declared == DType::F16    ? !(v < 65520.0)
+                     : declared == DType::BF16 ? !(v <= kBF16Max)
+                                               : !std::isfinite(v);
+    if (bad)
+      return true;
+  }
+  return false;
+}
+
+// Advice for when no fix could be tried (a graph without the passes' job).
 void suggest(OverflowReport &r, const OverflowJob &job) {
   const bool attention = r.op_name.find(".attn.") != std::string::npos;
   bool low_precision = false;
   for (const ValueRange &v : r.op_outputs)
     low_precision = low_precision || v.type.dtype == DType::F16;
-  if (attention && low_precision) {
-    const std::optional<int64_t> layer = layerOf(r.op_name);
-    const bool listed =
-        job.attention_fp32_layers.empty() || !layer ||
-        std::find(job.attention_fp32_layers.begin(), job.attention_fp32_layers.end(), *layer) !=
-            job.attention_fp32_layers.end();
-    if (!job.attention_fp32_pass)
-      r.suggestions.push_back("AttentionFp32CastPass is off in this job: switch it on "
-                              "(--enable-pass AttentionFp32CastPass) so QK^T is stored and the "
-                              "softmax computed in fp32");
-    else if (!listed)
-      r.suggestions.push_back("layer " + std::to_string(*layer) +
-                              " is not in --attention-fp32-layers: add it");
-  }
-  if (low_precision) {
-    r.suggestions.push_back("keep this op in fp32: a --keep-dtype file with the line '" +
-                            r.op_name + "' (or 'OpType::" + r.op + "' for every " + r.op + ")");
-    if (job.precision_mode == "allow_mix_precision" || job.precision_mode == "force_fp16")
-      r.suggestions.push_back("or --precision-mode allow_mix_precision_bf16 (ascend910b): bf16 "
-                              "has fp32's range");
-  }
+  if (attention && low_precision && !job.attention_fp32_pass)
+    r.suggestions.push_back("AttentionFp32CastPass is off in this job: switch it on "
+                            "(--enable-pass AttentionFp32CastPass) so QK^T is stored and the "
+                            "softmax computed in fp32");
+  if (low_precision && job.target_has_bf16)
+    r.suggestions.push_back("--precision-mode allow_mix_precision_bf16: bf16 has fp32's range");
   if (r.backward)
     r.suggestions.push_back("a gradient overflowed: scale the loss down (dynamic loss scaling) "
                             "or clip gradients");
@@ -74,6 +94,9 @@ OverflowJob overflowJobOf(const driver::ResolvedJob &job) {
   const passes::PrecisionSettings &precision = job.context->precision();
   o.precision_mode = std::string(passes::precisionModeName(precision.mode));
   o.overflow = job.overflow;
+  o.target = job.target.name;
+  o.target_has_bf16 = job.target.supports(DType::BF16);
+  o.cube_takes_f32 = job.target.cubeTakes(DType::F32);
   const std::string pass = "AttentionFp32CastPass";
   if (const passes::Pass *p = job.registry->find(pass))
     o.attention_fp32_pass = job.context->isEnabled(pass, p->info().default_on);
@@ -115,6 +138,19 @@ nlohmann::json ValueRange::toJson() const {
           {"inf", inf}};
 }
 
+nlohmann::json FixCandidate::toJson() const {
+  nlohmann::json j = {{"description", description},
+                      {"flags", flags},
+                      {"tried", tried},
+                      {"verified", verified},
+                      {"outcome", outcome}};
+  if (tried && std::isfinite(error))
+    j["error"] = error;
+  if (!keep_dtype.empty())
+    j["keep_dtype"] = keep_dtype;
+  return j;
+}
+
 nlohmann::json OverflowReport::toJson() const {
   nlohmann::json j = {{"found", found}, {"kernels_run", kernels_run}};
   if (!found)
@@ -130,28 +166,40 @@ nlohmann::json OverflowReport::toJson() const {
       ins.push_back(v.toJson());
     for (const ValueRange &v : op_outputs)
       outs.push_back(v.toJson());
-    j["op"] = {
-        {"name", op_name}, {"op", op}, {"backward", backward}, {"inputs", ins}, {"outputs", outs}};
+    j["op"] = {{"name", op_name},      {"op", op},
+               {"backward", backward}, {"held_in_f32", held_in_f32},
+               {"inputs", ins},        {"outputs", outs}};
   }
   if (!dump.empty())
     j["dump"] = dump;
   j["suggestions"] = suggestions;
+  nlohmann::json fixes_json = nlohmann::json::array();
+  for (const FixCandidate &f : fixes)
+    fixes_json.push_back(f.toJson());
+  j["fixes"] = fixes_json;
+  if (!reference.empty())
+    j["reference"] = reference;
+  if (!reference_note.empty())
+    j["reference_note"] = reference_note;
   return j;
 }
 
 std::string OverflowReport::toText() const {
   if (!found)
-    return "no kernel produced inf or nan (" + std::to_string(kernels_run) + " kernels run)\n";
+    return "no kernel overflowed: the float status stayed clear and no output holds inf or nan (" +
+           std::to_string(kernels_run) + " kernels run)\n";
   std::string s;
   if (!bad_input.empty())
     return "input '" + bad_input + "' already holds inf or nan\n";
   s += "first overflow: kernel " + std::to_string(kernel_index) + " '" + kernel + "' (" +
        kernel_kind + (formed_by.empty() ? "" : ", formed by " + formed_by) + ")\n";
   if (op_name.empty()) {
-    s += "  the reference interpreter does not reproduce it op by op: the compiled kernel and "
-         "the interpreter round differently here\n";
+    s += "  the kernel's members run op by op with its numerics do not reproduce it\n";
   } else {
-    s += "  op " + op_name + " (" + op + "), " + (backward ? "backward" : "forward") + "\n";
+    s += "  op " + op_name + " (" + op + "), " + (backward ? "backward" : "forward") +
+         (held_in_f32 ? "; held in f32 inside the fused kernel, it overflows where it is stored"
+                      : "") +
+         "\n";
     for (const ValueRange &v : op_inputs)
       s += "  input  " + describe(v) + "\n";
     for (const ValueRange &v : op_outputs)
@@ -159,12 +207,213 @@ std::string OverflowReport::toText() const {
   }
   if (!dump.empty())
     s += "  inputs and outputs dumped to " + dump + "\n";
+  if (!fixes.empty()) {
+    s += "fixes, each re-run on this step and checked against " + reference + ":\n";
+    if (!reference_note.empty())
+      s += "  note: " + reference_note + "\n";
+    bool any = false;
+    for (const FixCandidate &f : fixes)
+      if (f.verified) {
+        any = true;
+        s += "  - " + f.description + ": " + f.flags + " (" + f.outcome + ")\n";
+      }
+    if (!any)
+      s += "  none of the fixes tried removes the overflow\n";
+    for (const FixCandidate &f : fixes)
+      if (!f.verified)
+        s += "  tried, does not help: " + f.description + " (" + f.outcome + ")\n";
+  }
   if (!suggestions.empty()) {
     s += "suggestions:\n";
     for (const std::string &line : suggestions)
       s += "  - " + line + "\n";
   }
   return s;
+}
+
+Expected<StatusRun> runWithStatus(const Graph &graph, codegen::CompiledKernels kernels,
+                                  const ops::TensorMap &inputs) {
+  KILN_ASSIGN_OR_RETURN(auto executor, runtime::Executor::create(graph, std::move(kernels)));
+  runtime::FloatStatus status;
+  StatusRun run;
+  KILN_ASSIGN_OR_RETURN(run.outputs, executor->run(inputs, nullptr, &status));
+  run.overflowed = status.overflowed();
+  return run;
+}
+
+std::vector<FixCandidate> fixCandidates(const Graph &graph, const OverflowReport &report,
+                                        const OverflowJob &job, const ops::TensorMap &inputs,
+                                        const std::set<std::string> &names) {
+  std::vector<FixCandidate> out;
+  if (report.op_name.empty())
+    return out;
+  const NodeId op = graph.findNode(report.op_name);
+  if (op == kNoNode)
+    return out;
+  const std::string module = moduleOf(report.op_name);
+
+  // keep_dtype lines: nodes the job's keep_dtype can name, in graph order.
+  auto keepCandidate = [&](const std::string &description, const std::set<NodeId> &nodes) {
+    FixCandidate c;
+    c.description = description;
+    for (NodeId n : nodes) {
+      const Node &node = graph.node(n);
+      // A cube that takes no f32 cannot keep a matmul in f32 (E40005).
+      const bool cube = node.op == "MatMul" || node.op == "BatchMatMul";
+      if (names.count(node.name) && (job.cube_takes_f32 || !cube))
+        c.keep_dtype.push_back(node.name);
+    }
+    for (const FixCandidate &earlier : out)
+      if (earlier.keep_dtype == c.keep_dtype)
+        return;
+    if (!c.keep_dtype.empty())
+      out.push_back(std::move(c));
+  };
+  auto inModule = [&](const std::string &name) {
+    return name.rfind(module + ".", 0) == 0 || name.rfind("grad." + module + ".", 0) == 0;
+  };
+
+  // 1. The op and its producers within its module.
+  std::set<NodeId> producers{op};
+  std::vector<NodeId> work{op};
+  while (!work.empty()) {
+    const NodeId n = work.back();
+    work.pop_back();
+    for (ValueId v : graph.node(n).inputs) {
+      const NodeId p = graph.value(v).producer;
+      if (p != kNoNode && inModule(graph.node(p).name) && producers.insert(p).second)
+        work.push_back(p);
+    }
+  }
+  keepCandidate("keep " + report.op_name + " and its producers in fp32", producers);
+
+  // 2. Its whole module, forward and backward.
+  std::set<NodeId> module_nodes;
+  for (size_t n = 0; n < graph.numNodes(); ++n)
+    if (inModule(graph.node(static_cast<NodeId>(n)).name))
+      module_nodes.insert(static_cast<NodeId>(n));
+  keepCandidate("keep every op of " + module + " in fp32", module_nodes);
+
+  // 3. The op and everything computed from it.
+  std::set<NodeId> downstream = producers;
+  for (size_t n = static_cast<size_t>(op); n < graph.numNodes(); ++n) {
+    const Node &node = graph.node(static_cast<NodeId>(n));
+    bool reads = static_cast<NodeId>(n) == op;
+    for (ValueId v : node.inputs) {
+      const NodeId p = graph.value(v).producer;
+      reads = reads || (p != kNoNode && downstream.count(p));
+    }
+    if (reads)
+      downstream.insert(static_cast<NodeId>(n));
+  }
+  keepCandidate("keep " + report.op_name + " and everything computed from it in fp32", downstream);
+
+  // 4. The attention's scores and softmax in fp32 for its layer.
+  const std::optional<int64_t> layer = layerOf(report.op_name);
+  if (report.op_name.find(".attn.") != std::string::npos && layer) {
+    FixCandidate c;
+    c.description = "AttentionFp32CastPass for layer " + std::to_string(*layer);
+    c.enable_passes = {"AttentionFp32CastPass"};
+    c.attention_fp32_layers = {*layer};
+    for (int64_t l : job.attention_fp32_layers)
+      c.attention_fp32_layers.insert(l);
+    std::string layers;
+    for (int64_t l : c.attention_fp32_layers)
+      layers += (layers.empty() ? "" : ",") + std::to_string(l);
+    c.flags = "--enable-pass AttentionFp32CastPass --attention-fp32-layers " + layers;
+    out.push_back(std::move(c));
+    // The same weights often overflow the other layers next.
+    FixCandidate every;
+    every.description = "AttentionFp32CastPass for every layer";
+    every.enable_passes = {"AttentionFp32CastPass"};
+    every.every_attention_layer = true;
+    every.flags = "--enable-pass AttentionFp32CastPass";
+    out.push_back(std::move(every));
+  }
+
+  // 5. bf16: fp32's range at half the bytes.
+  if (job.target_has_bf16 && job.precision_mode != "allow_mix_precision_bf16") {
+    FixCandidate c;
+    c.description = "bf16 mixed precision";
+    c.precision_mode = "allow_mix_precision_bf16";
+    c.flags = "--precision-mode allow_mix_precision_bf16";
+    out.push_back(std::move(c));
+  }
+
+  // 6. A smaller loss scale, when the step scales its loss.
+  auto scale = inputs.find("loss_scale");
+  if (report.backward && scale != inputs.end() && scale->second.numElements() == 1) {
+    const double current = scale->second.getFloat(0);
+    for (double factor : {16.0, 256.0, 65536.0}) {
+      if (current / factor < 1)
+        break;
+      FixCandidate c;
+      c.loss_scale = current / factor;
+      c.description = "a loss scale of " + number(c.loss_scale);
+      c.flags = "--loss-scale fixed:" + number(c.loss_scale) +
+                " (or dynamic loss scaling, which finds it)";
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+void verifyFixes(OverflowReport &report, const ops::TensorMap &reference, const FixTrial &trial,
+                 double tolerance) {
+  auto ref_loss = reference.find("loss");
+  for (FixCandidate &c : report.fixes) {
+    c.tried = true;
+    c.error = std::numeric_limits<double>::infinity();
+    auto run = trial(c);
+    if (!run) {
+      const std::string &why = run.message();
+      c.outcome = "the job does not run: " + why.substr(0, why.find('\n'));
+      continue;
+    }
+    if (run->overflowed) {
+      c.outcome = "the step still overflows";
+      continue;
+    }
+    std::string not_finite;
+    for (const auto &[name, t] : run->outputs)
+      if (not_finite.empty() && isFloat(t.dtype()) && !rangeOf(name, t).finite())
+        not_finite = name;
+    if (!not_finite.empty()) {
+      c.outcome = "'" + not_finite + "' is not finite";
+      continue;
+    }
+    if (ref_loss != reference.end() && run->outputs.count("loss")) {
+      const double want = ref_loss->second.getFloat(0);
+      const double got = run->outputs.at("loss").getFloat(0);
+      c.error = std::abs(got - want) / std::max(std::abs(want), 1e-12);
+      c.outcome = "loss " + number(got) + ", reference " + number(want);
+    } else {
+      c.error = 0;
+      for (const auto &[name, want] : reference) {
+        auto got = run->outputs.find(name);
+        if (got == run->outputs.end() || !isFloat(want.dtype()) ||
+            got->second.numElements() != want.numElements())
+          continue;
+        double scale = 1e-12, diff = 0;
+        for (int64_t i = 0; i < want.numElements(); ++i) {
+          scale = std::max(scale, std::abs(static_cast<double>(want.getFloat(i))));
+          diff = std::max(
+              diff, std::abs(static_cast<double>(got->second.getFloat(i)) - want.getFloat(i)));
+        }
+        c.error = std::max(c.error, diff / scale);
+      }
+      c.outcome = "outputs within " + number(c.error) + " of the reference";
+    }
+    c.verified = c.error <= tolerance;
+    if (!c.verified)
+      c.outcome += ": off by " + number(c.error) + ", more than " + number(tolerance);
+  }
+  std::stable_sort(report.fixes.begin(), report.fixes.end(),
+                   [](const FixCandidate &a, const FixCandidate &b) {
+                     if (a.verified != b.verified)
+                       return a.verified;
+                     return a.verified && a.error < b.error;
+                   });
 }
 
 Expected<OverflowReport> locateOverflow(const Graph &graph, codegen::CompiledKernels kernels,
@@ -181,28 +430,30 @@ Expected<OverflowReport> locateOverflow(const Graph &graph, codegen::CompiledKer
     }
   }
 
-  // Run the kernels until one stores inf or NaN; keep what it read.
+  // Run the kernels until one raises the device's float status or stores inf
+  // or NaN; keep what it read.
   std::vector<codegen::KernelSpec> specs;
   for (const codegen::CompiledKernel &k : kernels.kernels)
     specs.push_back(k.spec);
   const std::string stop = "kiln.overflow.stop";
   ops::TensorMap kernel_inputs;
+  runtime::FloatStatus status;
   runtime::ExecutorOptions exec;
   exec.after_kernel = [&](size_t k, const std::vector<Tensor> &values) -> Status {
     report.kernels_run = static_cast<int64_t>(k) + 1;
-    for (ValueId v : specs[k].outputs) {
-      if (!isFloat(values[v].dtype()) || rangeOf("", values[v]).finite())
-        continue;
-      report.found = true;
-      report.kernel_index = static_cast<int64_t>(k);
-      for (ValueId in : specs[k].inputs)
-        kernel_inputs[graph.valueName(in)] = values[in];
-      return Error(stop);
-    }
-    return Status::ok();
+    bool bad = status.overflowed();
+    for (ValueId v : specs[k].outputs)
+      bad = bad || (isFloat(values[v].dtype()) && !rangeOf("", values[v]).finite());
+    if (!bad)
+      return Status::ok();
+    report.found = true;
+    report.kernel_index = static_cast<int64_t>(k);
+    for (ValueId in : specs[k].inputs)
+      kernel_inputs[graph.valueName(in)] = values[in];
+    return Error(stop);
   };
   KILN_ASSIGN_OR_RETURN(auto executor, runtime::Executor::create(graph, std::move(kernels), exec));
-  auto ran = executor->run(inputs);
+  auto ran = executor->run(inputs, nullptr, &status);
   if (!ran && ran.message() != stop)
     return ran.error();
   if (!report.found)
@@ -213,23 +464,32 @@ Expected<OverflowReport> locateOverflow(const Graph &graph, codegen::CompiledKer
   report.kernel_kind = spec.kind;
   report.formed_by = spec.formed_by;
 
-  // The same kernel op by op on the interpreter, stopping at the first non-finite result.
+  // The same kernel op by op on the interpreter with the kernel's numerics
+  // (an f32 group holds its intermediates in f32), stopping at the first op
+  // whose rounding raised the status or whose result its dtype cannot hold.
   KILN_ASSIGN_OR_RETURN(Graph piece,
                         extractSubgraph(graph, spec.members, spec.inputs, spec.outputs, spec.name));
   ops::TensorMap seen = kernel_inputs;
   ops::InterpretOptions interp;
   interp.overflow = job.overflow;
+  interp.fused_numerics = true;
+  takeFloatStatus();
   interp.after_node = [&](const Node &node, const std::vector<Tensor> &outputs) -> Status {
-    bool bad = false;
+    bool bad = takeFloatStatus() != 0;
+    bool held = false;
     for (size_t k = 0; k < outputs.size(); ++k) {
       seen[piece.valueName(node.outputs[k])] = outputs[k];
-      bad = bad || (isFloat(outputs[k].dtype()) && !rangeOf("", outputs[k]).finite());
+      const DType declared = piece.type(node.outputs[k]).dtype;
+      const bool out_of_range = overflows(outputs[k], declared);
+      held = held || (out_of_range && outputs[k].dtype() != declared);
+      bad = bad || out_of_range;
     }
     if (!bad)
       return Status::ok();
     report.op_name = node.name;
     report.op = node.op;
     report.backward = node.name.rfind("grad.", 0) == 0;
+    report.held_in_f32 = held;
     for (ValueId v : node.inputs)
       report.op_inputs.push_back(rangeOf(piece.valueName(v), seen.at(piece.valueName(v))));
     for (ValueId v : node.outputs)

@@ -1,11 +1,19 @@
-// Finding the first op that overflows: run the compiled step with a finite
-// check after every kernel, then re-run the first kernel with an inf or NaN
-// in its outputs op by op on the reference interpreter to name the op, the
+// Finding the first op that overflows: run the compiled step and look at the
+// device's float status (ir/float_status.h) and the outputs after every
+// kernel, then re-run the first kernel that overflowed op by op on the
+// reference interpreter with the kernel's own numerics to name the op, the
 // way Ascend's overflow dump (op_debug_mode 3) names it — but before the job
-// has run for an hour.
+// has run for an hour. Works in both overflow modes: in saturation mode the
+// status is the only trace, the stored values being clamped.
+//
+// The fixes it suggests are verified: the caller re-runs the step with each
+// candidate (verifyFixes) and only those that give finite outputs within
+// tolerance of the force_fp32 run are recommended, best first.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,10 +41,33 @@ ValueRange rangeOf(const std::string &name, const Tensor &t);
 struct OverflowJob {
   std::string precision_mode;
   OverflowMode overflow = OverflowMode::InfNan;
+  std::string target;
+  bool target_has_bf16 = false;
+  bool cube_takes_f32 = true;                 // else keep_dtype cannot hold a matmul in f32
   bool attention_fp32_pass = false;           // AttentionFp32CastPass runs in this job
   std::vector<int64_t> attention_fp32_layers; // empty: every layer
 };
 OverflowJob overflowJobOf(const driver::ResolvedJob &job);
+
+// A fix to try, as an edit of the job, and what re-running the step with it
+// gave.
+struct FixCandidate {
+  std::string description; // what it does, for people
+  std::string flags;       // the kiln flags that apply it
+  // The edit (empty fields leave the job as it is).
+  std::vector<std::string> keep_dtype; // node names kept in their (f32) dtype
+  std::vector<std::string> enable_passes;
+  std::set<int64_t> attention_fp32_layers;
+  bool every_attention_layer = false; // AttentionFp32CastPass on every layer
+  std::string precision_mode;
+  double loss_scale = 0; // a smaller value for the graph's loss_scale input
+  // The outcome.
+  bool tried = false;
+  bool verified = false; // finite, and within tolerance of the reference
+  double error = 0;      // largest relative difference from the reference
+  std::string outcome;   // why it failed, or the loss it gave
+  nlohmann::json toJson() const;
+};
 
 struct OverflowReport {
   bool found = false;
@@ -47,15 +78,20 @@ struct OverflowReport {
   std::string formed_by;
   int64_t kernel_index = -1;
   int64_t kernels_run = 0;
-  // The first op of that kernel with a non-finite output, when the reference
-  // re-run reproduces it.
+  // The first op of that kernel that overflowed (its result out of its
+  // dtype's range, or the status raised by its rounding), when the re-run
+  // with the kernel's numerics reproduces it.
   std::string op_name;
   std::string op;
   bool backward = false;
+  bool held_in_f32 = false; // inside an f32 fusion group: it overflows where stored
   std::vector<ValueRange> op_inputs;
   std::vector<ValueRange> op_outputs;
-  std::string dump; // safetensors with the op's inputs and outputs
-  std::vector<std::string> suggestions;
+  std::string dump;                     // safetensors with the op's inputs and outputs
+  std::vector<std::string> suggestions; // unverified advice (when no fix was tried)
+  std::vector<FixCandidate> fixes;      // verified ones first, best first
+  std::string reference;                // what the fixes were checked against
+  std::string reference_note;           // why that reference, when not force_fp32
 
   nlohmann::json toJson() const;
   std::string toText() const;
@@ -64,6 +100,37 @@ struct OverflowReport {
 struct OverflowOptions {
   std::string dump_dir; // empty: no dump
 };
+
+// The candidates for `report`'s op in `graph` (the graph that ran, with the
+// job's passes): keep the op and its producers in f32, keep its module,
+// keep everything from it on, AttentionFp32CastPass for its layer (attention
+// ops), bf16 mixed precision (when the target has bf16), a smaller loss scale
+// (when the graph has a loss_scale input). `names` are the node names the
+// job's keep_dtype can name (the graph before passes); others are dropped.
+std::vector<FixCandidate> fixCandidates(const Graph &graph, const OverflowReport &report,
+                                        const OverflowJob &job, const ops::TensorMap &inputs,
+                                        const std::set<std::string> &names);
+
+// A run of compiled kernels: the graph outputs by name, and whether the
+// device's float status was raised.
+struct StatusRun {
+  ops::TensorMap outputs;
+  bool overflowed = false;
+};
+Expected<StatusRun> runWithStatus(const Graph &graph, codegen::CompiledKernels kernels,
+                                  const ops::TensorMap &inputs);
+
+// Runs the step with a candidate applied.
+using FixTrial = std::function<Expected<StatusRun>(const FixCandidate &)>;
+
+// Tries every candidate of `report.fixes` against `reference` (the outputs of
+// the force_fp32 run): a fix is verified when the run raises no float status,
+// every float output is finite, and the loss (without a "loss" output: every
+// output it shares with the reference, relative to the reference's largest
+// magnitude) is within `tolerance` relative of the reference. Sorts the verified ones first,
+// smallest error first. A trial that fails to compile or run is recorded, not fatal.
+void verifyFixes(OverflowReport &report, const ops::TensorMap &reference, const FixTrial &trial,
+                 double tolerance);
 
 // Runs `graph`'s compiled `kernels` on `inputs`. A missing input or a failed
 // load is an error; finding an overflow is not.

@@ -1,5 +1,7 @@
 #include "ir/float16.h"
 
+#include "ir/float_status.h"
+
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -7,7 +9,10 @@
 namespace kiln {
 namespace {
 
+// Clamps to +-max_finite and maps NaN to 0, raising the float status when it does.
 float saturate(float value, float max_finite) {
+  if (std::isnan(value) || value > max_finite || value < -max_finite)
+    raiseFloatStatus();
   if (std::isnan(value))
     return 0.0f;
   if (value > max_finite)
@@ -23,11 +28,15 @@ uint16_t floatToHalf(float value, OverflowMode mode) {
   uint32_t f = std::bit_cast<uint32_t>(value);
   uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000u);
   uint32_t abs = f & 0x7fffffffu;
-  if (abs > 0x7f800000u) // NaN
+  if (abs > 0x7f800000u) { // NaN
+    raiseFloatStatus();
     return mode == OverflowMode::Saturation ? sign : static_cast<uint16_t>(sign | 0x7e00u);
+  }
   const uint16_t overflow = mode == OverflowMode::Saturation ? 0x7bffu : 0x7c00u;
-  if (abs >= 0x477ff000u) // rounds to >= 65520: overflow (or input inf)
+  if (abs >= 0x477ff000u) { // rounds to >= 65520: overflow (or input inf)
+    raiseFloatStatus();
     return static_cast<uint16_t>(sign | overflow);
+  }
   if (abs < 0x38800000u) { // below the smallest normal half: subnormal or zero
     if (abs < 0x33000000u) // below half of the smallest subnormal: rounds to zero
       return sign;
@@ -67,10 +76,14 @@ uint16_t floatToBFloat16(float value, OverflowMode mode) {
   if (mode == OverflowMode::Saturation)
     value = saturate(value, kBF16Max);
   uint32_t f = std::bit_cast<uint32_t>(value);
-  if ((f & 0x7fffffffu) > 0x7f800000u) // NaN: keep it quiet
+  if ((f & 0x7fffffffu) > 0x7f800000u) { // NaN: keep it quiet
+    raiseFloatStatus();
     return static_cast<uint16_t>((f >> 16) | 0x0040u);
-  uint32_t rounded = f + 0x7fffu + ((f >> 16) & 1u);
-  return static_cast<uint16_t>(rounded >> 16);
+  }
+  const uint16_t rounded = static_cast<uint16_t>((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
+  if ((rounded & 0x7f80u) == 0x7f80u) // rounded to (or was) inf
+    raiseFloatStatus();
+  return rounded;
 }
 
 float bfloat16ToFloat(uint16_t bits) {
@@ -84,8 +97,11 @@ float roundToDType(float value, DType dtype, OverflowMode mode) {
   case DType::BF16:
     return bfloat16ToFloat(floatToBFloat16(value, mode));
   case DType::F32:
-    return mode == OverflowMode::Saturation ? saturate(value, std::numeric_limits<float>::max())
-                                            : value;
+    if (mode == OverflowMode::Saturation)
+      return saturate(value, std::numeric_limits<float>::max());
+    if (!std::isfinite(value))
+      raiseFloatStatus();
+    return value;
   default:
     return value;
   }

@@ -5,6 +5,7 @@
 
 #include "compiler/codegen/gemm.h"
 #include "compiler/codegen/llvm_emitter.h"
+#include "ir/float_status.h"
 
 namespace kiln::runtime {
 
@@ -68,15 +69,22 @@ struct RankRun {
 
 } // namespace
 
-Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs, DeviceMemory *memory) {
-  KILN_ASSIGN_OR_RETURN(std::vector<ops::TensorMap> outputs, runGroup({&inputs}, {memory}));
+Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs, DeviceMemory *memory,
+                                       FloatStatus *status) {
+  KILN_ASSIGN_OR_RETURN(std::vector<ops::TensorMap> outputs,
+                        runGroup({&inputs}, {memory}, {status}));
   return std::move(outputs.front());
 }
 
 Expected<std::vector<ops::TensorMap>>
 Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
-                   const std::vector<DeviceMemory *> &memory) {
+                   const std::vector<DeviceMemory *> &memory,
+                   const std::vector<FloatStatus *> &status) {
   const size_t ranks = inputs.size();
+  auto raise = [&](size_t r, uint32_t bits) {
+    if (bits && r < status.size() && status[r])
+      status[r]->raise(bits);
+  };
   std::vector<RankRun> runs;
   runs.reserve(ranks);
   for (size_t r = 0; r < ranks; ++r) {
@@ -97,13 +105,18 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
       for (ValueId v : kernel.spec.outputs)
         KILN_RETURN_IF_ERROR(onRank(r, runs[r].allocate(v)));
     if (kernel.collective) {
-      KILN_RETURN_IF_ERROR(runCollective(k, group));
+      KILN_ASSIGN_OR_RETURN(const uint32_t bits, runCollective(k, group));
+      for (size_t r = 0; r < ranks; ++r)
+        raise(r, bits);
     } else {
       for (size_t r = 0; r < ranks; ++r) {
-        if (kernel.host)
-          KILN_RETURN_IF_ERROR(onRank(r, runOnHost(k, runs[r].values)));
-        else
-          launch(k, runs[r].values);
+        if (kernel.host) {
+          auto bits = runOnHost(k, runs[r].values);
+          KILN_RETURN_IF_ERROR(onRank(r, bits.status()));
+          raise(r, *bits);
+        } else {
+          raise(r, launch(k, runs[r].values));
+        }
       }
     }
     for (size_t r = 0; r < ranks; ++r) {
@@ -132,13 +145,14 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
 // A collective kernel across the group: TensorParallelCopy hands every rank
 // its own input; TensorParallelReduce adds the ranks' inputs in rank order in
 // f32 and rounds the sum once, as the job's kernels round.
-Status Executor::runCollective(size_t index, std::vector<std::vector<Tensor> *> &group) {
+Expected<uint32_t> Executor::runCollective(size_t index,
+                                           std::vector<std::vector<Tensor> *> &group) {
   const Node &node = graph_.node(kernels_.kernels[index].spec.members.front());
   const ValueId in = node.inputs[0], out = node.outputs[0];
   if (node.op == "TensorParallelCopy") {
     for (std::vector<Tensor> *values : group)
       (*values)[out] = (*values)[in];
-    return Status::ok();
+    return 0u;
   }
   if (node.op != "TensorParallelReduce")
     return Error("node '" + node.name + "': the runtime has no collective '" + node.op + "'");
@@ -161,15 +175,16 @@ Status Executor::runCollective(size_t index, std::vector<std::vector<Tensor> *> 
     }
   }
   Tensor y(graph_.type(out));
+  takeFloatStatus();
   for (int64_t i = 0; i < n; ++i)
     y.setFloat(i, sum[i], kernels_.overflow);
   for (std::vector<Tensor> *values : group)
     (*values)[out] = y;
-  return Status::ok();
+  return takeFloatStatus();
 }
 
 // A fallback kernel: the op's reference kernel, one thread, the job's rounding.
-Status Executor::runOnHost(size_t index, std::vector<Tensor> &values) {
+Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values) {
   const codegen::KernelSpec &spec = kernels_.kernels[index].spec;
   const Node &node = graph_.node(spec.members.front());
   const ops::RegisteredOp *op = ops::OpRegistry::global().find(node.op);
@@ -184,15 +199,18 @@ Status Executor::runOnHost(size_t index, std::vector<Tensor> &values) {
   ops::KernelContext ctx;
   ctx.overflow = kernels_.overflow;
   ctx.node_name = node.name;
+  // The reference kernel rounds through ir/float16.cpp on this thread.
+  takeFloatStatus();
   Status s = op->impl.kernel(ctx, args, results, node.attrs);
+  const uint32_t status = takeFloatStatus();
   if (!s)
     return s.error().withContext("node '" + node.name + "' (" + node.op + ", on the host)");
   for (size_t k = 0; k < node.outputs.size(); ++k)
     values[node.outputs[k]] = std::move(results[k]);
-  return Status::ok();
+  return status;
 }
 
-void Executor::launch(size_t index, std::vector<Tensor> &values) {
+uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
   const codegen::CompiledKernel &kernel = kernels_.kernels[index];
   const codegen::KernelProgram &program = kernel.build.program;
   const codegen::KernelEntry entry = entries_[index];
@@ -210,7 +228,7 @@ void Executor::launch(size_t index, std::vector<Tensor> &values) {
 
   const int64_t rows = program.rows();
   if (rows == 0)
-    return;
+    return 0;
   const int64_t row_elements = std::max<int64_t>(1, [&] {
     int64_t n = 1;
     const Shape &s = program.stages[program.outputs[0].stage].shape;
@@ -228,6 +246,7 @@ void Executor::launch(size_t index, std::vector<Tensor> &values) {
   }
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
   const size_t scratch_slots = static_cast<size_t>(program.scratchElementsPerRow());
+  alignas(4) uint32_t status = 0; // the tiles or their bits in atomically
 
   std::optional<codegen::GemmOperands> operands;
   std::vector<float> full_acc;
@@ -265,8 +284,9 @@ void Executor::launch(size_t index, std::vector<Tensor> &values) {
           reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(tile.data()) -
                                    static_cast<uintptr_t>(r0 * gemm->n) * sizeof(float));
     }
-    entry(local.data(), scratch.data(), r0, r1);
+    entry(local.data(), scratch.data(), r0, r1, &status);
   });
+  return status;
 }
 
 } // namespace kiln::runtime

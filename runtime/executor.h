@@ -16,6 +16,7 @@
 #include "ir/graph.h"
 #include "ops/interpreter.h"
 #include "runtime/device.h"
+#include "runtime/float_status.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
@@ -39,23 +40,29 @@ public:
   // its type; returns the graph outputs by name. With `memory`, every buffer
   // of the run (inputs, then each kernel's outputs until their last reader)
   // is counted on that device, and exceeding its capacity stops the run.
-  Expected<ops::TensorMap> run(const ops::TensorMap &inputs, DeviceMemory *memory = nullptr);
+  // With `status`, every kernel that overflowed raises it (the register is
+  // only ever set here, never cleared).
+  Expected<ops::TensorMap> run(const ops::TensorMap &inputs, DeviceMemory *memory = nullptr,
+                               FloatStatus *status = nullptr);
 
   // Runs the graph on every rank of a tensor-parallel group at once:
   // inputs[r] and memory[r] (null: not counted) are rank r's. The ranks go
   // kernel by kernel in lockstep, each kernel on every rank before the next,
   // so a collective kernel finds every rank's input ready and combines them
-  // in rank order. run() is the group of one.
+  // in rank order. status[r] (null or absent: not kept) is rank r's
+  // register. run() is the group of one.
   Expected<std::vector<ops::TensorMap>> runGroup(const std::vector<const ops::TensorMap *> &inputs,
-                                                 const std::vector<DeviceMemory *> &memory);
+                                                 const std::vector<DeviceMemory *> &memory,
+                                                 const std::vector<FloatStatus *> &status = {});
 
   const codegen::CompiledKernels &kernels() const { return kernels_; }
 
 private:
   Executor(const Graph &graph, codegen::CompiledKernels kernels, const ExecutorOptions &options);
-  void launch(size_t kernel, std::vector<Tensor> &values);
-  Status runOnHost(size_t kernel, std::vector<Tensor> &values);
-  Status runCollective(size_t kernel, std::vector<std::vector<Tensor> *> &group);
+  // Each returns the kernel's float status (ir/float_status.h) on its rank(s).
+  uint32_t launch(size_t kernel, std::vector<Tensor> &values);
+  Expected<uint32_t> runOnHost(size_t kernel, std::vector<Tensor> &values);
+  Expected<uint32_t> runCollective(size_t kernel, std::vector<std::vector<Tensor> *> &group);
 
   const Graph &graph_;
   codegen::CompiledKernels kernels_;

@@ -1,11 +1,14 @@
 #include "runtime/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
 #include "compiler/autodiff/training_step.h"
+#include "ir/float16.h"
+#include "ir/float_status.h"
 #include "runtime/checkpoint.h"
 
 namespace kiln::runtime {
@@ -90,6 +93,7 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
       options_.device_memory > 0 ? options_.device_memory : std::numeric_limits<int64_t>::max();
   for (int d = 0; d < devices; ++d)
     memory_.emplace_back(deviceName(d), capacity);
+  float_status_.resize(devices);
   weights_.resize(devices);
   moments_.resize(devices);
   grads_.assign(devices, std::vector<Tensor>(program_.params.size()));
@@ -197,6 +201,9 @@ Expected<StepRecord> Trainer::step() {
   // Forward and backward on every replica, one after another; the ranks of
   // a replica in lockstep.
   std::vector<float> losses(replicas);
+  // NPUClearFloatStatus before the step, NPUGetFloatStatus after it.
+  for (FloatStatus &status : float_status_)
+    status.clear();
   for (int r = 0; r < replicas; ++r) {
     const int64_t t0 = trace_ ? trace_->now() : 0;
     const int first = r * T;
@@ -204,6 +211,7 @@ Expected<StepRecord> Trainer::step() {
     std::vector<ops::TensorMap> inputs(T);
     std::vector<const ops::TensorMap *> group;
     std::vector<DeviceMemory *> memory;
+    std::vector<FloatStatus *> status;
     for (int t = 0; t < T; ++t) {
       inputs[t] = weights_[first + t];
       inputs[t]["input_ids"] = ids;
@@ -211,8 +219,9 @@ Expected<StepRecord> Trainer::step() {
       inputs[t][autodiff::kLossScaleName] = scalarF32(scale);
       group.push_back(&inputs[t]);
       memory.push_back(&memory_[first + t]);
+      status.push_back(&float_status_[first + t]);
     }
-    auto outputs = step_executor_->runGroup(group, memory);
+    auto outputs = step_executor_->runGroup(group, memory, status);
     if (!outputs)
       return outputs.error().withContext(
           (T == 1 ? deviceName(first) : deviceName(first) + ".." + deviceName(first + T - 1)) +
@@ -231,8 +240,19 @@ Expected<StepRecord> Trainer::step() {
         trace_->add(first + t, "forward+backward", t0, trace_->now(), step_ + 1);
   }
   if (step_ == options_.inject_overflow_step &&
-      comm_->firstLocalRank() + replicas == comm_->worldSize())
-    grads_[(replicas - 1) * T][0].dataAs<float>()[0] = std::numeric_limits<float>::infinity();
+      comm_->firstLocalRank() + replicas == comm_->worldSize()) {
+    // As a kernel of that device would overflow: inf in INFNAN mode; in
+    // saturation mode f16's largest finite value (a finite gradient that
+    // nothing but the device's status tells apart).
+    const int device = (replicas - 1) * T;
+    float &g = grads_[device][0].dataAs<float>()[0];
+    if (step_executor_->kernels().overflow == OverflowMode::Saturation) {
+      g = kF16Max;
+      float_status_[device].raise(kFloatStatusOverflow);
+    } else {
+      g = std::numeric_limits<float>::infinity();
+    }
+  }
 
   // Sum the gradients of each tensor-parallel rank (and the losses) over the
   // replicas.
@@ -248,6 +268,15 @@ Expected<StepRecord> Trainer::step() {
   for (float &l : losses)
     loss_buffers.push_back(&l);
   KILN_RETURN_IF_ERROR(comm_->allReduceSum(loss_buffers, 1));
+  // The float status of every device, in the job: how many replicas overflowed.
+  std::vector<float> raised(replicas, 0.0f);
+  std::vector<float *> raised_buffers;
+  for (int r = 0; r < replicas; ++r) {
+    for (int t = 0; t < T; ++t)
+      raised[r] = std::max(raised[r], float_status_[r * T + t].overflowed() ? 1.0f : 0.0f);
+    raised_buffers.push_back(&raised[r]);
+  }
+  KILN_RETURN_IF_ERROR(comm_->allReduceSum(raised_buffers, 1));
   if (trace_)
     for (int d = 0; d < devices; ++d)
       trace_->add(d, "allreduce", t0, trace_->now(), step_ + 1);
@@ -256,7 +285,9 @@ Expected<StepRecord> Trainer::step() {
   // decides for all of them. A replicated parameter counts once.
   const double dp = program_.parallel.dp;
   double sum_squares = 0;
-  bool overflow = false;
+  // A set status (saturation mode's only sign), or a gradient that is not
+  // finite (INFNAN mode, or the f32 sum itself overflowing).
+  bool overflow = raised[0] > 0;
   for (int t = 0; t < T; ++t)
     for (size_t i = 0; i < program_.params.size(); ++i) {
       if (t > 0 && program_.splits[i].replicated())

@@ -2,7 +2,8 @@
 // tensor-parallel ranks each. Every replica runs the compiled step on its
 // share of the global batch, its T ranks in lockstep (executor.h runGroup);
 // the gradients are summed across replicas (communicator.h), checked for
-// overflow, unscaled, clipped by their global norm and applied by the
+// overflow (every device's float status, and in INFNAN mode whether the
+// gradients are finite), unscaled, clipped by their global norm and applied by the
 // compiled AdamW update — by every replica, or with ZeRO-1 by the owner of
 // each parameter, which then broadcasts it. An overflow anywhere skips the
 // update everywhere and lowers the loss scale (loss_scaler.h). Weights and
@@ -27,6 +28,7 @@
 #include "runtime/communicator.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
+#include "runtime/float_status.h"
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/token_data.h"
@@ -46,7 +48,9 @@ struct TrainerOptions {
   int64_t device_memory = 0; // bytes per device
   std::string trace_path;
   // Testing the overflow path: at this step the first gradient element of
-  // the last replica's first device becomes inf before the reduction.
+  // the last replica's first device overflows before the reduction (inf in
+  // INFNAN mode; in saturation mode f16's largest finite value with that
+  // device's float status set).
   int64_t inject_overflow_step = -1;
 };
 
@@ -106,6 +110,7 @@ private:
   std::vector<std::unique_ptr<Executor>> update_executors_; // per optimizer graph
   // Per local device: replica r's tensor-parallel rank t is device r*T + t.
   std::vector<DeviceMemory> memory_;
+  std::vector<FloatStatus> float_status_; // cleared before each step
   std::vector<ops::TensorMap> weights_;
   std::vector<ops::TensorMap> moments_;         // what it owns
   std::vector<std::vector<Tensor>> grads_;      // per param, f32

@@ -13,7 +13,8 @@
 namespace kiln::codegen {
 
 // llvm_emitter.h's kernel signature.
-using KernelEntry = void (*)(void **buffers, void *scratch, int64_t row_begin, int64_t row_end);
+using KernelEntry = void (*)(void **buffers, void *scratch, int64_t row_begin, int64_t row_end,
+                             uint32_t *status);
 
 class KernelLoader {
 public:

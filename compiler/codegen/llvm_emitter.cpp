@@ -53,17 +53,22 @@ public:
   Status emit(const std::string &name) {
     llvm::Type *ptr = b_.getPtrTy();
     llvm::Type *i64 = b_.getInt64Ty();
-    auto *type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, i64, i64}, false);
+    auto *type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, i64, i64, ptr}, false);
     fn_ = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, module_);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
     fn_->addParamAttr(0, llvm::Attribute::NoAlias);
     fn_->addParamAttr(1, llvm::Attribute::NoAlias);
+    fn_->addParamAttr(4, llvm::Attribute::NoAlias);
     llvm::Value *buffers = fn_->getArg(0);
     scratch_ = fn_->getArg(1);
     Value *row_begin = fn_->getArg(2), *row_end = fn_->getArg(3);
 
     auto *entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry);
+    // The call's overflow status in a local that SROA turns into registers: an
+    // or-reduction the vectoriser keeps in lanes, published once per call.
+    status_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "status");
+    b_.CreateStore(b_.getInt32(0), status_);
     const size_t slots = program_.inputs.size() + program_.outputs.size();
     for (size_t i = 0; i < slots; ++i)
       pointers_.push_back(b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, buffers, i),
@@ -80,6 +85,15 @@ public:
     row->addIncoming(next, b_.GetInsertBlock());
     b_.CreateCondBr(b_.CreateICmpSLT(next, row_end), rows, done);
     b_.SetInsertPoint(done);
+    auto *publish = llvm::BasicBlock::Create(ctx_, "status.publish", fn_);
+    auto *ret = llvm::BasicBlock::Create(ctx_, "ret", fn_);
+    Value *status = b_.CreateLoad(b_.getInt32Ty(), status_);
+    b_.CreateCondBr(b_.CreateICmpNE(status, b_.getInt32(0)), publish, ret);
+    b_.SetInsertPoint(publish);
+    b_.CreateAtomicRMW(llvm::AtomicRMWInst::Or, fn_->getArg(4), status, llvm::MaybeAlign(4),
+                       llvm::AtomicOrdering::Monotonic);
+    b_.CreateBr(ret);
+    b_.SetInsertPoint(ret);
     b_.CreateRetVoid();
 
     std::string problems;
@@ -273,13 +287,29 @@ private:
     return b_.CreateSelect(b_.CreateFCmpUNO(x, x), fconstant(0), clamped);
   }
 
-  // An f32 value rounded to what `dtype` stores, as ir/float16.cpp rounds it.
+  // Raises the call's overflow status where `overflowed` holds.
+  void raiseStatus(Value *overflowed) {
+    Value *status = b_.CreateLoad(b_.getInt32Ty(), status_);
+    Value *bit = b_.CreateZExt(overflowed, b_.getInt32Ty());
+    b_.CreateStore(b_.CreateOr(status, bit), status_);
+  }
+
+  // |x| > limit, or x is NaN.
+  Value *beyond(Value *x, float limit) {
+    return b_.CreateFCmpUGT(call(llvm::Intrinsic::fabs, {x}), fconstant(limit));
+  }
+
+  // An f32 value rounded to what `dtype` stores, as ir/float16.cpp rounds it,
+  // raising the status where ir/float16.cpp does (ir/float_status.h).
   Value *roundTo(Value *x, DType dtype) {
     const bool saturate = overflow_ == OverflowMode::Saturation;
     switch (dtype) {
     case DType::F32:
+      raiseStatus(beyond(x, FLT_MAX));
       return saturate ? clamp(x, FLT_MAX) : x;
     case DType::F16: {
+      // 65520 is where rounding to f16 overflows (the largest finite is 65504).
+      raiseStatus(b_.CreateFCmpUGE(call(llvm::Intrinsic::fabs, {x}), fconstant(65520.0)));
       Value *h = b_.CreateFPExt(b_.CreateFPTrunc(x, b_.getHalfTy()), b_.getFloatTy());
       if (!saturate)
         return h;
@@ -290,6 +320,8 @@ private:
                              call(llvm::Intrinsic::copysign, {fconstant(0), x}), h);
     }
     case DType::BF16: {
+      if (saturate)
+        raiseStatus(beyond(x, kBF16Max));
       Value *v = saturate ? clamp(x, kBF16Max) : x;
       Value *bits = b_.CreateBitCast(v, b_.getInt32Ty());
       Value *lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), b_.getInt32(1));
@@ -300,7 +332,10 @@ private:
             b_.CreateOr(b_.CreateAnd(bits, b_.getInt32(0xffff0000u)), b_.getInt32(0x00400000));
         rounded = b_.CreateSelect(b_.CreateFCmpUNO(v, v), quiet, rounded);
       }
-      return b_.CreateBitCast(rounded, b_.getFloatTy());
+      Value *result = b_.CreateBitCast(rounded, b_.getFloatTy());
+      if (!saturate) // rounded to inf, or NaN
+        raiseStatus(beyond(result, kBF16Max));
+      return result;
     }
     default:
       return x;
@@ -492,6 +527,7 @@ private:
   llvm::IRBuilder<> b_;
   llvm::Function *fn_ = nullptr;
   Value *scratch_ = nullptr;
+  Value *status_ = nullptr; // the call's overflow status (an i32 alloca)
   std::vector<Value *> pointers_;
   std::map<std::pair<const Expr *, std::vector<Value *>>, Value *> memo_;
 };

@@ -2,7 +2,8 @@
 //
 // Every kernel is one function with the C signature
 //
-//   void kernel(void **buffers, void *scratch, int64_t row_begin, int64_t row_end);
+//   void kernel(void **buffers, void *scratch, int64_t row_begin, int64_t row_end,
+//               uint32_t *status);
 //
 // `buffers` holds the program's inputs, then its stored outputs, in order;
 // `scratch` holds 8 bytes per element of one row of the materialised stages
@@ -11,6 +12,9 @@
 // constant extents, which LLVM's loop vectoriser turns into SIMD code for
 // the host. Storage dtypes are converted at loads and stores; f16 and bf16
 // rounding follows the kernel's overflow mode bit for bit as ir/float16.cpp.
+// Where that rounding overflows (ir/float_status.h: saturation clamps, NaN to
+// 0, inf or NaN results) the call ors kFloatStatusOverflow into `*status`
+// once, atomically, so the tiles of one kernel may share a status word.
 #pragma once
 
 #include <string>

@@ -162,6 +162,50 @@ TEST_F(TrainCli, AnOverflowIsSkippedOnEveryDeviceAndHalvesTheScale) {
   EXPECT_EQ(more.out.find("overflow:"), std::string::npos) << more.out;
 }
 
+// The 910 has only the saturation mode: an overflowing gradient is clamped
+// to a finite value, and only the device's float status tells.
+TEST_F(TrainCli, ASaturatingValueOnOneDeviceSkipsTheUpdateOnEveryDevice) {
+  Result r = run(train("--steps 3 --devices 4 --dtype f16 --target ascend910 "
+                       "--loss-scale fixed:1 --inject-overflow-at 1 --checkpoint-dir b "
+                       "--checkpoint-every 1 --log-json log.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<json> steps = log(path("log.jsonl"));
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[0]["overflow"], false);
+  EXPECT_EQ(steps[1]["overflow"], true) << "the status of one device skips the step";
+  EXPECT_EQ(steps[2]["overflow"], false) << "the status is cleared before each step";
+  auto before = readSafetensors(path("b/step-000001.safetensors"));
+  auto after = readSafetensors(path("b/step-000002.safetensors"));
+  ASSERT_TRUE(before.isOk() && after.isOk());
+  EXPECT_EQ(after->metadata.at("updates"), "1");
+  for (const auto &[name, t] : before->tensors)
+    EXPECT_TRUE(after->tensors.at(name) == t) << name << " changed in the skipped step";
+}
+
+// fp16 with MindSpore's default scale of 2^24 overflows in the first steps:
+// on the 910 (saturation) the float status sees it as the 910B (INFNAN) sees
+// the infs, so both skip the same steps and learn alike.
+TEST_F(TrainCli, SaturationModeTrainingSkipsOverflowsAsInfNanModeDoes) {
+  auto trainOn = [&](const std::string &target) {
+    const std::string file = "log." + target + ".jsonl";
+    Result r =
+        run(train("--steps 40 --devices 8 --dtype f16 --target " + target + " --log-json " + file));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return log(path(file));
+  };
+  std::vector<json> saturation = trainOn("ascend910");
+  std::vector<json> infnan = trainOn("ascend910b");
+  ASSERT_EQ(saturation.size(), 40u);
+  ASSERT_EQ(infnan.size(), 40u);
+  EXPECT_EQ(saturation[0]["overflow"], true) << "2^24 overflows f16 gradients at once";
+  EXPECT_EQ(saturation[1]["loss_scale"], saturation[0]["loss_scale"].get<double>() / 2);
+  for (size_t i = 0; i < 40; ++i)
+    EXPECT_EQ(saturation[i]["overflow"], infnan[i]["overflow"]) << "step " << i + 1;
+  const double want = infnan.back()["loss"], got = saturation.back()["loss"];
+  EXPECT_NEAR(got, want, 0.02 * want);
+  EXPECT_LT(got, saturation.front()["loss"].get<double>() - 0.05) << "it learns";
+}
+
 TEST_F(TrainCli, KilledAndResumedEndsWithTheWeightsOfAnUnbrokenRun) {
   ASSERT_EQ(run(train("--steps 8 --devices 2 --checkpoint-dir whole")).exit_code, 0);
 

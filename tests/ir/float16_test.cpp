@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/float16.h"
+#include "ir/float_status.h"
 
 namespace kiln {
 namespace {
@@ -65,6 +66,39 @@ TEST(RoundToDType, F32SaturatesOnlyInSaturationMode) {
   EXPECT_EQ(roundToDType(kInf, DType::F32, OverflowMode::Saturation),
             std::numeric_limits<float>::max());
   EXPECT_EQ(roundToDType(std::nanf(""), DType::F32, OverflowMode::Saturation), 0.0f);
+}
+
+} // namespace
+} // namespace kiln
+
+namespace kiln {
+namespace {
+
+// ir/float_status.h: the reference rounding raises the thread's status where
+// it overflows, in both modes, and nowhere else.
+TEST(FloatStatus, RoundingRaisesItWhereItOverflows) {
+  for (OverflowMode mode : {OverflowMode::Saturation, OverflowMode::InfNan}) {
+    takeFloatStatus();
+    EXPECT_EQ(roundToDType(65504.0f, DType::F16, mode), 65504.0f);
+    EXPECT_EQ(roundToDType(65519.0f, DType::F16, mode), 65504.0f) << "rounds down, no overflow";
+    roundToDType(-3.0e38f, DType::BF16, mode);
+    roundToDType(1.0e30f, DType::F32, mode);
+    EXPECT_EQ(takeFloatStatus(), 0u) << overflowModeName(mode);
+
+    for (float value : {65520.0f, -1e6f, INFINITY, NAN}) {
+      roundToDType(value, DType::F16, mode);
+      EXPECT_EQ(takeFloatStatus(), kFloatStatusOverflow) << value << " " << overflowModeName(mode);
+    }
+    roundToDType(INFINITY, DType::F32, mode);
+    EXPECT_EQ(takeFloatStatus(), kFloatStatusOverflow);
+    roundToDType(NAN, DType::BF16, mode);
+    EXPECT_EQ(takeFloatStatus(), kFloatStatusOverflow);
+    roundToDType(3.4e38f, DType::BF16, mode); // past bf16's largest finite, 3.3895e38
+    EXPECT_EQ(takeFloatStatus(), kFloatStatusOverflow);
+  }
+  // Saturation stores a finite value: the status is the only trace.
+  EXPECT_EQ(roundToDType(1e6f, DType::F16, OverflowMode::Saturation), 65504.0f);
+  EXPECT_EQ(takeFloatStatus(), kFloatStatusOverflow);
 }
 
 } // namespace

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "compiler/codegen/kernel_compiler.h"
+#include "ir/float_status.h"
 #include "ir/tensor_compare.h"
 #include "ops/op_builder.h"
 #include "runtime/executor.h"
@@ -57,14 +58,19 @@ ops::TensorMap expectCompiledMatchesReference(const Graph &graph, const ops::Ten
   EXPECT_TRUE(executor.isOk()) << (executor ? "" : executor.message());
   if (!executor)
     return {};
-  auto got = (*executor)->run(inputs);
+  runtime::FloatStatus status;
+  auto got = (*executor)->run(inputs, nullptr, &status);
   EXPECT_TRUE(got.isOk()) << (got ? "" : got.message());
   ops::InterpretOptions reference;
   reference.overflow = options.overflow;
+  takeFloatStatus();
   auto want = ops::interpret(graph, inputs, reference);
+  const bool want_overflow = takeFloatStatus() != 0;
   EXPECT_TRUE(want.isOk()) << (want ? "" : want.message());
   if (!got || !want)
     return {};
+  // The kernels raise the float status exactly where the reference rounding does.
+  EXPECT_EQ(status.overflowed(), want_overflow) << "the float status of graph " << graph.name();
   for (const auto &[name, w] : *want) {
     const double rtol = options.rtol >= 0 ? options.rtol : defaultRtol(w.dtype());
     const double atol = options.atol >= 0 ? options.atol : rtol;

@@ -12,6 +12,9 @@
 
 namespace kiln::cli {
 
+// Exit codes a script can use (docs/cli.md): 0 clean, 1 error, 2 usage.
+inline constexpr int kExitOverflowFound = 3; // kiln debug overflow found one
+
 // The work of the chosen subcommand; main() runs it after parsing and exits
 // with its result.
 using Action = std::function<int()>;

@@ -65,10 +65,6 @@ public:
 
     auto *entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry);
-    // The call's overflow status in a local that SROA turns into registers: an
-    // or-reduction the vectoriser keeps in lanes, published once per call.
-    status_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "status");
-    b_.CreateStore(b_.getInt32(0), status_);
     const size_t slots = program_.inputs.size() + program_.outputs.size();
     for (size_t i = 0; i < slots; ++i)
       pointers_.push_back(b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, buffers, i),
@@ -87,7 +83,13 @@ public:
     b_.SetInsertPoint(done);
     auto *publish = llvm::BasicBlock::Create(ctx_, "status.publish", fn_);
     auto *ret = llvm::BasicBlock::Create(ctx_, "ret", fn_);
-    Value *status = b_.CreateLoad(b_.getInt32Ty(), status_);
+    Value *status = b_.getInt32(0);
+    for (const auto &[key, largest] : largest_magnitude_) {
+      llvm::Type *bits = largest->getAllocatedType();
+      Value *reached =
+          b_.CreateICmpUGE(b_.CreateLoad(bits, largest), llvm::ConstantInt::get(bits, key.second));
+      status = b_.CreateOr(status, b_.CreateZExt(reached, b_.getInt32Ty()));
+    }
     b_.CreateCondBr(b_.CreateICmpNE(status, b_.getInt32(0)), publish, ret);
     b_.SetInsertPoint(publish);
     b_.CreateAtomicRMW(llvm::AtomicRMWInst::Or, fn_->getArg(4), status, llvm::MaybeAlign(4),
@@ -235,11 +237,15 @@ private:
     switch (dtype) {
     case DType::F32:
       return raw;
+    // A 16-bit value is what rounding to its dtype gives: storing it again
+    // (a copy, a transpose) needs no rounding. Its inf or NaN was counted
+    // by the kernel that stored it (a graph input's by the caller).
     case DType::F16:
-      return b_.CreateFPExt(raw, b_.getFloatTy());
+      return markRounded(b_.CreateFPExt(raw, b_.getFloatTy()), dtype);
     case DType::BF16:
-      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(raw, b_.getInt32Ty()), 16),
-                              b_.getFloatTy());
+      return markRounded(
+          b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(raw, b_.getInt32Ty()), 16), b_.getFloatTy()),
+          dtype);
     case DType::I32:
       return b_.CreateSExt(raw, b_.getInt64Ty());
     case DType::I64:
@@ -287,30 +293,59 @@ private:
     return b_.CreateSelect(b_.CreateFCmpUNO(x, x), fconstant(0), clamped);
   }
 
-  // Raises the call's overflow status where `overflowed` holds.
-  void raiseStatus(Value *overflowed) {
-    Value *status = b_.CreateLoad(b_.getInt32Ty(), status_);
-    Value *bit = b_.CreateZExt(overflowed, b_.getInt32Ty());
-    b_.CreateStore(b_.CreateOr(status, bit), status_);
-  }
+  // Bit patterns of |x| from which rounding overflows (NaNs lie above each):
+  static constexpr uint32_t kInfBits = 0x7f800000;           // f32, and bf16 in INFNAN mode
+  static constexpr uint32_t kBF16BeyondMaxBits = 0x7f7f0001; // past bf16's largest finite
+  static constexpr uint32_t kHalfInfBits = 0x7c00;           // an f16 result's inf
 
-  // |x| > limit, or x is NaN.
-  Value *beyond(Value *x, float limit) {
-    return b_.CreateFCmpUGT(call(llvm::Intrinsic::fabs, {x}), fconstant(limit));
+  // Raises the call's overflow status where |x| >= the float whose bits are
+  // `threshold`: `x` is a float (its f32 bits) or an f16 (its 16 bits). The
+  // call keeps the largest |x| bits per threshold (an unsigned max: a
+  // reduction the vectoriser keeps in lanes, no mask shuffling) and compares
+  // once, when it publishes the status.
+  void raiseStatusFrom(Value *x, uint32_t threshold) {
+    const unsigned width = x->getType()->getPrimitiveSizeInBits();
+    llvm::Type *bits = b_.getIntNTy(width);
+    llvm::AllocaInst *&largest = largest_magnitude_[{width, threshold}];
+    if (!largest) {
+      llvm::BasicBlock &entry = fn_->getEntryBlock();
+      llvm::IRBuilder<> at_entry(&entry, entry.begin());
+      largest = at_entry.CreateAlloca(bits, nullptr, "largest.magnitude");
+      at_entry.CreateStore(llvm::ConstantInt::get(bits, 0), largest);
+    }
+    Value *magnitude = b_.CreateAnd(b_.CreateBitCast(x, bits),
+                                    llvm::ConstantInt::get(bits, (1ull << (width - 1)) - 1));
+    Value *seen = b_.CreateLoad(bits, largest);
+    b_.CreateStore(b_.CreateIntrinsic(llvm::Intrinsic::umax, {bits}, {seen, magnitude}), largest);
   }
 
   // An f32 value rounded to what `dtype` stores, as ir/float16.cpp rounds it,
   // raising the status where ir/float16.cpp does (ir/float_status.h).
   Value *roundTo(Value *x, DType dtype) {
+    // Rounding is idempotent: a value an op's lowering rounded already is
+    // stored as it is (and raises the status once).
+    if (auto it = rounded_.find(x); it != rounded_.end() && it->second == dtype)
+      return x;
+    return markRounded(roundUncached(x, dtype), dtype);
+  }
+
+  Value *markRounded(Value *x, DType dtype) {
+    rounded_[x] = dtype;
+    return x;
+  }
+
+  Value *roundUncached(Value *x, DType dtype) {
     const bool saturate = overflow_ == OverflowMode::Saturation;
     switch (dtype) {
     case DType::F32:
-      raiseStatus(beyond(x, FLT_MAX));
+      raiseStatusFrom(x, kInfBits);
       return saturate ? clamp(x, FLT_MAX) : x;
     case DType::F16: {
-      // 65520 is where rounding to f16 overflows (the largest finite is 65504).
-      raiseStatus(b_.CreateFCmpUGE(call(llvm::Intrinsic::fabs, {x}), fconstant(65520.0)));
-      Value *h = b_.CreateFPExt(b_.CreateFPTrunc(x, b_.getHalfTy()), b_.getFloatTy());
+      // fptrunc gives inf where rounding overflows and keeps NaN: the 16-bit
+      // result tells, in lanes twice as narrow as the f32 input's.
+      Value *half = b_.CreateFPTrunc(x, b_.getHalfTy());
+      raiseStatusFrom(half, kHalfInfBits);
+      Value *h = b_.CreateFPExt(half, b_.getFloatTy());
       if (!saturate)
         return h;
       Value *inf = b_.CreateFCmpOEQ(call(llvm::Intrinsic::fabs, {h}),
@@ -321,7 +356,7 @@ private:
     }
     case DType::BF16: {
       if (saturate)
-        raiseStatus(beyond(x, kBF16Max));
+        raiseStatusFrom(x, kBF16BeyondMaxBits);
       Value *v = saturate ? clamp(x, kBF16Max) : x;
       Value *bits = b_.CreateBitCast(v, b_.getInt32Ty());
       Value *lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), b_.getInt32(1));
@@ -334,7 +369,7 @@ private:
       }
       Value *result = b_.CreateBitCast(rounded, b_.getFloatTy());
       if (!saturate) // rounded to inf, or NaN
-        raiseStatus(beyond(result, kBF16Max));
+        raiseStatusFrom(result, kInfBits);
       return result;
     }
     default:
@@ -527,7 +562,9 @@ private:
   llvm::IRBuilder<> b_;
   llvm::Function *fn_ = nullptr;
   Value *scratch_ = nullptr;
-  Value *status_ = nullptr; // the call's overflow status (an i32 alloca)
+  std::map<Value *, DType> rounded_; // roundTo's results, by the dtype they hold
+  // Per (bit width, overflow threshold), the largest |value| bits rounded.
+  std::map<std::pair<unsigned, uint32_t>, llvm::AllocaInst *> largest_magnitude_;
   std::vector<Value *> pointers_;
   std::map<std::pair<const Expr *, std::vector<Value *>>, Value *> memo_;
 };

@@ -16,8 +16,15 @@ namespace kiln::cli {
 // with its result.
 using Action = std::function<int()>;
 
+// kiln's exit codes, for scripts (docs/cli.md, "Exit codes").
+inline constexpr int kExitOk = 0;            // done, nothing found
+inline constexpr int kExitError = 1;         // an error, printed as one "kiln: error:" line
+inline constexpr int kExitUsage = 2;         // bad command line (unknown flag, bad value)
+inline constexpr int kExitOverflowFound = 3; // kiln debug overflow found an inf or NaN
+inline constexpr int kExitDoesNotFit = 4;    // the plan exceeds the device memory
+
 // Prints "kiln: error: <message>" to stderr, control characters escaped
-// (ir/printable_text.h), and returns the exit code 1.
+// (ir/printable_text.h), and returns kExitError.
 int fail(const Error &error);
 int fail(const std::string &message);
 // Prints "kiln: <message>" to stderr, control characters escaped: what a

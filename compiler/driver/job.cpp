@@ -233,6 +233,9 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   precision.attention_fp32_layers = command_line.attention_fp32_layers
                                         ? *command_line.attention_fp32_layers
                                         : job.attention_fp32_layers.value_or(std::set<int64_t>{});
+  precision.attention_fp32_layers_source = command_line.attention_fp32_layers
+                                               ? "--attention-fp32-layers"
+                                               : job.source + ": $.precision.attention_fp32_layers";
   if (!resolved.target.supports(resolved.dtype))
     return Error("target " + resolved.target.name + " has no " +
                  std::string(dtypeName(resolved.dtype)) + " (it computes in " +

@@ -465,6 +465,13 @@ TEST(MixList, DocsMatchTheLists) {
       << "docs/precision.md should show tests/passes/precision/data/modify_mixlist.json";
   EXPECT_NE(doc.find(readText(kData + "/keep_dtype.txt")), std::string::npos)
       << "docs/precision.md should show tests/passes/precision/data/keep_dtype.txt";
+  for (const CannOpType &t : cannOpTypes()) {
+    std::string ops;
+    for (std::string_view op : t.kiln)
+      ops += (ops.empty() ? "" : ", ") + std::string(op);
+    const std::string row = "| " + std::string(t.cann) + " | " + ops + " |";
+    EXPECT_NE(doc.find(row), std::string::npos) << "docs/precision.md lacks the row " << row;
+  }
 }
 
 } // namespace

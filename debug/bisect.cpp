@@ -113,6 +113,8 @@ std::string BisectResult::switchSnippet() const {
 
 std::string BisectResult::toText() const {
   std::string s;
+  if (!reference.empty())
+    s += "reference: " + reference + "\n";
   for (const std::string &line : log)
     s += "  trial: " + line + "\n";
   if (!job_fails)
@@ -133,6 +135,8 @@ nlohmann::json BisectResult::toJson() const {
                       {"fails_without_passes", fails_without_passes},
                       {"trials", trials},
                       {"log", log}};
+  if (!reference.empty())
+    j["reference"] = reference;
   if (!culprit.empty()) {
     j["culprit"] = culprit;
     j["group"] = culprit_group;

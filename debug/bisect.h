@@ -44,6 +44,7 @@ struct BisectResult {
   int64_t applications = 0;          // groups the culprit formed
   std::string group_name;            // the fused group of that application
   int trials = 0;
+  std::string reference; // --check accuracy: what the outputs were compared with
 
   // How to avoid it for one job: the flag and a CANN switch-file snippet.
   std::string disableFlag() const;

@@ -1,6 +1,8 @@
 #include "debug/repro.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +10,7 @@
 #include "ir/file_io.h"
 #include "ir/graph_json.h"
 #include "passes/precision/precision_mode.h"
+#include "passes/precision/setting_matches.h"
 #include "target/target.h"
 
 namespace kiln::debug {
@@ -49,7 +52,19 @@ Expected<std::string> copyFile(const std::string &from, const fs::path &dir,
   return name;
 }
 
-Expected<nlohmann::json> reproJob(const fs::path &dir, const driver::ResolvedJob &job) {
+// The keep_dtype file for the reduced graph: the node names it still has
+// (the others would be errors) and every OpType line.
+std::string keepDTypeFor(const Graph &graph, const passes::KeepDType &keep) {
+  const std::vector<std::string> missing = keep.missingNodeNames(graph);
+  std::string text = "# " + keep.source + ", the entries this graph has\n";
+  for (const passes::KeepDType::Entry &e : keep.entries)
+    if (e.op_type || std::find(missing.begin(), missing.end(), e.written) == missing.end())
+      text += e.written + "\n";
+  return text;
+}
+
+Expected<nlohmann::json> reproJob(const fs::path &dir, const Graph &graph,
+                                  const driver::ResolvedJob &job) {
   const driver::JobSettings &s = job.effective;
   nlohmann::json doc = {{"format", "kiln.job"}, {"version", 1}, {"name", "repro"}};
   const std::string target = s.target.value_or(job.target.name);
@@ -70,10 +85,23 @@ Expected<nlohmann::json> reproJob(const fs::path &dir, const driver::ResolvedJob
                           copyFile(*s.modify_mixlist, dir, "modify_mixlist.json"));
   }
   if (s.keep_dtype) {
-    KILN_ASSIGN_OR_RETURN(precision["keep_dtype"], copyFile(*s.keep_dtype, dir, "keep_dtype.txt"));
+    KILN_RETURN_IF_ERROR(writeFileAtomic((dir / "keep_dtype.txt").string(),
+                                         keepDTypeFor(graph, job.context->precision().keep_dtype)));
+    precision["keep_dtype"] = "keep_dtype.txt";
   }
-  if (s.attention_fp32_layers)
-    precision["attention_fp32_layers"] = *s.attention_fp32_layers;
+  // Only the layers the reduced graph has; none left means the pass has
+  // nothing to rewrite (an empty list would mean every layer): it is off.
+  bool attention_layers_gone = false;
+  if (s.attention_fp32_layers) {
+    std::set<int64_t> present;
+    for (const Node &n : graph.nodes())
+      if (const int64_t l = passes::modelLayerOf(n.name);
+          l >= 0 && s.attention_fp32_layers->count(l))
+        present.insert(l);
+    attention_layers_gone = present.empty() && !s.attention_fp32_layers->empty();
+    if (!present.empty())
+      precision["attention_fp32_layers"] = present;
+  }
   doc["precision"] = precision;
 
   auto copies = [&](const std::vector<std::string> &dirs, const std::string &folder,
@@ -93,7 +121,9 @@ Expected<nlohmann::json> reproJob(const fs::path &dir, const driver::ResolvedJob
   nlohmann::json enable = nlohmann::json::array(), disable = nlohmann::json::array();
   for (const passes::Pass *p : job.registry->ordered()) {
     const passes::PassInfo &info = p->info();
-    (job.context->isEnabled(info.name, info.default_on) ? enable : disable).push_back(info.name);
+    const bool on = job.context->isEnabled(info.name, info.default_on) &&
+                    !(attention_layers_gone && info.name == "AttentionFp32CastPass");
+    (on ? enable : disable).push_back(info.name);
   }
   doc["enable_passes"] = enable;
   doc["disable_passes"] = disable;
@@ -119,7 +149,7 @@ Status writeRepro(const std::string &dir, const Graph &graph, const driver::Reso
   if (ec)
     return Error("repro folder '" + dir + "': " + ec.message());
   const fs::path root(dir);
-  KILN_ASSIGN_OR_RETURN(nlohmann::json job_doc, reproJob(root, job));
+  KILN_ASSIGN_OR_RETURN(nlohmann::json job_doc, reproJob(root, graph, job));
   KILN_RETURN_IF_ERROR(
       writeFileAtomic((root / "graph.json").string(), graphToJson(graph).dump(1) + "\n"));
   KILN_RETURN_IF_ERROR(writeFileAtomic((root / "job.json").string(), job_doc.dump(2) + "\n"));

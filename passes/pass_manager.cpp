@@ -100,6 +100,13 @@ json reportToJson(const PipelineReport &report, const Graph &graph, size_t max_r
     }
     j["passes"].push_back(std::move(p));
   }
+  j["settings"] = json::array();
+  for (const SettingMatch &m : report.settings) {
+    json s = {{"setting", m.setting}, {"source", m.source}, {"entry", m.entry}, {"nodes", m.nodes}};
+    if (!m.op_types.empty())
+      s["op_types"] = m.op_types;
+    j["settings"].push_back(std::move(s));
+  }
   std::vector<std::vector<NodeId>> members = graph.groupMembers();
   j["groups"] = json::array();
   for (size_t g = 0; g < graph.groups().size(); ++g) {

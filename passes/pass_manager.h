@@ -15,6 +15,7 @@
 #include "passes/pass.h"
 #include "passes/pass_context.h"
 #include "passes/pass_registry.h"
+#include "passes/setting_match.h"
 
 namespace kiln::passes {
 
@@ -44,6 +45,9 @@ struct PassRecord {
 struct PipelineReport {
   std::string target;
   std::vector<PassRecord> passes;
+  // What each entry of the job's list-like settings matched (filled by the
+  // driver, which checks them against the graph before the passes run).
+  std::vector<SettingMatch> settings;
 
   const PassRecord *find(std::string_view name) const;
   std::string timingTable() const;

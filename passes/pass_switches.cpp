@@ -133,9 +133,13 @@ Expected<SwitchResolution> resolveSwitches(const PassRegistry &registry,
             (layer.cann_format ? "; --allow-unknown-passes accepts it with a warning" : ""));
       }
       const PassInfo &info = p->info();
+      // CANN versions (and kiln) file some passes under the other fusion
+      // group: the name decides, the group it is listed under does not.
       if (layer.listed_groups[i] && *layer.listed_groups[i] != info.group)
-        return Error(where + ": " + name + " is a " + std::string(passGroupName(info.group)) +
-                     " pass, not " + std::string(passGroupName(*layer.listed_groups[i])));
+        res.notes.push_back(
+            where + ": " + name + " is a " + std::string(passGroupName(info.group)) +
+            " pass in kiln, listed under " + std::string(passGroupName(*layer.listed_groups[i])) +
+            "; the setting applies to it");
       if (!on && !info.may_disable)
         return Error(where + ": pass '" + name + "' may not be disabled: " + info.required_because);
       res.enabled[name] = on;

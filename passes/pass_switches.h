@@ -53,12 +53,15 @@ struct SwitchResolution {
   std::map<std::string, bool> enabled;           // every registered pass
   std::map<std::string, std::string> decided_by; // which layer set it ("built-in default", ...)
   std::vector<std::string> warnings;             // unknown passes accepted
+  std::vector<std::string> notes;                // passes listed under another group
 };
 
 // Applies `layers` (lowest precedence first) to the registry's defaults.
 // Unknown names are errors suggesting the nearest names (warnings when
 // `allow_unknown` and the layer is CANN format); switching off a pass that may
-// not be disabled is an error that says why.
+// not be disabled is an error that says why. A pass listed under a group
+// other than its own (SoftmaxFusionPass under GraphFusion) is set all the
+// same, with a note.
 Expected<SwitchResolution> resolveSwitches(const PassRegistry &registry,
                                            const std::vector<SwitchLayer> &layers,
                                            bool allow_unknown);

@@ -2,6 +2,7 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/frontend/model_loader.h"
+#include "passes/precision/setting_matches.h"
 
 namespace kiln::driver {
 
@@ -17,9 +18,17 @@ Expected<Graph> buildModelGraph(const ModelRequest &request, DType dtype) {
 }
 
 Expected<passes::PipelineReport> compileGraph(Graph &graph, const ResolvedJob &job,
-                                              const passes::Instrumentation &instrumentation) {
+                                              const passes::Instrumentation &instrumentation,
+                                              bool check_settings) {
+  std::vector<passes::SettingMatch> settings;
+  if (check_settings) {
+    KILN_ASSIGN_OR_RETURN(settings,
+                          passes::matchPrecisionSettings(graph, job.context->precision()));
+  }
   passes::PassManager manager(*job.registry, *job.context, instrumentation);
-  return manager.run(graph);
+  KILN_ASSIGN_OR_RETURN(passes::PipelineReport report, manager.run(graph));
+  report.settings = std::move(settings);
+  return report;
 }
 
 } // namespace kiln::driver

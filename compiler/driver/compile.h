@@ -21,8 +21,13 @@ struct ModelRequest {
 // The model's graph in `dtype`.
 Expected<Graph> buildModelGraph(const ModelRequest &request, DType dtype);
 
-// Runs the job's passes over `graph` in place.
+// Runs the job's passes over `graph` in place, after checking the job's
+// list-like precision settings against it (a keep_dtype name or a layer the
+// graph lacks is an error); the report says what each of them matched.
+// `check_settings` false skips that check: for graphs cut out of a model
+// (debug reduce), which lack most of its nodes and layers.
 Expected<passes::PipelineReport> compileGraph(Graph &graph, const ResolvedJob &job,
-                                              const passes::Instrumentation &instrumentation = {});
+                                              const passes::Instrumentation &instrumentation = {},
+                                              bool check_settings = true);
 
 } // namespace kiln::driver

@@ -84,16 +84,36 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
   }
   if (doc.contains("precision")) {
     KILN_ASSIGN_OR_RETURN(const json *p, r.object(doc, "$", "precision"));
-    KILN_RETURN_IF_ERROR(r.checkKeys(*p, "$.precision",
-                                     {"dtype", "overflow_mode", "precision_mode", "modify_mixlist",
-                                      "keep_dtype", "attention_fp32_layers"}));
+    KILN_RETURN_IF_ERROR(
+        r.checkKeys(*p, "$.precision",
+                    {"dtype", "overflow_mode", "precision_mode", "precision_mode_v2",
+                     "modify_mixlist", "keep_dtype", "attention_fp32_layers"}));
+    if (p->contains("precision_mode") && p->contains("precision_mode_v2"))
+      return r.error("$.precision.precision_mode_v2",
+                     "precision_mode and precision_mode_v2 are two spellings of one setting (as "
+                     "in CANN, give only one)");
     if (p->contains("precision_mode")) {
       KILN_ASSIGN_OR_RETURN(std::string m, r.string(*p, "$.precision", "precision_mode"));
       auto mode = passes::parsePrecisionMode(m);
       if (!mode)
-        return r.error("$.precision.precision_mode", "unknown precision mode \"" + m + "\" (" +
-                                                         passes::precisionModeNames() + ")");
+        return r.error("$.precision.precision_mode",
+                       "unknown precision mode \"" + m + "\" (" + passes::precisionModeNames() +
+                           (passes::parsePrecisionModeV2(m)
+                                ? "; \"" + m + "\" is a precision_mode_v2 value"
+                                : std::string()) +
+                           ")");
       job.precision_mode = *mode;
+      job.precision_mode_written = source + ": $.precision.precision_mode \"" + m + "\"";
+    }
+    if (p->contains("precision_mode_v2")) {
+      KILN_ASSIGN_OR_RETURN(std::string m, r.string(*p, "$.precision", "precision_mode_v2"));
+      auto mode = passes::parsePrecisionModeV2(m);
+      if (!mode)
+        return r.error("$.precision.precision_mode_v2", "unknown precision_mode_v2 \"" + m +
+                                                            "\" (" +
+                                                            passes::precisionModeV2Names() + ")");
+      job.precision_mode = *mode;
+      job.precision_mode_written = source + ": $.precision.precision_mode_v2 \"" + m + "\"";
     }
     for (const char *key : {"modify_mixlist", "keep_dtype"}) {
       if (!p->contains(key))
@@ -182,13 +202,25 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   KILN_ASSIGN_OR_RETURN(resolved.target, target::loadTarget(target_name));
   const passes::PrecisionMode mode = command_line.precision_mode.value_or(
       job.precision_mode.value_or(passes::PrecisionMode::MustKeepOriginDType));
+  const std::string &mode_written = command_line.precision_mode
+                                        ? command_line.precision_mode_written
+                                        : job.precision_mode_written;
   if (mode != passes::PrecisionMode::MustKeepOriginDType)
     default_dtype = DType::F32; // fp32 master weights; the mode lowers what may run low
   resolved.dtype = command_line.dtype.value_or(job.dtype.value_or(default_dtype));
-  if (std::optional<DType> low = passes::lowDType(mode); low && !resolved.target.supports(*low))
-    return Error("precision mode " + std::string(passes::precisionModeName(mode)) + " needs " +
-                 std::string(dtypeName(*low)) + ", which target " + resolved.target.name +
-                 " does not have");
+  if (std::optional<DType> low = passes::lowDType(mode); low && !resolved.target.supports(*low)) {
+    const std::string name(passes::precisionModeName(mode));
+    std::string what = "precision mode " + name;
+    if (!mode_written.empty() && mode_written.find(name) == std::string::npos)
+      what = mode_written + " (precision mode " + name + ")";
+    else if (!mode_written.empty())
+      what = mode_written;
+    return Error(what + " needs " + std::string(dtypeName(*low)) + ", which target " +
+                 resolved.target.name + " does not have" +
+                 (*low == DType::BF16 ? " (use allow_mix_precision_fp16 = mixed_float16, with "
+                                        "loss scaling)"
+                                      : std::string()));
+  }
   passes::PrecisionSettings precision;
   precision.mode = mode;
   if (auto path = command_line.modify_mixlist ? command_line.modify_mixlist : job.modify_mixlist) {
@@ -201,6 +233,9 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   precision.attention_fp32_layers = command_line.attention_fp32_layers
                                         ? *command_line.attention_fp32_layers
                                         : job.attention_fp32_layers.value_or(std::set<int64_t>{});
+  precision.attention_fp32_layers_source = command_line.attention_fp32_layers
+                                               ? "--attention-fp32-layers"
+                                               : job.source + ": $.precision.attention_fp32_layers";
   if (!resolved.target.supports(resolved.dtype))
     return Error("target " + resolved.target.name + " has no " +
                  std::string(dtypeName(resolved.dtype)) + " (it computes in " +
@@ -272,6 +307,8 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
                         passes::resolveSwitches(*registry, layers, allow_unknown));
   for (const std::string &w : switches.warnings)
     spdlog::warn("{}", w);
+  for (const std::string &n : switches.notes)
+    spdlog::info("{}", n);
   resolved.warnings = switches.warnings;
   resolved.registry = registry;
   resolved.context = std::make_shared<passes::PassContext>(

@@ -30,6 +30,9 @@ struct JobSettings {
   std::optional<DType> dtype;
   std::optional<OverflowMode> overflow;
   std::optional<passes::PrecisionMode> precision_mode;
+  // How precision_mode was written, for messages: "--precision-mode-v2 mixed_bf16",
+  // "job.json: $.precision.precision_mode \"force_fp16\"" (empty: not set).
+  std::string precision_mode_written;
   std::optional<std::string> modify_mixlist; // CANN modify_mixlist JSON
   std::optional<std::string> keep_dtype;     // one node name or OpType::X a line
   std::optional<std::set<int64_t>> attention_fp32_layers;

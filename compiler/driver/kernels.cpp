@@ -29,9 +29,9 @@ Expected<JobKernels> compileJobKernels(const Graph &graph, const ResolvedJob &jo
   return result;
 }
 
-Expected<std::vector<codegen::KernelDiagnostic>> kernelFailures(Graph graph,
-                                                                const ResolvedJob &job) {
-  KILN_RETURN_IF_ERROR(compileGraph(graph, job).status());
+Expected<std::vector<codegen::KernelDiagnostic>> kernelFailures(Graph graph, const ResolvedJob &job,
+                                                                bool check_settings) {
+  KILN_RETURN_IF_ERROR(compileGraph(graph, job, {}, check_settings).status());
   return codegen::checkKernels(graph, job.target);
 }
 

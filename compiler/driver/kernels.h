@@ -35,8 +35,9 @@ Expected<JobKernels> compileJobKernels(const Graph &graph, const ResolvedJob &jo
 
 // The kernels the target cannot hold once the job's passes have run over
 // `graph`, found without compiling any (codegen::checkKernels): what debug
-// bisect and reduce test per trial. An error is a pass's.
-Expected<std::vector<codegen::KernelDiagnostic>> kernelFailures(Graph graph,
-                                                                const ResolvedJob &job);
+// bisect and reduce test per trial. An error is a pass's (or, when
+// `check_settings`, a precision setting naming what `graph` lacks).
+Expected<std::vector<codegen::KernelDiagnostic>> kernelFailures(Graph graph, const ResolvedJob &job,
+                                                                bool check_settings = true);
 
 } // namespace kiln::driver

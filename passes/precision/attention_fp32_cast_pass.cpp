@@ -11,6 +11,7 @@
 #include "passes/pass_context.h"
 #include "passes/pass_registry.h"
 #include "passes/precision/retype.h"
+#include "passes/precision/setting_matches.h"
 
 namespace kiln::passes {
 namespace {
@@ -22,20 +23,6 @@ constexpr const char *kWhy = "attention fp32";
 // gradient's way from SoftmaxGrad to the dQ/dK matmuls.
 bool attentionVectorOp(const std::string &op) {
   return op == "Div" || op == "Mul" || op == "Add" || op == "CausalMask" || op == "Cast";
-}
-
-// The i of a "transformer.h.<i>." scope, or -1.
-int64_t layerOf(const std::string &name) {
-  const std::string prefix = "transformer.h.";
-  size_t at = name.find(prefix);
-  if (at == std::string::npos)
-    return -1;
-  size_t begin = at + prefix.size(), end = name.find('.', begin);
-  try {
-    return std::stoll(name.substr(begin, end - begin));
-  } catch (...) {
-    return -1;
-  }
 }
 
 class AttentionFp32CastPass : public Pass {
@@ -73,8 +60,8 @@ public:
       if (softmax.op != "Softmax")
         continue;
       ++result.match_times;
-      if (!layers.empty() && !layers.count(layerOf(softmax.name))) {
-        result.reject(softmax, "layer " + std::to_string(layerOf(softmax.name)) +
+      if (!layers.empty() && !layers.count(modelLayerOf(softmax.name))) {
+        result.reject(softmax, "layer " + std::to_string(modelLayerOf(softmax.name)) +
                                    " is not in precision.attention_fp32_layers");
         continue;
       }

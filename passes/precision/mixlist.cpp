@@ -10,6 +10,7 @@
 #include "ir/json_reader.h"
 #include "ir/name_suggest.h"
 #include "ir/text_lines.h"
+#include "passes/precision/cann_op_types.h"
 
 namespace kiln::passes {
 
@@ -52,12 +53,6 @@ std::string listWords(PrecisionList list) {
   return "the " + std::string(precisionListName(list)) + " list";
 }
 
-std::string unknownOpType(std::string_view op, const ops::OpRegistry &registry) {
-  std::vector<std::string> near = nearestNames(op, registry.names());
-  return "unknown op type '" + std::string(op) + "'" +
-         (near.empty() ? " (see 'kiln ops')" : " (did you mean " + joined(near) + "?)");
-}
-
 // JsonReader::checkKeys, plus "did you mean": "black_list" is a likely slip.
 Status checkFields(const JsonReader &r, const json &obj, const std::string &path,
                    const std::vector<std::string> &known) {
@@ -74,8 +69,8 @@ Status checkFields(const JsonReader &r, const json &obj, const std::string &path
   return Status::ok();
 }
 
-struct Edit {
-  std::string op;
+struct PendingEdit {
+  std::string op; // a kiln op type
   PrecisionList list;
   bool add;
   std::string path;
@@ -125,7 +120,8 @@ Status MixList::applyEdits(const json &doc, std::string_view source,
   KILN_RETURN_IF_ERROR(checkFields(r, doc, root, list_keys));
 
   // Read and check every entry against the lists as they are now.
-  std::vector<Edit> edits;
+  std::vector<PendingEdit> edits;
+  std::vector<MixList::Edit> entries;
   for (const ListKey &k : kListKeys) {
     KILN_ASSIGN_OR_RETURN(const json *edit, r.optionalMember(doc, root, k.key));
     if (!edit)
@@ -143,23 +139,29 @@ Status MixList::applyEdits(const json &doc, std::string_view source,
       KILN_ASSIGN_OR_RETURN(std::vector<std::string> names, r.stringList(*ops, ops_path));
       for (size_t i = 0; i < names.size(); ++i) {
         const std::string where = JsonReader::index(ops_path, i);
-        const std::string &op = names[i];
-        if (!registry.find(op))
-          return r.error(where, unknownOpType(op, registry));
+        Expected<std::vector<std::string>> ops = resolveOpType(names[i], registry);
+        if (!ops)
+          return r.error(where, ops.error().message());
+        const std::string written = describeOpType(names[i], *ops);
         if (!add && k.list == PrecisionList::Gray)
-          return r.error(where, "an op off every list is gray already; to take '" + op +
+          return r.error(where, "an op off every list is gray already; to take '" + written +
                                     "' off the gray list, add it to white-list or black-list");
-        if (!add && listOf(op) != k.list)
-          return r.error(where, "'" + op + "' is not on " + listWords(k.list) + " (it is on " +
-                                    listWords(listOf(op)) + ")");
-        edits.push_back({op, k.list, add, where});
+        for (const std::string &op : *ops) {
+          const std::string what =
+              op == names[i] ? "'" + op + "'" : "'" + op + "' (of CANN's " + names[i] + ")";
+          if (!add && listOf(op) != k.list)
+            return r.error(where, what + " is not on " + listWords(k.list) + " (it is on " +
+                                      listWords(listOf(op)) + ")");
+          edits.push_back({op, k.list, add, where});
+        }
+        entries.push_back({std::string(source), where, names[i], *ops, k.list, add});
       }
     }
   }
 
   // Entries that contradict each other.
-  std::map<std::string, const Edit *> added, removed;
-  for (const Edit &e : edits) {
+  std::map<std::string, const PendingEdit *> added, removed;
+  for (const PendingEdit &e : edits) {
     if (e.add) {
       auto [it, fresh] = added.emplace(e.op, &e);
       if (!fresh && it->second->list != e.list)
@@ -169,19 +171,20 @@ Status MixList::applyEdits(const json &doc, std::string_view source,
       removed.emplace(e.op, &e);
     }
   }
-  for (const Edit &e : edits) {
+  for (const PendingEdit &e : edits) {
     auto it = removed.find(e.op);
     if (e.add && it != removed.end() && it->second->list == e.list)
       return r.error(it->second->path, "'" + e.op + "' is both removed from and added to " +
                                            listWords(e.list) + " (added at " + e.path + ")");
   }
 
-  for (const Edit &e : edits)
+  for (const PendingEdit &e : edits)
     if (!e.add)
       lists_[e.op] = PrecisionList::Gray;
-  for (const Edit &e : edits)
+  for (const PendingEdit &e : edits)
     if (e.add)
       lists_[e.op] = e.list;
+  edits_.insert(edits_.end(), entries.begin(), entries.end());
   return Status::ok();
 }
 
@@ -215,6 +218,7 @@ Expected<KeepDType> parseKeepDType(std::string_view text, std::string_view sourc
                                    const ops::OpRegistry &registry) {
   constexpr std::string_view kPrefix = "OpType::";
   KeepDType keep;
+  keep.source = std::string(source);
   for (const ContentLine &line : contentLines(text)) {
     const int number = line.number;
     const std::string &entry = line.text;
@@ -226,9 +230,11 @@ Expected<KeepDType> parseKeepDType(std::string_view text, std::string_view sourc
       const std::string op = entry.substr(kPrefix.size());
       if (op.empty())
         return Error(where + ": 'OpType::' needs an op type, e.g. OpType::Softmax");
-      if (!registry.find(op))
-        return Error(where + ": " + unknownOpType(op, registry));
-      keep.op_types.insert(op);
+      Expected<std::vector<std::string>> ops = resolveOpType(op, registry);
+      if (!ops)
+        return Error(where + ": " + ops.error().message());
+      keep.op_types.insert(ops->begin(), ops->end());
+      keep.entries.push_back({number, entry, true, *ops});
       continue;
     }
     // "Optype::Softmax" or "OpType:Softmax" is a misspelt prefix, not a node.
@@ -236,6 +242,7 @@ Expected<KeepDType> parseKeepDType(std::string_view text, std::string_view sourc
       return Error(where + ": '" + entry +
                    "' is neither a node name (node names have no ':') nor OpType::<op type>");
     keep.node_names.insert(entry);
+    keep.entries.push_back({number, entry, false, {}});
   }
   return keep;
 }

@@ -57,9 +57,23 @@ public:
   // Every op type and its list, sorted by op type, for reports and docs.
   std::vector<std::pair<std::string, PrecisionList>> entries() const;
 
+  // One to-add or to-remove entry of an applied document, as written (a
+  // kiln or CANN op type, docs/precision.md) with the kiln op types it stands for.
+  struct Edit {
+    std::string source;  // the file
+    std::string path;    // "$.black-list.to-add[0]"
+    std::string written; // "SoftmaxV2"
+    std::vector<std::string> ops;
+    PrecisionList list;
+    bool add;
+  };
+  // The entries of every document applied, in order (for the compile report).
+  const std::vector<Edit> &edits() const { return edits_; }
+
 private:
   MixList() = default;
   std::map<std::string, PrecisionList, std::less<>> lists_;
+  std::vector<Edit> edits_;
 };
 
 // `base` plus the edits of the modify_mixlist file at `path` (global registry).
@@ -67,14 +81,24 @@ Expected<MixList> readModifyMixlist(const std::string &path, MixList base);
 
 // CANN's keep_dtype file: nodes that keep the dtype the model gave them.
 // One entry a line: a node name ("transformer.h.3.attn.softmax") or
-// "OpType::Softmax" for every node of an op type; blank lines and '#'
-// comments are ignored, surrounding spaces trimmed. An unknown op type is an
-// error naming the line ("keep.txt: line 3: ..."). Node names cannot be checked
-// here, because the graph is not known yet: any name without spaces is taken,
-// and missingNodeNames() lists those a graph lacks once it is built.
+// "OpType::Softmax" for every node of an op type (a kiln or a CANN op type:
+// OpType::SoftmaxV2, docs/precision.md); blank lines and '#' comments are
+// ignored, surrounding spaces trimmed. An unknown op type is an error naming
+// the line ("keep.txt: line 3: ..."). Node names cannot be checked here,
+// because the graph is not known yet: any name without spaces is taken, and
+// missingNodeNames() lists those a graph lacks once it is built
+// (passes/precision/setting_matches.h makes that an error).
 struct KeepDType {
+  struct Entry {
+    int line = 0;
+    std::string written;          // the line: a node name or "OpType::X"
+    bool op_type = false;         // OpType::X
+    std::vector<std::string> ops; // the kiln op types of an OpType entry
+  };
+  std::string source;         // the file, for messages
+  std::vector<Entry> entries; // in file order
   std::set<std::string> node_names;
-  std::set<std::string> op_types;
+  std::set<std::string> op_types; // kiln op types
 
   bool keeps(const Node &node) const;
   // The node names of the file that `graph` has no node for, sorted.

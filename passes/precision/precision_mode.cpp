@@ -9,7 +9,20 @@ constexpr PrecisionMode kModes[] = {PrecisionMode::ForceFp32,
                                     PrecisionMode::AllowFp32ToFp16,
                                     PrecisionMode::MustKeepOriginDType,
                                     PrecisionMode::AllowMixPrecisionFp16,
-                                    PrecisionMode::AllowMixPrecisionBf16};
+                                    PrecisionMode::AllowMixPrecisionBf16,
+                                    PrecisionMode::ForceLowerPrecision};
+
+struct V2Name {
+  std::string_view name;
+  PrecisionMode mode;
+};
+// ATC's table (CANN's fe_context_utils.cc maps V2 names onto the v1 enum).
+constexpr V2Name kV2Names[] = {{"fp16", PrecisionMode::ForceFp16},
+                               {"origin", PrecisionMode::MustKeepOriginDType},
+                               {"cube_fp16in_fp32out", PrecisionMode::ForceFp32},
+                               {"mixed_float16", PrecisionMode::AllowMixPrecisionFp16},
+                               {"mixed_bfloat16", PrecisionMode::AllowMixPrecisionBf16},
+                               {"mixed_bf16", PrecisionMode::AllowMixPrecisionBf16}};
 
 } // namespace
 
@@ -27,6 +40,8 @@ std::string_view precisionModeName(PrecisionMode mode) {
     return "allow_mix_precision_fp16";
   case PrecisionMode::AllowMixPrecisionBf16:
     return "allow_mix_precision_bf16";
+  case PrecisionMode::ForceLowerPrecision:
+    return "force_lowerprecision";
   }
   return "?";
 }
@@ -47,6 +62,20 @@ std::string precisionModeNames() {
   for (PrecisionMode m : kModes)
     s += (s.empty() ? "" : ", ") + std::string(precisionModeName(m));
   return s + " (aliases: cube_fp16in_fp32out, allow_mix_precision)";
+}
+
+std::optional<PrecisionMode> parsePrecisionModeV2(std::string_view name) {
+  for (const V2Name &v : kV2Names)
+    if (v.name == name)
+      return v.mode;
+  return std::nullopt;
+}
+
+std::string precisionModeV2Names() {
+  std::string s;
+  for (const V2Name &v : kV2Names)
+    s += (s.empty() ? "" : ", ") + std::string(v.name);
+  return s;
 }
 
 bool isMixedPrecision(PrecisionMode mode) {

@@ -35,11 +35,15 @@ public:
             "dtypes the job asked for (--precision-mode must_keep_origin_dtype keeps the model's "
             "own dtypes)",
         .summary = "Applies the job's precision_mode (force_fp32, force_fp16, allow_fp32_to_fp16, "
-                   "must_keep_origin_dtype, allow_mix_precision, allow_mix_precision_bf16)",
+                   "must_keep_origin_dtype, allow_mix_precision, allow_mix_precision_bf16, "
+                   "force_lowerprecision)",
         .description =
             "force_fp32 (= cube_fp16in_fp32out): every float op in f32, except that matmuls on "
             "a cube without f32 inputs (ascend910) take f16 and store f32. force_fp16: every "
-            "float op in f16. allow_fp32_to_fp16: ops keep f32 where the chip computes it; "
+            "float op in f16. force_lowerprecision: every f32 op in bf16 on a chip with bf16, in "
+            "f16 "
+            "on one without (ascend910); f16 and bf16 ops keep their dtype. allow_fp32_to_fp16: "
+            "ops keep f32 where the chip computes it; "
             "matmuls on a cube without f32 go to f16. "
             "must_keep_origin_dtype: nothing changes. allow_mix_precision(_bf16): TensorFlow "
             "AMP's painting in graph order with f16 (bf16) as the low dtype: white-list ops low, "
@@ -91,6 +95,13 @@ public:
         break;
       case PrecisionMode::ForceFp16:
         r = {DType::F16, {}, "force_fp16"};
+        break;
+      case PrecisionMode::ForceLowerPrecision:
+        // CANN: an f32 op takes bf16 where it can, else f16; f16 and bf16 ops stay.
+        if (graph.type(node.outputs[0]).dtype == DType::F32)
+          r = {ctx.target().supports(DType::BF16) ? DType::BF16 : DType::F16,
+               {},
+               "force_lowerprecision"};
         break;
       case PrecisionMode::AllowFp32ToFp16:
         // Ops that can compute in f32 keep it; a cube without f32 goes f16.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <set>
+#include <string>
 
 #include "passes/precision/mixlist.h"
 #include "passes/precision/precision_mode.h"
@@ -16,6 +17,9 @@ struct PrecisionSettings {
   // Layers (the i of transformer.h.i) whose attention AttentionFp32CastPass
   // rewrites; empty: every layer.
   std::set<int64_t> attention_fp32_layers;
+  // Where the layers came from, for messages: "--attention-fp32-layers" or
+  // "job.json: $.precision.attention_fp32_layers".
+  std::string attention_fp32_layers_source;
 };
 
 } // namespace kiln::passes

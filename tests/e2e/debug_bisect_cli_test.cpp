@@ -1,6 +1,7 @@
 // kiln debug bisect: on Qwen-14B compiled for an ascend910b with a 16 KiB
 // Unified Buffer, it names RmsNormFusionPass and the first group it formed,
-// and the flag it prints does avoid the failure.
+// and the flag it prints does avoid the failure; --check accuracy never
+// blames the fix of an overflow.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -51,6 +52,56 @@ TEST_F(DebugBisect, AccuracyAtToleranceZeroFindsThePassThatChangesBits) {
   EXPECT_EQ(report["job_fails"], true);
   EXPECT_EQ(report["fails_without_passes"], false);
   EXPECT_EQ(report["culprit"], "AttentionFp32CastPass") << report.dump(2);
+}
+
+// examples/overflow: with every switchable pass off the f16 attention
+// overflows to NaN. Taken as truth, that run would make AttentionFp32CastPass
+// (the fix) look like the culprit; the reference is the force_fp32 run instead.
+TEST_F(DebugBisect, AccuracyNeverBlamesTheFixOfAnOverflow) {
+  const std::string cfg = kSource + "/examples/overflow/config.json";
+  ASSERT_EQ(run("init " + cfg + " -o " + path("w.st") +
+                " --scale 'transformer.h.*.attn.c_attn.weight=2000'")
+                .exit_code,
+            0);
+  ASSERT_EQ(run("make-inputs " + cfg + " --batch 2 --seq 16 -o " + path("i.st")).exit_code, 0);
+  Result r = run("debug bisect " + cfg + " --training --seq 16 --batch 2 --check accuracy " +
+                 "--precision-mode allow_mix_precision --weights " + path("w.st") + " --inputs " +
+                 path("i.st") + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("AttentionFp32CastPass\""), std::string::npos) << r.out;
+  json report = json::parse(r.out);
+  EXPECT_FALSE(report.contains("culprit")) << report.dump(2);
+  EXPECT_NE(report["reference"].get<std::string>().find("force_fp32"), std::string::npos)
+      << report.dump(2);
+  EXPECT_NE(report["reference"].get<std::string>().find("not finite"), std::string::npos)
+      << report.dump(2);
+  EXPECT_EQ(report["job_fails"], false) << report.dump(2);
+
+  // Switched off by hand, the run without the fix is what fails; no pass is blamed.
+  Result off = run("debug bisect " + cfg + " --training --seq 16 --batch 2 --check accuracy " +
+                   "--precision-mode allow_mix_precision --disable-pass AttentionFp32CastPass " +
+                   "--weights " + path("w.st") + " --inputs " + path("i.st") + " --format json");
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  json off_report = json::parse(off.out);
+  EXPECT_EQ(off_report["job_fails"], true) << off_report.dump(2);
+  EXPECT_EQ(off_report["fails_without_passes"], true) << off_report.dump(2);
+  EXPECT_FALSE(off_report.contains("culprit")) << off_report.dump(2);
+}
+
+// When even force_fp32 overflows there is nothing to compare with: an error
+// that says so, not a culprit.
+TEST_F(DebugBisect, ANonFiniteReferenceIsAnError) {
+  const std::string cfg = kSource + "/examples/overflow/config.json";
+  ASSERT_EQ(run("init " + cfg + " -o " + path("w.st") +
+                " --scale 'transformer.h.*.attn.c_attn.weight=1e30'")
+                .exit_code,
+            0);
+  ASSERT_EQ(run("make-inputs " + cfg + " --batch 2 --seq 16 -o " + path("i.st")).exit_code, 0);
+  Result r = run("debug bisect " + cfg + " --training --seq 16 --batch 2 --check accuracy " +
+                 "--precision-mode allow_mix_precision --weights " + path("w.st") + " --inputs " +
+                 path("i.st"));
+  expectError(r, {"no finite reference", "force_fp32", "kiln debug overflow"});
+  EXPECT_EQ(r.out.find("culprit"), std::string::npos) << r.out;
 }
 
 TEST_F(DebugBisect, AccuracyNeedsWeightsAndInputs) {

@@ -326,6 +326,20 @@ TEST_F(TrainCli, ATooSmallDeviceIsTheOutOfMemoryReport) {
   EXPECT_NE(r.err.find("largest buffers"), std::string::npos) << r.err;
 }
 
+// --compile-only prints the plan; a script tells "does not fit" (4) from
+// an error (1) and from a plan that fits (0) by the exit code.
+TEST_F(TrainCli, CompileOnlyExitsFourWhenThePlanDoesNotFit) {
+  Result small = run("train " + kTiny + " --batch 8 --seq 16 --devices 8 --compile-only " +
+                     "--device-memory 512KiB");
+  EXPECT_FALSE(small.signaled);
+  EXPECT_EQ(small.exit_code, 4) << small.err;
+  EXPECT_NE(small.out.find("does NOT fit"), std::string::npos) << small.out;
+  EXPECT_NE(small.err.find("more than the device's 512.0 KiB"), std::string::npos) << small.err;
+  Result fits = run("train " + kTiny + " --batch 8 --seq 16 --devices 8 --compile-only");
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_NE(fits.out.find(": fits"), std::string::npos) << fits.out;
+}
+
 // The plan the check above uses is what the devices then hold: measured
 // while training, the peak stays within it.
 TEST_F(TrainCli, TheMeasuredPeakStaysWithinThePlan) {

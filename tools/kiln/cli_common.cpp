@@ -10,7 +10,7 @@ int fail(const Error &error) { return fail(error.message()); }
 
 int fail(const std::string &message) {
   std::cerr << "kiln: error: " << printableText(message) << "\n";
-  return 1;
+  return kExitError;
 }
 
 void note(const std::string &message) { std::cerr << "kiln: " << printableText(message) << "\n"; }

@@ -12,15 +12,19 @@
 
 namespace kiln::cli {
 
-// Exit codes a script can use (docs/cli.md): 0 clean, 1 error, 2 usage.
-inline constexpr int kExitOverflowFound = 3; // kiln debug overflow found one
-
 // The work of the chosen subcommand; main() runs it after parsing and exits
 // with its result.
 using Action = std::function<int()>;
 
+// kiln's exit codes, for scripts (docs/cli.md, "Exit codes").
+inline constexpr int kExitOk = 0;            // done, nothing found
+inline constexpr int kExitError = 1;         // an error, printed as one "kiln: error:" line
+inline constexpr int kExitUsage = 2;         // bad command line (unknown flag, bad value)
+inline constexpr int kExitOverflowFound = 3; // kiln debug overflow found an overflow
+inline constexpr int kExitDoesNotFit = 4;    // the plan exceeds the device memory
+
 // Prints "kiln: error: <message>" to stderr, control characters escaped
-// (ir/printable_text.h), and returns the exit code 1.
+// (ir/printable_text.h), and returns kExitError.
 int fail(const Error &error);
 int fail(const std::string &message);
 // Prints "kiln: <message>" to stderr, control characters escaped: what a

@@ -119,6 +119,14 @@ void printSummary(const CompiledSeq &c, const driver::ResolvedJob &job, const st
     std::cout << "  " << printableName(r.name) << ": match_times " << r.result.match_times
               << ", effect_times " << r.result.effect_times << "\n";
   }
+  for (const passes::SettingMatch &m : c.report.settings) {
+    std::string ops;
+    for (const std::string &op : m.op_types)
+      ops += (ops.empty() ? "" : ", ") + op;
+    std::cout << "  " << m.setting << " " << printableName(m.entry)
+              << (ops.empty() || m.setting == "attention_fp32_layers" ? "" : " (" + ops + ")")
+              << ": " << m.nodes << (m.nodes == 1 ? " node" : " nodes") << "\n";
+  }
   if (c.kernels) {
     const codegen::KernelStats &st = c.kernels->kernels.stats;
     std::cout << "  kernels: " << st.total << " (" << st.unique << " unique), " << st.compiled

@@ -1,6 +1,7 @@
 // `kiln debug`: tools for the failures that cost days to guess at —
-// `overflow` names the first kernel and op that produce inf or NaN, `compare`
+// `overflow` names the first kernel and op that overflow and verifies fixes, `compare`
 // finds the first value where two runs part ways.
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -314,6 +315,20 @@ Signature signatureOf(const std::vector<codegen::KernelDiagnostic> &failures) {
   return s;
 }
 
+// "" when every output is finite, else "'loss' is nan" for the first that is not.
+std::string firstNonFinite(const ops::TensorMap &outputs) {
+  for (const auto &[name, t] : outputs) {
+    if (!isFloat(t.dtype()))
+      continue;
+    for (int64_t i = 0; i < t.numElements(); ++i) {
+      const float v = t.getFloat(i);
+      if (!std::isfinite(v))
+        return "'" + name + "' is " + (std::isnan(v) ? "nan" : "inf");
+    }
+  }
+  return "";
+}
+
 // The job of `flags` with `trial`'s passes off.
 Expected<driver::ResolvedJob> trialJob(const JobFlags &flags, const debug::BisectTrial &trial,
                                        DType default_dtype) {
@@ -380,7 +395,12 @@ int runBisect(const BisectOptions &opts) {
     KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, executor->run(run.inputs));
     return driver::selectRunOutputs(std::move(outputs));
   };
+  // The reference: the run with every candidate off when it is finite (then
+  // only passes can make a difference), else that run under force_fp32. A
+  // reference that is itself inf or NaN would make a fix look like the
+  // culprit: it is an error.
   std::optional<ops::TensorMap> reference;
+  std::string reference_name;
   if (accuracy) {
     debug::BisectTrial none;
     for (const debug::BisectCandidate &c : candidates)
@@ -391,6 +411,26 @@ int runBisect(const BisectOptions &opts) {
     auto ref = outputsOf(*plain, none);
     if (!ref)
       return fail(ref.error());
+    const std::string plain_bad = firstNonFinite(*ref);
+    reference_name = "every switchable pass off";
+    if (!plain_bad.empty()) {
+      JobFlags fp32_flags = opts.job;
+      fp32_flags.settings.precision_mode = passes::PrecisionMode::ForceFp32;
+      auto fp32 = trialJob(fp32_flags, none, default_dtype);
+      if (!fp32)
+        return fail(fp32.error());
+      ref = outputsOf(*fp32, none);
+      if (!ref)
+        return fail(ref.error());
+      if (const std::string fp32_bad = firstNonFinite(*ref); !fp32_bad.empty())
+        return fail("debug bisect --check accuracy: no finite reference to compare with: with "
+                    "every switchable pass off " +
+                    plain_bad + ", and under precision_mode force_fp32 " + fp32_bad +
+                    "; no pass causes this (find the op with kiln debug overflow)");
+      reference_name = "force_fp32 with every switchable pass off (the job's own run with them "
+                       "off is not finite: " +
+                       plain_bad + ")";
+    }
     reference = std::move(*ref);
   }
 
@@ -424,6 +464,7 @@ int runBisect(const BisectOptions &opts) {
   });
   if (!result)
     return fail(result.error());
+  result->reference = reference_name;
   return print(opts.format, *result);
 }
 
@@ -435,7 +476,8 @@ void registerBisect(CLI::App &debug, Action &action) {
   addModelFlags(*cmd, opts->model);
   cmd->add_option("--check", opts->check,
                   "compile (default: the job's compile error) or accuracy (outputs beyond --tol "
-                  "from the same run with every switchable pass off)")
+                  "from the same run with every switchable pass off, or from that run under "
+                  "force_fp32 when it is not finite)")
       ->check(CLI::IsMember({"compile", "accuracy"}));
   cmd->add_option("--tol", opts->tolerance, "relative and absolute tolerance for accuracy")
       ->check(CLI::NonNegativeNumber);

@@ -13,16 +13,38 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
       ->group("Job");
   addOptionalDTypeFlag(cmd, s.dtype)->group("Job");
   addOptionalOverflowFlag(cmd, s.overflow)->group("Job");
+  CLI::Option *v1 =
+      cmd.add_option_function<std::string>(
+             "--precision-mode",
+             [&s](const std::string &m) {
+               auto mode = passes::parsePrecisionMode(m);
+               if (!mode)
+                 throw CLI::ValidationError(
+                     "--precision-mode", "unknown precision mode '" + m + "' (" +
+                                             passes::precisionModeNames() +
+                                             (passes::parsePrecisionModeV2(m)
+                                                  ? "; '" + m + "' is a --precision-mode-v2 value"
+                                                  : std::string()) +
+                                             ")");
+               s.precision_mode = *mode;
+               s.precision_mode_written = "--precision-mode " + m;
+             },
+             "CANN precision_mode (default must_keep_origin_dtype)")
+          ->group("Job");
   cmd.add_option_function<std::string>(
-         "--precision-mode",
+         "--precision-mode-v2",
          [&s](const std::string &m) {
-           auto mode = passes::parsePrecisionMode(m);
+           auto mode = passes::parsePrecisionModeV2(m);
            if (!mode)
-             throw CLI::ValidationError("--precision-mode", "unknown precision mode '" + m + "' (" +
-                                                                passes::precisionModeNames() + ")");
+             throw CLI::ValidationError("--precision-mode-v2",
+                                        "unknown precision_mode_v2 '" + m + "' (" +
+                                            passes::precisionModeV2Names() + ")");
            s.precision_mode = *mode;
+           s.precision_mode_written = "--precision-mode-v2 " + m;
          },
-         "CANN precision_mode (default must_keep_origin_dtype)")
+         "CANN precision_mode_v2: fp16, origin, cube_fp16in_fp32out, mixed_float16, "
+         "mixed_bfloat16 (docs/precision.md)")
+      ->excludes(v1)
       ->group("Job");
   cmd.add_option_function<std::string>(
          "--modify-mixlist", [&s](const std::string &f) { s.modify_mixlist = f; },

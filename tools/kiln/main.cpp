@@ -63,14 +63,14 @@ int main(int argc, char **argv) {
     // CLI11 would only say "a subcommand is required"; name the word it did not know.
     std::cerr << "kiln: error: unknown command '" << kiln::printableName(argv[1])
               << "' (run 'kiln --help' for the list)\n";
-    return 2;
+    return kiln::cli::kExitUsage;
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
     if (e.get_exit_code() != 0)
       std::cerr << "kiln: error: " << kiln::printableText(e.what()) << "\n";
-    return e.get_exit_code() == 0 ? app.exit(e) : 2;
+    return e.get_exit_code() == 0 ? app.exit(e) : kiln::cli::kExitUsage;
   }
   return action ? action() : 0;
 }

@@ -94,7 +94,12 @@ int runTrain(TrainOptions opts) {
               << " has the highest peak)\n  the step's largest buffers:\n";
     for (const auto &[name, bytes] : m.largest)
       std::cout << "    " << name << ": " << formatBytes(bytes) << "\n";
-    return 0;
+    if (m.peak > t.device_memory) {
+      note("the step needs " + formatBytes(m.peak) + " on npu:" + std::to_string(m.rank) +
+           ", more than the device's " + formatBytes(t.device_memory));
+      return kExitDoesNotFit;
+    }
+    return kExitOk;
   }
   if (opts.data.empty() || t.steps == 0)
     return fail(std::string(opts.data.empty() ? "--data" : "--steps") +

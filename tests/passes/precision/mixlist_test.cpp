@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "passes/precision/cann_op_types.h"
 #include "passes/precision/mixlist.h"
 #include "tests/support/pass_test_util.h"
 
@@ -249,7 +250,51 @@ TEST(MixList, UnknownOpTypeSuggestsNearest) {
                     "Softmax?)");
   EXPECT_EDIT_ERROR(R"({"black-list": {"to-remove": ["LayerNormalization"]}})",
                     "mix.json: $.black-list.to-remove[0]: unknown op type 'LayerNormalization' "
-                    "(see 'kiln ops')");
+                    "(see 'kiln ops' and the CANN op types in docs/precision.md)");
+}
+
+// CANN's op type names read as kiln's ops (docs/precision.md, "CANN op types").
+TEST(MixList, CannOpTypesMapOntoKilnOps) {
+  MixList m = MixList::builtin();
+  ASSERT_TRUE(
+      m.applyEdits(json::parse(R"({"white-list": {"to-remove": ["MatMulV2", "BatchMatMulV2"]},
+                                           "black-list": {"to-remove": ["SoftmaxV2"]},
+                                           "gray-list": {"to-add": ["RmsNorm"]}})"),
+                   "mix.json"))
+      << "CANN's names are accepted";
+  EXPECT_EQ(changed(MixList::builtin(), m), (Lists{{"MatMul", PrecisionList::Gray},
+                                                   {"BatchMatMul", PrecisionList::Gray},
+                                                   {"Softmax", PrecisionList::Gray},
+                                                   {"ReduceMean", PrecisionList::Gray},
+                                                   {"Rsqrt", PrecisionList::Gray}}));
+  ASSERT_EQ(m.edits().size(), 4u);
+  EXPECT_EQ(m.edits()[0].written, "SoftmaxV2") << "black-list comes first, then white, gray";
+  EXPECT_EQ(m.edits()[0].ops, std::vector<std::string>{"Softmax"});
+  EXPECT_EQ(m.edits()[3].written, "RmsNorm");
+  EXPECT_EQ(m.edits()[3].ops, (std::vector<std::string>{"ReduceMean", "Rsqrt"}));
+  EXPECT_EDIT_ERROR(R"({"white-list": {"to-remove": ["SoftmaxV2"]}})",
+                    "mix.json: $.white-list.to-remove[0]: 'Softmax' (of CANN's SoftmaxV2) is not "
+                    "on the white list (it is on the black list)");
+  EXPECT_EDIT_ERROR(R"({"white-list": {"to-add": ["RmsNrom"]}})",
+                    "mix.json: $.white-list.to-add[0]: unknown op type 'RmsNrom' (did you mean "
+                    "RmsNorm");
+  EXPECT_EDIT_ERROR(R"({"white-list": {"to-add": ["BatchMatmul"]}})",
+                    "unknown op type 'BatchMatmul' (did you mean BatchMatMul?)");
+}
+
+TEST(CannOpTypes, EveryEntryNamesKilnOps) {
+  for (const CannOpType &t : cannOpTypes()) {
+    EXPECT_FALSE(ops::OpRegistry::global().find(std::string(t.cann)))
+        << t.cann << " is a kiln op already: no entry needed";
+    for (std::string_view op : t.kiln)
+      EXPECT_TRUE(ops::OpRegistry::global().find(std::string(op))) << t.cann << " -> " << op;
+    auto resolved = resolveOpType(t.cann);
+    ASSERT_TRUE(resolved) << resolved.message();
+    EXPECT_EQ(resolved->size(), t.kiln.size());
+  }
+  auto same = resolveOpType("Softmax");
+  ASSERT_TRUE(same);
+  EXPECT_EQ(*same, std::vector<std::string>{"Softmax"});
 }
 
 TEST(MixList, RemovingAnOpNotOnTheList) {
@@ -370,11 +415,24 @@ std::string keepError(std::string_view text) {
 #define EXPECT_KEEP_ERROR(text, fragment)                                                          \
   EXPECT_PRED_FORMAT2(::testing::IsSubstring, fragment, keepError(text))
 
+TEST(KeepDType, CannOpTypes) {
+  auto keep = parseKeepDType("OpType::SoftmaxV2\nOpType::MatMulV2\nlm_head\n", "keep.txt");
+  ASSERT_TRUE(keep) << keep.message();
+  EXPECT_EQ(keep->op_types, (std::set<std::string>{"Softmax", "MatMul"}));
+  EXPECT_TRUE(keep->keeps(Node{.op = "Softmax", .name = "transformer.h.0.attn.softmax"}));
+  ASSERT_EQ(keep->entries.size(), 3u);
+  EXPECT_EQ(keep->entries[0].written, "OpType::SoftmaxV2");
+  EXPECT_EQ(keep->entries[0].line, 1);
+  EXPECT_EQ(keep->entries[2].op_type, false);
+  EXPECT_EQ(keep->source, "keep.txt");
+}
+
 TEST(KeepDType, UnknownOpTypeNamesTheLine) {
   EXPECT_KEEP_ERROR("# keep\nlm_head\n\nOpType::Softmx\n",
                     "keep.txt: line 4: unknown op type 'Softmx' (did you mean Softmax?)");
   EXPECT_KEEP_ERROR("OpType::LayerNormalization\n",
-                    "keep.txt: line 1: unknown op type 'LayerNormalization' (see 'kiln ops')");
+                    "keep.txt: line 1: unknown op type 'LayerNormalization' (see 'kiln ops' and "
+                    "the CANN op types in docs/precision.md)");
   EXPECT_KEEP_ERROR("OpType::\n", "keep.txt: line 1: 'OpType::' needs an op type, e.g. "
                                   "OpType::Softmax");
 }
@@ -407,6 +465,13 @@ TEST(MixList, DocsMatchTheLists) {
       << "docs/precision.md should show tests/passes/precision/data/modify_mixlist.json";
   EXPECT_NE(doc.find(readText(kData + "/keep_dtype.txt")), std::string::npos)
       << "docs/precision.md should show tests/passes/precision/data/keep_dtype.txt";
+  for (const CannOpType &t : cannOpTypes()) {
+    std::string ops;
+    for (std::string_view op : t.kiln)
+      ops += (ops.empty() ? "" : ", ") + std::string(op);
+    const std::string row = "| " + std::string(t.cann) + " | " + ops + " |";
+    EXPECT_NE(doc.find(row), std::string::npos) << "docs/precision.md lacks the row " << row;
+  }
 }
 
 } // namespace

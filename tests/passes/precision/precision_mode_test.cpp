@@ -247,6 +247,38 @@ TEST(PrecisionMode, ReportListsEveryDecision) {
   EXPECT_TRUE(saw_attention);
 }
 
+// CANN's force_lowerprecision: an f32 op takes bf16 where the chip has it,
+// else f16; ops already in f16 keep it.
+TEST(PrecisionMode, ForceLowerPrecisionPicksTheTargetsLowDType) {
+  using passes::PrecisionMode;
+  const std::string act = "transformer.h.0.mlp.act", mean = "transformer.h.0.ln_1.mean";
+  auto b = dtypesAfter(jobOn("ascend910b", PrecisionMode::ForceLowerPrecision));
+  EXPECT_EQ(b.at(act), DType::BF16);
+  EXPECT_EQ(b.at(mean), DType::BF16);
+  auto a = dtypesAfter(jobOn("ascend910", PrecisionMode::ForceLowerPrecision));
+  EXPECT_EQ(a.at(act), DType::F16) << "ascend910 has no bf16";
+  JobSettings cli;
+  cli.precision_mode = PrecisionMode::ForceLowerPrecision;
+  cli.dtype = DType::F16;
+  auto f16_model = resolveJob(std::nullopt, cli, DType::F16);
+  ASSERT_TRUE(f16_model) << f16_model.message();
+  EXPECT_EQ(dtypesAfter(*f16_model).at(act), DType::F16) << "an f16 op keeps f16";
+}
+
+TEST(PrecisionMode, CannSpellings) {
+  using passes::PrecisionMode;
+  EXPECT_EQ(passes::parsePrecisionMode("force_lowerprecision"), PrecisionMode::ForceLowerPrecision);
+  EXPECT_EQ(passes::precisionModeName(PrecisionMode::ForceLowerPrecision), "force_lowerprecision");
+  EXPECT_EQ(passes::parsePrecisionModeV2("fp16"), PrecisionMode::ForceFp16);
+  EXPECT_EQ(passes::parsePrecisionModeV2("origin"), PrecisionMode::MustKeepOriginDType);
+  EXPECT_EQ(passes::parsePrecisionModeV2("cube_fp16in_fp32out"), PrecisionMode::ForceFp32);
+  EXPECT_EQ(passes::parsePrecisionModeV2("mixed_float16"), PrecisionMode::AllowMixPrecisionFp16);
+  EXPECT_EQ(passes::parsePrecisionModeV2("mixed_bfloat16"), PrecisionMode::AllowMixPrecisionBf16);
+  EXPECT_EQ(passes::parsePrecisionModeV2("mixed_bf16"), PrecisionMode::AllowMixPrecisionBf16);
+  EXPECT_EQ(passes::parsePrecisionModeV2("force_fp16"), std::nullopt) << "a v1 value";
+  EXPECT_EQ(passes::parsePrecisionMode("mixed_float16"), std::nullopt) << "a v2 value";
+}
+
 TEST(PrecisionMode, Bf16NeedsATargetWithBf16) {
   JobSettings cli;
   cli.target = "ascend910";

@@ -1,0 +1,131 @@
+#include "passes/precision/setting_matches.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "ir/name_suggest.h"
+
+namespace kiln::passes {
+
+namespace {
+
+std::string joined(const std::vector<std::string> &names) {
+  std::string out;
+  for (const std::string &n : names)
+    out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// "0-3" or "0, 2, 5" for messages.
+std::string layerList(const std::set<int64_t> &layers) {
+  if (layers.empty())
+    return "none";
+  const bool contiguous =
+      *layers.rbegin() - *layers.begin() + 1 == static_cast<int64_t>(layers.size());
+  if (contiguous && layers.size() > 2)
+    return std::to_string(*layers.begin()) + "-" + std::to_string(*layers.rbegin());
+  std::string s;
+  for (int64_t l : layers)
+    s += (s.empty() ? "" : ", ") + std::to_string(l);
+  return s;
+}
+
+} // namespace
+
+int64_t modelLayerOf(std::string_view name) {
+  constexpr std::string_view kPrefix = "transformer.h.";
+  const size_t at = name.find(kPrefix);
+  if (at == std::string_view::npos)
+    return -1;
+  const char *begin = name.data() + at + kPrefix.size(), *end = name.data() + name.size();
+  int64_t layer = -1;
+  auto [ptr, ec] = std::from_chars(begin, end, layer);
+  if (ec != std::errc() || ptr == begin || (ptr != end && *ptr != '.'))
+    return -1;
+  return layer;
+}
+
+Expected<std::vector<SettingMatch>> matchPrecisionSettings(const Graph &graph,
+                                                           const PrecisionSettings &settings) {
+  std::map<std::string, int64_t, std::less<>> per_op;
+  std::set<std::string, std::less<>> names;
+  std::map<int64_t, int64_t> softmax_per_layer;
+  std::set<int64_t> layers;
+  for (size_t i = 0; i < graph.numNodes(); ++i) {
+    const NodeId id = static_cast<NodeId>(i);
+    if (graph.isErased(id))
+      continue;
+    const Node &node = graph.node(id);
+    ++per_op[node.op];
+    names.insert(node.name);
+    if (const int64_t layer = modelLayerOf(node.name); layer >= 0) {
+      layers.insert(layer);
+      if (node.op == "Softmax")
+        ++softmax_per_layer[layer];
+    }
+  }
+  auto nodesOf = [&](const std::vector<std::string> &ops) {
+    int64_t n = 0;
+    for (const std::string &op : ops)
+      if (auto it = per_op.find(op); it != per_op.end())
+        n += it->second;
+    return n;
+  };
+
+  std::vector<SettingMatch> matches;
+  const KeepDType &keep = settings.keep_dtype;
+  std::vector<std::string> all_names; // for suggestions, built on the first miss
+  for (const KeepDType::Entry &e : keep.entries) {
+    SettingMatch m{"keep_dtype", keep.source, e.written, e.ops, 0};
+    if (e.op_type) {
+      m.nodes = nodesOf(e.ops);
+    } else if (names.count(e.written)) {
+      m.nodes = 1;
+    } else {
+      if (all_names.empty())
+        all_names.assign(names.begin(), names.end());
+      const std::vector<std::string> near = nearestNames(e.written, all_names);
+      return Error(keep.source + ": line " + std::to_string(e.line) + ": no node named '" +
+                   e.written + "' in graph '" + graph.name() + "'" +
+                   (near.empty() ? " (kiln graph MODEL --format text lists the node names)"
+                                 : " (did you mean " + joined(near) + "?)"));
+    }
+    matches.push_back(std::move(m));
+  }
+
+  for (const MixList::Edit &e : settings.mixlist.edits()) {
+    const std::string action =
+        std::string(precisionListName(e.list)) + "-list " + (e.add ? "to-add" : "to-remove");
+    matches.push_back(
+        {"modify_mixlist", e.source, action + " " + e.written, e.ops, nodesOf(e.ops)});
+  }
+
+  const std::string &where = settings.attention_fp32_layers_source.empty()
+                                 ? std::string("attention_fp32_layers")
+                                 : settings.attention_fp32_layers_source;
+  for (int64_t layer : settings.attention_fp32_layers) {
+    if (!layers.count(layer)) {
+      std::string hint;
+      if (!layers.empty()) {
+        int64_t nearest = *layers.begin();
+        for (int64_t l : layers)
+          if (std::abs(l - layer) < std::abs(nearest - layer))
+            nearest = l;
+        hint = "; did you mean " + std::to_string(nearest) + "?";
+      }
+      return Error(where + ": layer " + std::to_string(layer) + " is not in graph '" +
+                   graph.name() + "' (its layers: " + layerList(layers) + hint + ")");
+    }
+    auto it = softmax_per_layer.find(layer);
+    matches.push_back({"attention_fp32_layers",
+                       where,
+                       std::to_string(layer),
+                       {"Softmax"},
+                       it == softmax_per_layer.end() ? 0 : it->second});
+  }
+  return matches;
+}
+
+} // namespace kiln::passes

@@ -1,0 +1,25 @@
+// Checks the job's list-like precision settings against the model's graph
+// (before any pass runs) and records what each entry matched: a keep_dtype
+// node name no node has, or an attention_fp32_layers layer the model lacks,
+// is a typo and an error naming the file or flag, with the nearest names.
+// Op type entries that match no node of this graph are reported with 0, not
+// refused: the same mixlist serves the forward and the training graph.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "passes/precision/precision_settings.h"
+#include "passes/setting_match.h"
+
+namespace kiln::passes {
+
+// The i of a node named "...transformer.h.<i>....", or -1.
+int64_t modelLayerOf(std::string_view node_name);
+
+Expected<std::vector<SettingMatch>> matchPrecisionSettings(const Graph &graph,
+                                                           const PrecisionSettings &settings);
+
+} // namespace kiln::passes

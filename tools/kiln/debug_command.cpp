@@ -171,7 +171,7 @@ int runOverflow(const OverflowOptions &opts) {
     if (Status s = verifyOverflowFixes(opts, *job, *run, *report); !s)
       return fail(s.error());
   print(opts.format, *report);
-  return report->found ? kExitOverflowFound : 0;
+  return report->found ? kExitOverflowFound : kExitOk;
 }
 
 void registerOverflow(CLI::App &debug, Action &action) {

@@ -96,12 +96,13 @@ struct Header {
   uint64_t manifest_size = 0;
 };
 
-Expected<Header> parseHeader(std::string_view bytes) {
-  if (bytes.size() < kArtifactHeaderSize + kArtifactChecksumSize)
+// `trailer`: the bytes that must follow the header at least.
+Expected<Header> parseHeader(std::string_view bytes, size_t trailer) {
+  if (bytes.size() >= sizeof(kMagic) && std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
+    return Error("bad magic: not a kiln artifact (.kiln, written by kiln compile -o FILE.kiln)");
+  if (bytes.size() < kArtifactHeaderSize + trailer)
     return Error("truncated: " + std::to_string(bytes.size()) +
                  " bytes is shorter than any artifact");
-  if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
-    return Error("bad magic: not a kiln artifact (.kiln, written by kiln compile -o FILE.kiln)");
   const uint32_t version = uint32_t(getLE(bytes, 8, 4));
   if (version != kArtifactFormatVersion)
     return Error("unknown artifact format version " + std::to_string(version) +
@@ -200,7 +201,7 @@ Expected<Bucket> parseBucket(std::string_view text, size_t index,
 }
 
 Expected<Artifact> decode(std::string_view bytes) {
-  KILN_ASSIGN_OR_RETURN(Header h, parseHeader(bytes));
+  KILN_ASSIGN_OR_RETURN(Header h, parseHeader(bytes, kArtifactChecksumSize));
   const size_t body = bytes.size() - kArtifactChecksumSize;
   if (h.manifest_size > body - kArtifactHeaderSize)
     return Error("truncated: the header promises a manifest of " + std::to_string(h.manifest_size) +
@@ -316,7 +317,7 @@ std::string Artifact::seqList() const {
   return s;
 }
 
-std::string encodeArtifact(const Artifact &artifact) {
+Expected<std::string> encodeArtifact(const Artifact &artifact, const SigningKey &key) {
   json manifest = manifestToJson(artifact.manifest);
   manifest["format"] = "kiln.artifact";
   manifest["format_version"] = kArtifactFormatVersion;
@@ -353,19 +354,56 @@ std::string encodeArtifact(const Artifact &artifact) {
     putSection(out, o.code);
   const cache::Sha256::Digest sum = cache::sha256(out);
   out.append(reinterpret_cast<const char *>(sum.data()), sum.size());
+  KILN_ASSIGN_OR_RETURN(std::string signature, key.sign(out));
+  out += key.publicKey();
+  out += signature;
   return out;
 }
 
+namespace {
+
+// The signature first: nothing of a file changed after it was signed is
+// parsed. Only the section sizes are walked before, so that a cut or a
+// longer file is named as such.
+Expected<Artifact> verifyAndDecode(std::string_view bytes) {
+  const size_t trailer = kArtifactChecksumSize + kArtifactSignatureSize;
+  KILN_ASSIGN_OR_RETURN(Header h, parseHeader(bytes, trailer));
+  const size_t body = bytes.size() - trailer;
+  if (h.manifest_size > body - kArtifactHeaderSize)
+    return Error("truncated: the header promises a manifest of " + std::to_string(h.manifest_size) +
+                 " bytes, the file has " + std::to_string(body - kArtifactHeaderSize));
+  SectionReader sections(bytes, kArtifactHeaderSize + h.manifest_size, body);
+  for (uint64_t i = 0; i < uint64_t(h.buckets) + h.objects; ++i)
+    KILN_RETURN_IF_ERROR(sections
+                             .next(i < h.buckets ? "bucket " + std::to_string(i)
+                                                 : "object " + std::to_string(i - h.buckets))
+                             .status());
+  if (sections.left() != 0)
+    return Error("trailing bytes: " + std::to_string(sections.left()) + " after the last object");
+  const std::string_view is_signed = bytes.substr(0, bytes.size() - kArtifactSignatureSize);
+  const std::string_view signer = bytes.substr(is_signed.size(), kPublicKeySize);
+  const std::string_view signature = bytes.substr(is_signed.size() + kPublicKeySize);
+  if (!verifySignature(signer, is_signed, signature))
+    return Error("signature does not verify: the file was changed after key " +
+                 keyFingerprint(signer) + " signed it, or it is corrupt");
+  KILN_ASSIGN_OR_RETURN(Artifact artifact, decode(is_signed));
+  artifact.signer = std::string(signer);
+  return artifact;
+}
+
+} // namespace
+
 Expected<Artifact> decodeArtifact(std::string_view bytes, const std::string &source) {
-  auto artifact = decode(bytes);
+  auto artifact = verifyAndDecode(bytes);
   if (!artifact)
     return artifact.error().withContext(source);
   artifact->source = source;
   return artifact;
 }
 
-Status writeArtifact(const std::string &path, const Artifact &artifact) {
-  return writeFileAtomic(path, encodeArtifact(artifact));
+Status writeArtifact(const std::string &path, const Artifact &artifact, const SigningKey &key) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, encodeArtifact(artifact, key));
+  return writeFileAtomic(path, bytes);
 }
 
 Expected<Artifact> readArtifact(const std::string &path) {

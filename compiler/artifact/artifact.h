@@ -1,4 +1,4 @@
-// An artifact (*.kiln): one self-contained, self-checking file holding a
+// An artifact (*.kiln): one self-contained, self-checking, signed file holding a
 // compiled job — its manifest, one bucket per sequence length (the compiled
 // graph, the kernels in execution order, the memory plan) and the kernel
 // objects, each stored once however many kernels and buckets share it.
@@ -6,7 +6,7 @@
 //
 // Artifact format (all integers little-endian):
 //
-//   artifact := header manifest bucket{bucket_count} object{object_count} checksum
+//   artifact := header manifest bucket{bucket_count} object{object_count} checksum signature
 //   header   := magic[8] = "KILNART\0"  version:u32  bucket_count:u32
 //               object_count:u32  reserved:u32 = 0  manifest_size:u64        (32 bytes)
 //   manifest := manifest_size bytes of JSON: the fields of manifest.h, plus
@@ -23,17 +23,22 @@
 //   object   := size:u64  then size bytes: the relocatable object file defining
 //               the symbol of its entry in "objects"
 //   checksum := SHA-256 of every byte before it                              (32 bytes)
+//   signature:= signer:32 bytes (Ed25519 public key)  ed25519:64 bytes, the
+//               signature of every byte before the signer by its key     (96 bytes)
 //
 // Buckets are sorted by seq, which is unique. Reading rejects bad magic, an
-// unknown version, truncation, trailing bytes, a bad checksum, a malformed
+// unknown version, truncation, trailing bytes, a bad checksum, a signature
+// that does not verify under the key it names, a malformed
 // manifest or bucket, counts that disagree with the header, a duplicate
 // bucket or object key, and a kernel whose object index is out of range or
 // whose key or symbol is not its object's, each with its own message naming
-// the file. Whether this kiln and host may run it is artifact_loader.h's.
+// the file. Whether this kiln and host may run it, and whether its signer is
+// trusted (artifact_signing.h), is artifact_loader.h's.
 //
 // Format versions:
 //   1 (2026-12-02): first version.
 //   2 (2026-12-02): "custom_ops" in the manifest; reading registers them.
+//   3 (2026-12-03): the signature; kernels take a float-status word.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/artifact/artifact_signing.h"
 #include "compiler/artifact/manifest.h"
 #include "compiler/artifact/memory_plan.h"
 #include "compiler/frontend/custom_ops.h"
@@ -50,9 +56,10 @@
 
 namespace kiln::artifact {
 
-inline constexpr uint32_t kArtifactFormatVersion = 2;
+inline constexpr uint32_t kArtifactFormatVersion = 3;
 inline constexpr size_t kArtifactHeaderSize = 32;
 inline constexpr size_t kArtifactChecksumSize = 32;
+inline constexpr size_t kArtifactSignatureSize = 96; // signer + Ed25519 signature
 
 // One kernel of a bucket's execution plan.
 struct PlannedKernel {
@@ -86,6 +93,7 @@ struct ArtifactObject {
 
 struct Artifact {
   std::string source; // the file it was read from, for messages
+  std::string signer; // the Ed25519 public key that signed it (raw), once read
   Manifest manifest;
   std::vector<Bucket> buckets; // by seq
   std::vector<ArtifactObject> objects;
@@ -98,12 +106,13 @@ struct Artifact {
   std::string seqList() const;
 };
 
-std::string encodeArtifact(const Artifact &artifact);
+// Signed by `key`.
+Expected<std::string> encodeArtifact(const Artifact &artifact, const SigningKey &key);
 // `source` names the file in every error.
 Expected<Artifact> decodeArtifact(std::string_view bytes, const std::string &source);
 
 // Written atomically: a reader sees the old file or the new one.
-Status writeArtifact(const std::string &path, const Artifact &artifact);
+Status writeArtifact(const std::string &path, const Artifact &artifact, const SigningKey &key);
 Expected<Artifact> readArtifact(const std::string &path);
 
 } // namespace kiln::artifact

@@ -90,6 +90,20 @@ std::string recompileHint(const Artifact &artifact) {
   return cmd + " -o " + artifact.source;
 }
 
+Status checkTrustedSigner(const Artifact &artifact, bool trust_anyway) {
+  if (trust_anyway)
+    return Status::ok();
+  KILN_ASSIGN_OR_RETURN(TrustStore store, loadTrustStore());
+  if (store.trusts(artifact.signer))
+    return Status::ok();
+  return Error(artifact.source + ": signed by key " + keyFingerprint(artifact.signer) +
+               ", which this user does not trust: it holds native code that would run here. "
+               "Trusted are your own key (" +
+               keyFingerprint(store.own_key) + ") and the " + std::to_string(store.keys.size()) +
+               " key(s) in " + store.path + ". If you trust whoever built it: kiln keys trust " +
+               publicKeyHex(artifact.signer) + " [--name NAME], or run once with --trust-artifact");
+}
+
 Status checkCompatible(const Artifact &artifact) {
   const Manifest &m = artifact.manifest;
   const cache::CacheKeyInputs here = codegen::baseKeyInputs(m.target, m.codegen);

@@ -23,6 +23,12 @@ std::string recompileHint(const Artifact &artifact);
 // code-generation sources) and how to recompile.
 Status checkCompatible(const Artifact &artifact);
 
+// Ok when this user trusts the key that signed `artifact` (its own key, or
+// one in trusted_keys: artifact_signing.h), or when `trust_anyway`
+// (--trust-artifact). The error says who signed it, what is trusted and how
+// to trust the key.
+Status checkTrustedSigner(const Artifact &artifact, bool trust_anyway);
+
 // The bucket compiled for `seq`, or an error listing the seqs there are.
 Expected<const Bucket *> selectBucket(const Artifact &artifact, int64_t seq);
 

@@ -116,8 +116,15 @@ json summarizeArtifact(const Artifact &artifact, uint64_t file_bytes, size_t lar
   for (const frontend::CustomOpSource &file : artifact.custom_ops)
     custom_ops.push_back(file.path);
   s["custom_ops"] = std::move(custom_ops);
+  // The signature verified when the file was read; whether its key is trusted:
+  s["signer"] = {{"key", publicKeyHex(artifact.signer)},
+                 {"fingerprint", keyFingerprint(artifact.signer)}};
+  Status trusted = checkTrustedSigner(artifact, false);
+  s["signer"]["trusted"] = trusted.isOk();
   // Loading checks every bucket the same way: say the first thing that refuses it.
-  Status compatible = checkCompatible(artifact);
+  Status compatible = trusted ? checkCompatible(artifact)
+                              : Status(Error("its signer is not trusted (kiln keys trust " +
+                                             publicKeyHex(artifact.signer) + ")"));
   for (size_t i = 0; compatible && i < artifact.buckets.size(); ++i)
     compatible = loadBucket(artifact, artifact.buckets[i]).status();
   s["runs_here"] = compatible.isOk();
@@ -160,6 +167,9 @@ std::string summaryToText(const json &s) {
        {"host", m["host"]["triple"].get<std::string>() + ", CPU " +
                     m["host"]["cpu"].get<std::string>() + ", " + std::to_string(feature_count) +
                     " features"},
+       {"signed by", "key " + s["signer"]["fingerprint"].get<std::string>() +
+                         (s["signer"]["trusted"].get<bool>() ? ", trusted" : ", NOT trusted") +
+                         " (signature verified over the whole file)"},
        {"runs here", s["runs_here"].get<bool>() ? std::string("yes")
                                                 : "no: " + s["refused_because"].get<std::string>()},
        {"target", m["target"].value("name", std::string("?"))},

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include <openssl/crypto.h>
+
 #include "compiler/cache/sha256.h"
 #include "ir/file_io.h"
 
@@ -77,7 +79,7 @@ Status parseMeta(std::string_view text, CacheEntry &entry) {
 
 } // namespace
 
-std::string encodeEntry(const CacheEntry &entry) {
+std::string encodeEntry(const CacheEntry &entry, std::string_view secret) {
   // An array keeps the parts in key order (a JSON object would sort them).
   nlohmann::json parts = nlohmann::json::array();
   for (const auto &[name, hex] : entry.parts)
@@ -95,17 +97,18 @@ std::string encodeEntry(const CacheEntry &entry) {
   putU64(out, entry.object.size());
   out += meta_text;
   out += entry.object;
-  Sha256::Digest sum = sha256(out);
-  out.append(reinterpret_cast<const char *>(sum.data()), sum.size());
+  const Sha256::Digest mac = hmacSha256(secret, out);
+  out.append(reinterpret_cast<const char *>(mac.data()), mac.size());
   return out;
 }
 
-Expected<CacheEntry> decodeEntry(std::string_view bytes) {
+Expected<CacheEntry> decodeEntry(std::string_view bytes, std::string_view secret) {
   KILN_ASSIGN_OR_RETURN(Header h, parseHeader(bytes, bytes.size()));
   const size_t body = bytes.size() - kEntryChecksumSize;
-  Sha256::Digest sum = sha256(bytes.substr(0, body));
-  if (std::memcmp(sum.data(), bytes.data() + body, kEntryChecksumSize) != 0)
-    return Error("checksum mismatch");
+  const Sha256::Digest mac = hmacSha256(secret, bytes.substr(0, body));
+  if (CRYPTO_memcmp(mac.data(), bytes.data() + body, kEntryChecksumSize) != 0)
+    return Error("authentication failed: the HMAC does not verify under this user's cache key "
+                 "(written by someone else, or corrupt)");
   CacheEntry entry;
   KILN_RETURN_IF_ERROR(parseMeta(bytes.substr(kEntryHeaderSize, h.meta_size), entry));
   entry.object = std::string(bytes.substr(kEntryHeaderSize + h.meta_size, h.object_size));

@@ -1,4 +1,5 @@
-// One kernel-cache entry on disk: an object file plus metadata, with a trailing checksum.
+// One kernel-cache entry on disk: an object file plus metadata, with a
+// trailing HMAC that authenticates it (cache_secret.h).
 //
 // Entry format (all integers little-endian):
 //
@@ -9,10 +10,12 @@
 //               {"key": hex, "kernel": name, "parts": [[part, hex], ...], "metadata": {...},
 //                "created": unix seconds}
 //   object   := object_size bytes (the kernel's object file)
-//   checksum := SHA-256 of header, meta and object                  (32 bytes)
+//   mac      := HMAC-SHA-256 of header, meta and object under the
+//               user's cache secret                                 (32 bytes)
 //
 // Format versions:
-//   1 (2026-12-02): first version.
+//   1 (2026-12-02): first version; the trailer was a plain SHA-256.
+//   2 (2026-12-03): the trailer is an HMAC-SHA-256 under the cache secret.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +29,7 @@
 
 namespace kiln::cache {
 
-inline constexpr uint32_t kEntryFormatVersion = 1;
+inline constexpr uint32_t kEntryFormatVersion = 2;
 inline constexpr size_t kEntryHeaderSize = 32;
 inline constexpr size_t kEntryChecksumSize = 32;
 
@@ -39,13 +42,15 @@ struct CacheEntry {
   std::string object;
 };
 
-std::string encodeEntry(const CacheEntry &entry);
+// `secret` is the key of the HMAC (cache_secret.h).
+std::string encodeEntry(const CacheEntry &entry, std::string_view secret);
 
-// Rejects bad magic, unknown versions, truncation, trailing bytes, a bad
-// checksum and malformed metadata, each with its own message.
-Expected<CacheEntry> decodeEntry(std::string_view bytes);
+// Rejects bad magic, unknown versions, truncation, trailing bytes, an HMAC
+// that does not verify under `secret` and malformed metadata, each with its
+// own message.
+Expected<CacheEntry> decodeEntry(std::string_view bytes, std::string_view secret);
 
-// Reads only header and meta (no checksum check): for listings and explanations,
+// Reads only header and meta (no HMAC check): for listings and explanations,
 // never for loading code. `object` stays empty.
 Expected<CacheEntry> decodeEntryMeta(std::string_view prefix, uint64_t file_size);
 

@@ -141,7 +141,7 @@ Expected<nlohmann::json> readCounters(const std::string &path) {
 }
 
 std::optional<CacheEntry> loadChecked(const std::string &path, const std::string &expect_key,
-                                      int &fd, std::string &bad) {
+                                      std::string_view secret, int &fd, std::string &bad) {
   fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ELOOP)
@@ -173,7 +173,7 @@ std::optional<CacheEntry> loadChecked(const std::string &path, const std::string
     bad = bytes.message();
     return std::nullopt;
   }
-  auto entry = decodeEntry(*bytes);
+  auto entry = decodeEntry(*bytes, secret);
   if (!entry) {
     bad = entry.message();
     return std::nullopt;

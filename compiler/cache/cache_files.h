@@ -43,7 +43,7 @@ Expected<nlohmann::json> readCounters(const std::string &path);
 // Opens, checks and decodes one entry. On failure `bad` says why and `fd` is
 // still open for the caller's eviction; a missing file is neither.
 std::optional<CacheEntry> loadChecked(const std::string &path, const std::string &expect_key,
-                                      int &fd, std::string &bad);
+                                      std::string_view secret, int &fd, std::string &bad);
 
 // Holds flock(2) on `path` for its lifetime.
 class FileLock {

@@ -55,6 +55,7 @@ Expected<std::unique_ptr<KernelCache>> KernelCache::open(std::string dir, CacheM
   cache->delta_.max_bytes = max_bytes;
   if (mode == CacheMode::Disable)
     return cache;
+  KILN_ASSIGN_OR_RETURN(cache->secret_, loadCacheSecret());
   KILN_RETURN_IF_ERROR(makeDirs(dir));
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0)
@@ -102,7 +103,7 @@ std::optional<CacheEntry> KernelCache::lookup(const CacheKey &key) {
   const std::string path = entryPath(key.hex);
   int fd = -1;
   std::string bad;
-  std::optional<CacheEntry> entry = loadChecked(path, key.hex, fd, bad);
+  std::optional<CacheEntry> entry = loadChecked(path, key.hex, secret_.key, fd, bad);
   if (!entry) {
     if (!bad.empty())
       evictBad(path, fd, bad);
@@ -130,7 +131,7 @@ Status KernelCache::store(const CacheKey &key, std::string_view object,
   entry.metadata = metadata;
   entry.created = int64_t(std::time(nullptr));
   entry.object = std::string(object);
-  const std::string bytes = encodeEntry(entry);
+  const std::string bytes = encodeEntry(entry, secret_.key);
   if (bytes.size() > max_bytes_) {
     spdlog::debug("kernel cache: {} ({} bytes) is larger than the cap, not stored", key.kernel_name,
                   bytes.size());
@@ -237,7 +238,7 @@ Expected<VerifyReport> KernelCache::verify() {
   for (const DiskEntry &e : all) {
     int fd = -1;
     std::string bad;
-    std::optional<CacheEntry> entry = loadChecked(e.path, e.key, fd, bad);
+    std::optional<CacheEntry> entry = loadChecked(e.path, e.key, secret_.key, fd, bad);
     ++report.checked;
     if (!entry && !bad.empty()) {
       report.bad.emplace_back(e.path, bad);

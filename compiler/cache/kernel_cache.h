@@ -8,7 +8,7 @@
 // Concurrency: an entry is written to a temporary file in its own folder and
 // renamed over the final name, so readers see a whole entry or none; two
 // writers of one key both publish whole entries and the last rename wins.
-// Readers verify the checksum anyway. Counters are kept in memory and added to
+// Readers verify the HMAC anyway. Counters are kept in memory and added to
 // stats.json under the lock when the cache is flushed or destroyed.
 //
 // Eviction: an entry's mtime is its last use (set on store and on every hit).
@@ -29,6 +29,7 @@
 #include "compiler/cache/cache_config.h"
 #include "compiler/cache/cache_entry.h"
 #include "compiler/cache/cache_key.h"
+#include "compiler/cache/cache_secret.h"
 #include "ir/error.h"
 
 namespace kiln::cache {
@@ -73,7 +74,8 @@ struct MissExplanation {
 class KernelCache {
 public:
   // Creates `dir` 0700 if needed (not in Disable mode) and refuses a folder
-  // owned by someone else or writable by group or others.
+  // owned by someone else or writable by group or others. Loads (or creates)
+  // the cache secret that authenticates entries (cache_secret.h).
   static Expected<std::unique_ptr<KernelCache>>
   open(std::string dir, CacheMode mode = CacheMode::Enable, uint64_t max_bytes = kDefaultMaxBytes);
   ~KernelCache();
@@ -81,12 +83,13 @@ public:
   KernelCache &operator=(const KernelCache &) = delete;
 
   const std::string &dir() const { return dir_; }
+  const std::string &secretPath() const { return secret_.path; }
   CacheMode mode() const { return mode_; }
 
   // The entry, checked; nullopt on a miss. Any problem reading the cache is a
   // miss, never an error: compiling again is always correct. A bad entry
-  // (truncated, corrupt, wrong checksum, not the user's, writable by group or
-  // others) is evicted with a warning.
+  // (truncated, corrupt, failing its HMAC, not the user's, writable by group
+  // or others) is evicted with a warning.
   std::optional<CacheEntry> lookup(const CacheKey &key);
   Status store(const CacheKey &key, std::string_view object,
                const nlohmann::json &metadata = nlohmann::json::object());
@@ -114,6 +117,7 @@ private:
   Status enforceCap(uint64_t cap);
 
   std::string dir_;
+  CacheSecret secret_;
   CacheMode mode_;
   uint64_t max_bytes_;
   std::optional<uint64_t> tracked_bytes_; // estimate of bytes on disk

@@ -3,6 +3,7 @@
 #include <cassert>
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 namespace kiln::cache {
 
@@ -50,5 +51,15 @@ std::string toHex(const Sha256::Digest &digest) {
 }
 
 std::string sha256Hex(std::string_view data) { return toHex(sha256(data)); }
+
+Sha256::Digest hmacSha256(std::string_view key, std::string_view data) {
+  Sha256::Digest digest{};
+  unsigned int size = 0;
+  [[maybe_unused]] const unsigned char *ok =
+      HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char *>(data.data()), data.size(), digest.data(), &size);
+  assert(ok && size == digest.size());
+  return digest;
+}
 
 } // namespace kiln::cache

@@ -1,4 +1,5 @@
-// SHA-256 for kernel-cache keys and entry checksums, from OpenSSL's libcrypto.
+// SHA-256 for kernel-cache keys and checksums, and HMAC-SHA-256 for
+// authenticating entries, from OpenSSL's libcrypto.
 #pragma once
 
 #include <array>
@@ -31,5 +32,7 @@ Sha256::Digest sha256(std::string_view data);
 std::string toHex(const Sha256::Digest &digest);
 // Lower-case hex SHA-256 of `data`.
 std::string sha256Hex(std::string_view data);
+// HMAC-SHA-256 of `data` under `key` (RFC 2104).
+Sha256::Digest hmacSha256(std::string_view key, std::string_view data);
 
 } // namespace kiln::cache

@@ -39,7 +39,10 @@ std::string thisKilnVersion() {
 // ---------------------------------------------------------------------------
 // The tiny model compiled at seq 8 and 16, once for the suite.
 
+const SigningKey *suite_key = nullptr; // signs every artifact the suite writes
+
 struct Compiled {
+  std::unique_ptr<SigningKey> key; // the suite's builder
   Artifact artifact;
   std::string bytes;
   Graph graph8;                      // the seq-8 graph as compiled
@@ -73,11 +76,23 @@ protected:
     }
     compiled_->artifact = std::move(*builder).finish();
     compiled_->artifact.source = "job.kiln";
-    compiled_->bytes = encodeArtifact(compiled_->artifact);
+    auto key = SigningKey::generate();
+    ASSERT_TRUE(key) << key.message();
+    compiled_->key = std::make_unique<SigningKey>(std::move(*key));
+    suite_key = compiled_->key.get();
+    // The suite's artifacts run here, as a user's own would.
+    ASSERT_TRUE(trustKey(suite_key->publicKey(), "artifact_test"));
+    compiled_->bytes = encode(compiled_->artifact);
   }
   static void TearDownTestSuite() { delete compiled_; }
 
   static const Artifact &artifact() { return compiled_->artifact; }
+  static const SigningKey &key() { return *compiled_->key; }
+  static std::string encode(const Artifact &a) {
+    auto b = encodeArtifact(a, key());
+    EXPECT_TRUE(b) << b.message();
+    return b ? *b : std::string();
+  }
   static const std::string &bytes() { return compiled_->bytes; }
 
   static Artifact decoded() {
@@ -138,7 +153,19 @@ RawArtifact split(const std::string &bytes) {
   return raw;
 }
 
-std::string assemble(const RawArtifact &raw) {
+// The bytes before the signature, signed by the suite's key (artifact.h's trailer).
+std::string signedBy(const SigningKey &key, std::string body) {
+  auto signature = key.sign(body);
+  EXPECT_TRUE(signature) << signature.message();
+  return body + key.publicKey() + (signature ? *signature : std::string());
+}
+
+std::string unsigned_(const std::string &bytes) {
+  return bytes.substr(0, bytes.size() - kArtifactSignatureSize);
+}
+
+// `extra` goes between the last object and the checksum.
+std::string assembleUnsigned(const RawArtifact &raw, const std::string &extra = "") {
   std::string out("KILNART\0", 8);
   putLe(out, raw.version, 4);
   putLe(out, raw.buckets.size(), 4);
@@ -151,10 +178,13 @@ std::string assemble(const RawArtifact &raw) {
       putLe(out, s.size(), 8);
       out += s;
     }
+  out += extra;
   const cache::Sha256::Digest sum = cache::sha256(out);
   out.append(reinterpret_cast<const char *>(sum.data()), sum.size());
   return out;
 }
+
+std::string assemble(const RawArtifact &raw) { return signedBy(*suite_key, assembleUnsigned(raw)); }
 
 TEST_F(ArtifactFormat, RoundTrip) {
   ASSERT_EQ(split(bytes()).manifest.size() + 32 < bytes().size(), true);
@@ -195,7 +225,7 @@ TEST_F(ArtifactFormat, RoundTrip) {
     EXPECT_EQ(a.objects[i].code, artifact().objects[i].code);
     EXPECT_EQ(a.objects[i].parts, artifact().objects[i].parts);
   }
-  EXPECT_EQ(encodeArtifact(a), bytes());
+  EXPECT_EQ(encode(a), bytes()); // Ed25519 signatures are deterministic
 }
 
 TEST_F(ArtifactFormat, ObjectsAreStoredOncePerKey) {
@@ -222,7 +252,7 @@ TEST_F(ArtifactFormat, FileRoundTripIsAtomicAndReadable) {
       std::filesystem::temp_directory_path() / ("kiln_artifact_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "job.kiln").string();
-  ASSERT_TRUE(writeArtifact(path, artifact()));
+  ASSERT_TRUE(writeArtifact(path, artifact(), key()));
   auto a = readArtifact(path);
   ASSERT_TRUE(a) << a.message();
   EXPECT_EQ(a->source, path);
@@ -260,32 +290,61 @@ TEST_F(ArtifactFormat, RejectsTruncationAtEveryPlace) {
   // Cut inside the manifest, a bucket, an object and the checksum.
   for (size_t cut :
        {size_t(100), 32 + raw.manifest.size() + 20, bytes().size() - 200, bytes().size() - 1}) {
-    const std::string e = decodeError(bytes().substr(0, cut));
+    // Cut, the signature no longer verifies; cut and signed again, the parser finds the cut.
+    std::string e = decodeError(bytes().substr(0, cut));
     EXPECT_TRUE(e.find("truncated") != std::string::npos ||
-                e.find("checksum mismatch") != std::string::npos)
+                e.find("signature does not verify") != std::string::npos)
         << "cut at " << cut << ": " << e;
+    if (cut < bytes().size() - kArtifactSignatureSize) {
+      e = decodeError(signedBy(key(), bytes().substr(0, cut)));
+      EXPECT_TRUE(e.find("truncated") != std::string::npos ||
+                  e.find("checksum mismatch") != std::string::npos)
+          << "cut at " << cut << ": " << e;
+    }
   }
-  EXPECT_HAS(decodeError(bytes().substr(0, 32 + raw.manifest.size() + 20)), "truncated");
+  EXPECT_HAS(decodeError(signedBy(key(), bytes().substr(0, 32 + raw.manifest.size() + 20))),
+             "truncated");
 }
 
 TEST_F(ArtifactFormat, RejectsTrailingBytes) {
-  EXPECT_HAS(decodeError(bytes() + "x"), "trailing bytes");
+  EXPECT_HAS(decodeError(signedBy(key(), assembleUnsigned(split(bytes()), "x"))), "trailing bytes");
+  EXPECT_HAS(decodeError(bytes() + "x"), "trailing bytes"); // named before the signature
 }
 
 TEST_F(ArtifactFormat, RejectsABadChecksum) {
-  for (size_t at : {size_t(40), bytes().size() / 2, bytes().size() - 40, bytes().size() - 1}) {
-    std::string b = bytes();
+  const std::string body = unsigned_(bytes());
+  for (size_t at : {size_t(40), body.size() / 2, body.size() - 40, body.size() - 1}) {
+    std::string b = body;
     b[at] ^= 0x20;
-    const std::string e = decodeError(b);
+    const std::string e = decodeError(signedBy(key(), b));
     // A flipped size byte reads as truncation or trailing bytes; any other as a bad checksum.
     EXPECT_TRUE(e.find("checksum mismatch") != std::string::npos ||
                 e.find("truncated") != std::string::npos ||
                 e.find("trailing bytes") != std::string::npos)
         << "byte " << at << ": " << e;
   }
-  std::string b = bytes();
-  b[bytes().size() - 100] ^= 0x01; // inside the last object
-  EXPECT_HAS(decodeError(b), "checksum mismatch");
+  std::string b = body;
+  b[body.size() - 100] ^= 0x01; // inside the last object
+  EXPECT_HAS(decodeError(signedBy(key(), b)), "checksum mismatch");
+}
+
+// Whoever changes a byte after signing, even fixing the SHA-256, breaks the
+// signature; signing again with another key names that key as the signer.
+TEST_F(ArtifactFormat, TheSignatureCoversEveryByteAndNamesTheSigner) {
+  const std::string body = unsigned_(bytes());
+  for (size_t at : {size_t(40), body.size() / 2, body.size() - 100, body.size() - 1,
+                    body.size() + 5, bytes().size() - 1}) {
+    std::string b = bytes();
+    b[at] ^= 0x01;
+    EXPECT_HAS(decodeError(b), "signature does not verify");
+  }
+  EXPECT_EQ(decoded().signer, key().publicKey());
+  auto other = SigningKey::generate();
+  ASSERT_TRUE(other);
+  auto resigned = decodeArtifact(signedBy(*other, body), "job.kiln");
+  ASSERT_TRUE(resigned) << resigned.message();
+  EXPECT_EQ(resigned->signer, other->publicKey());
+  EXPECT_NE(resigned->signer, key().publicKey());
 }
 
 // Decodes the artifact with its manifest edited by `edit`.
@@ -480,7 +539,7 @@ TEST_F(ArtifactFormat, RefusesKernelsWhoseKeysThisKilnDoesNotReproduce) {
     if (part == "kiln_source_hash")
       hex = std::string(64, '1');
   // Still a well-formed file.
-  auto reread = decodeArtifact(encodeArtifact(a), "job.kiln");
+  auto reread = decodeArtifact(encode(a), "job.kiln");
   ASSERT_TRUE(reread) << reread.message();
   auto loaded = loadBucket(*reread, reread->buckets[0]);
   ASSERT_FALSE(loaded);

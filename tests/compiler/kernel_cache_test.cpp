@@ -44,7 +44,9 @@ TEST(KernelCacheSha256, IncrementalEqualsOneShot) {
   }
 }
 
-// An entry of the given meta text, with a valid header and checksum.
+const std::string kSecret = "a test's cache secret, 32 bytes.";
+
+// An entry of the given meta text, with a valid header and HMAC.
 std::string entryWithMeta(const std::string &meta) {
   std::string out("KILNKCE\0", 8);
   auto put = [&](uint64_t v, int bytes) {
@@ -56,8 +58,8 @@ std::string entryWithMeta(const std::string &meta) {
   put(meta.size(), 8);
   put(1, 8);
   out += meta + "o";
-  Sha256::Digest sum = sha256(out);
-  return out + std::string(reinterpret_cast<const char *>(sum.data()), sum.size());
+  Sha256::Digest mac = hmacSha256(kSecret, out);
+  return out + std::string(reinterpret_cast<const char *>(mac.data()), mac.size());
 }
 
 // Found by tests/fuzz: metadata nested 10^5 deep overflowed the stack when
@@ -65,15 +67,35 @@ std::string entryWithMeta(const std::string &meta) {
 TEST(KernelCacheEntry, DeeplyNestedMetadataIsMalformed) {
   const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
   const std::string meta = R"({"key":"ab","kernel":"k","parts":[],"metadata":)" + deep + "}";
-  auto entry = decodeEntry(entryWithMeta(meta));
+  auto entry = decodeEntry(entryWithMeta(meta), kSecret);
   ASSERT_FALSE(entry.isOk());
   EXPECT_EQ(entry.message().rfind("malformed metadata: invalid JSON: ", 0), 0u) << entry.message();
   EXPECT_NE(entry.message().find("deeper than 512 levels"), std::string::npos);
   EXPECT_FALSE(decodeEntryMeta(entryWithMeta(meta), entryWithMeta(meta).size()).isOk());
   // The same entry without the nesting decodes.
-  auto plain = decodeEntry(entryWithMeta(R"({"key":"ab","kernel":"k","parts":[]})"));
+  auto plain = decodeEntry(entryWithMeta(R"({"key":"ab","kernel":"k","parts":[]})"), kSecret);
   ASSERT_TRUE(plain.isOk()) << plain.message();
   EXPECT_EQ(plain->object, "o");
+}
+
+// RFC 4231, test case 2.
+TEST(KernelCacheHmac, MatchesRfc4231) {
+  EXPECT_EQ(toHex(hmacSha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+// The trailer authenticates: an entry whose SHA-256 anyone could recompute,
+// or one written under another user's secret, is refused.
+TEST(KernelCacheEntry, OnlyTheSecretsHolderWritesAnEntryThatDecodes) {
+  const std::string good = entryWithMeta(R"({"key":"ab","kernel":"k","parts":[]})");
+  ASSERT_TRUE(decodeEntry(good, kSecret).isOk());
+  auto other = decodeEntry(good, "another user's secret, 32 bytes!");
+  ASSERT_FALSE(other.isOk());
+  EXPECT_NE(other.message().find("authentication failed"), std::string::npos) << other.message();
+  std::string rehashed = good.substr(0, good.size() - 32);
+  const Sha256::Digest sum = sha256(rehashed);
+  rehashed.append(reinterpret_cast<const char *>(sum.data()), sum.size());
+  EXPECT_FALSE(decodeEntry(rehashed, kSecret).isOk());
 }
 
 TEST(KernelCacheKey, IdenticalInputsGiveTheSameKeyAndTheNameIsNotPartOfIt) {
@@ -165,8 +187,8 @@ TEST_F(KernelCacheTest, BadEntriesAreEvictedWithAWarningAndRebuilt) {
   };
   const std::vector<Damage> damages = {
       {"flipped object byte", [](std::string &b) { b[b.size() - 40] ^= 0x01; },
-       "checksum mismatch"},
-      {"wrong checksum", [](std::string &b) { b.back() ^= 0x80; }, "checksum mismatch"},
+       "authentication failed"},
+      {"wrong HMAC", [](std::string &b) { b.back() ^= 0x80; }, "authentication failed"},
       {"truncated", [](std::string &b) { b.resize(b.size() - 7); }, "truncated"},
       {"truncated to a stub", [](std::string &b) { b.resize(10); }, "truncated"},
       {"empty", [](std::string &b) { b.clear(); }, "truncated"},
@@ -297,7 +319,7 @@ TEST_F(KernelCacheTest, LruEvictionKeepsRecentlyUsedEntriesUnderTheCap) {
   probe.parts = key("a").parts;
   probe.created = int64_t(std::time(nullptr));
   probe.object = object;
-  const uint64_t entry_bytes = encodeEntry(probe).size();
+  const uint64_t entry_bytes = encodeEntry(probe, kSecret).size();
   auto c = open(CacheMode::Enable, 3 * entry_bytes);
   // File times come from a coarse clock; space the uses apart.
   auto tick = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };

@@ -54,7 +54,7 @@ TEST_F(ArtifactCli, CompileInspectAndRunWithoutCompiling) {
 
   Result text = run("inspect " + path("job.kiln"));
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  for (const char *want : {"kiln artifact, format 2", "runs here   yes", "target      ascend910b",
+  for (const char *want : {"kiln artifact, format 3", "runs here   yes", "target      ascend910b",
                            "bucket seq 8 (batch 1)", "bucket seq 16 (batch 1)", "fusion groups:",
                            "RmsNormFusionPass", "memory plan: peak", "LARGEST", "KEY"})
     EXPECT_NE(text.out.find(want), std::string::npos) << "missing '" << want << "' in:\n"
@@ -144,7 +144,7 @@ TEST_F(ArtifactCli, ACorruptOrTruncatedArtifactIsAClearError) {
       {"truncated.kiln", bytes.substr(0, bytes.size() / 2), "truncated"},
       {"short.kiln", bytes.substr(0, 20), "truncated"},
       {"empty.kiln", "", "truncated"},
-      {"flipped.kiln", flipped, "checksum mismatch"},
+      {"flipped.kiln", flipped, "signature does not verify"},
       {"longer.kiln", bytes + "tail", "trailing bytes"},
       {"config.kiln", slurp(kTiny), "bad magic"},
   };

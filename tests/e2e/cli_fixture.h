@@ -42,6 +42,8 @@ protected:
     fs::create_directories(dir_);
     // Kernels compile into a cache of the test's own, never the user's.
     ::setenv("KILN_CACHE_DIR", (dir_ / "kernel-cache").c_str(), 1);
+    // And keys of its own: a cache secret, a signing key, trusted keys.
+    ::setenv("KILN_CONFIG_DIR", (dir_ / "config").c_str(), 1);
   }
   void TearDown() override { fs::remove_all(dir_); }
 

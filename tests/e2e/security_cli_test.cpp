@@ -100,7 +100,7 @@ TEST_F(SecurityCli, UntrustedEntriesAreRecompiledNeverLoaded) {
        [](const fs::path &p) {
          fs::permissions(p, fs::perms::group_write, fs::perm_options::add);
        }},
-      {"corrupt", "checksum mismatch",
+      {"corrupt", "authentication failed",
        [](const fs::path &p) {
          std::string bytes = slurp(p);
          bytes[bytes.size() / 2] ^= 0x20;
@@ -170,7 +170,11 @@ TEST_F(SecurityCli, AnArtifactsCustomOpNamesCannotLeaveTheirFolder) {
     artifact::Artifact bad = *artifact;
     bad.custom_ops[0].path = names[i].first;
     const std::string file = "bad" + std::to_string(i) + ".kiln";
-    ASSERT_TRUE(artifact::writeArtifact(path(file), bad).isOk());
+    // Signed by this test's own key (its KILN_CONFIG_DIR), as a compile would.
+    ::setenv("KILN_CONFIG_DIR", path("config").c_str(), 1);
+    auto key = artifact::SigningKey::loadOrCreate();
+    ASSERT_TRUE(key.isOk()) << key.message();
+    ASSERT_TRUE(artifact::writeArtifact(path(file), bad, *key).isOk());
     expectError(run("inspect " + file), {file, "custom_ops[0]", names[i].second});
     expectError(run("run " + file + " --weights w.st --inputs in.st --outputs o.st"),
                 {file, "custom_ops[0]", names[i].second});

@@ -1,5 +1,5 @@
 // Fuzzes the kernel-cache entry reader (cache_entry.h), whole entries with
-// the trailing checksum made valid and the metadata-only prefix read of
+// the trailing HMAC made valid and the metadata-only prefix read of
 // `kiln cache list`; an accepted entry round-trips.
 #include "compiler/cache/cache_entry.h"
 #include "tests/fuzz/checksum_fixup.h"
@@ -12,11 +12,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   (void)cache::decodeEntryMeta(raw.substr(0, 65536), raw.size());
   (void)cache::decodeEntryMeta(raw, raw.size() + 4096);
 
-  const std::string bytes = fuzz::withValidChecksum(raw);
-  auto entry = cache::decodeEntry(bytes);
+  const std::string bytes = fuzz::withValidEntryMac(raw);
+  auto entry = cache::decodeEntry(bytes, fuzz::kCacheSecret);
   if (!entry)
     return 0;
-  auto again = cache::decodeEntry(cache::encodeEntry(*entry));
+  auto again =
+      cache::decodeEntry(cache::encodeEntry(*entry, fuzz::kCacheSecret), fuzz::kCacheSecret);
   fuzz::require(again.isOk(), "an entry written by encodeEntry is refused",
                 again ? "" : again.message());
   fuzz::require(again->key == entry->key && again->parts == entry->parts &&

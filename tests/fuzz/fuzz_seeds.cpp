@@ -16,6 +16,7 @@
 #include "compiler/driver/job.h"
 #include "ir/graph_json.h"
 #include "ir/safetensors.h"
+#include "tests/fuzz/checksum_fixup.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;
@@ -143,13 +144,15 @@ void compiledSeeds() {
     const artifact::ArtifactObject &o = a.objects[i];
     cache::CacheEntry entry{o.key, o.symbol, o.parts, {{"kind", o.kind}}, 1764633600, o.code};
     if (i < 3)
-      write("cache_entry", "entry" + std::to_string(i) + ".kce", cache::encodeEntry(entry));
+      write("cache_entry", "entry" + std::to_string(i) + ".kce",
+            cache::encodeEntry(entry, fuzz::kCacheSecret));
     entry.object = "\x7f"
                    "ELF";
-    write("cache_entry", "short" + std::to_string(i) + ".kce", cache::encodeEntry(entry));
+    write("cache_entry", "short" + std::to_string(i) + ".kce",
+          cache::encodeEntry(entry, fuzz::kCacheSecret));
     a.objects[i].code = "obj" + std::to_string(i);
   }
-  write("artifact", "micro.kiln", artifact::encodeArtifact(a));
+  write("artifact", "micro.kiln", *artifact::encodeArtifact(a, fuzz::signingKey()));
 }
 
 void textSeeds() {

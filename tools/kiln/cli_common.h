@@ -53,5 +53,6 @@ void registerDebugCommand(CLI::App &app, Action &action);
 void registerDebugReduce(CLI::App &debug, Action &action); // under `kiln debug`
 void registerInspectCommand(CLI::App &app, Action &action);
 void registerTrainCommand(CLI::App &app, Action &action);
+void registerKeysCommand(CLI::App &app, Action &action);
 
 } // namespace kiln::cli

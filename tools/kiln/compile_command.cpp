@@ -199,8 +199,13 @@ int runCompile(const CompileOptions &opts) {
   }
   if (builder) {
     const artifact::Artifact a = std::move(*builder).finish();
-    const std::string bytes = artifact::encodeArtifact(a);
-    Status s = writeFileAtomic(opts.output, bytes);
+    auto key = artifact::SigningKey::loadOrCreate();
+    if (!key)
+      return fail(key.error());
+    auto bytes = artifact::encodeArtifact(a, *key);
+    if (!bytes)
+      return fail(bytes.error());
+    Status s = writeFileAtomic(opts.output, *bytes);
     if (!s)
       return fail(s.error());
     size_t kernels = 0;
@@ -208,7 +213,8 @@ int runCompile(const CompileOptions &opts) {
       kernels += b.kernels.size();
     std::cout << "kiln: wrote " << opts.output << ": " << a.buckets.size() << " bucket"
               << (a.buckets.size() == 1 ? "" : "s") << " (seq " << a.seqList() << "), " << kernels
-              << " kernels, " << a.objects.size() << " objects, " << bytes.size() << " bytes\n";
+              << " kernels, " << a.objects.size() << " objects, " << bytes->size()
+              << " bytes, signed by key " << artifact::keyFingerprint(key->publicKey()) << "\n";
   }
   return 0;
 }

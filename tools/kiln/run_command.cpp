@@ -21,6 +21,7 @@ struct RunOptions {
   JobFlags job;
   driver::KernelSettings cache;
   bool reference = false;
+  bool trust_artifact = false;
 };
 
 bool endsWith(const std::string &s, std::string_view suffix) {
@@ -69,6 +70,8 @@ int runArtifact(const RunOptions &opts, const CLI::App &cmd) {
   auto loaded = artifact::readArtifact(opts.request.model);
   if (!loaded)
     return fail(loaded.error());
+  if (Status trusted = artifact::checkTrustedSigner(*loaded, opts.trust_artifact); !trusted)
+    return fail(trusted.error());
   artifact::ArtifactRunRequest request;
   request.weights_path = opts.request.weights_path;
   request.inputs_path = opts.request.inputs_path;
@@ -135,6 +138,9 @@ void registerRunCommand(CLI::App &app, Action &action) {
   cmd->add_option("--outputs", opts->outputs, "safetensors to write logits, loss (and grads) to")
       ->required();
   cmd->add_flag("--training", opts->request.training, "also compute grad.<param> per parameter");
+  cmd->add_flag(
+      "--trust-artifact", opts->trust_artifact,
+      "run an artifact whose signer is not trusted (kiln keys trust KEY trusts it for good)");
   cmd->add_flag("--reference", opts->reference,
                 "run the reference interpreter instead of the compiled kernels");
   addJobFlags(*cmd, opts->job);

@@ -94,6 +94,7 @@ int runVerify(cache::KernelCache &c, const CacheOptions &opts) {
       bad.push_back({{"path", path}, {"reason", reason}});
     std::cout << nlohmann::json{{"dir", c.dir()},
                                 {"checked", report->checked},
+                                {"authenticated_with", c.secretPath()},
                                 {"ok", report->ok()},
                                 {"bad", bad}}
                      .dump(2)
@@ -101,7 +102,7 @@ int runVerify(cache::KernelCache &c, const CacheOptions &opts) {
   } else {
     std::cout << "checked " << report->checked << " entries in " << c.dir() << ": "
               << (report->ok() ? "all good" : std::to_string(report->bad.size()) + " bad, evicted")
-              << "\n";
+              << " (each entry's HMAC-SHA-256 checked under " << c.secretPath() << ")\n";
     for (const auto &[path, reason] : report->bad)
       printText("  " + path + ": " + reason + "\n");
   }

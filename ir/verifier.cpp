@@ -53,6 +53,9 @@ Status verifyStructure(const Graph &graph) {
       if (d < 0)
         return Error(where + ": input '" + in.name + "' has negative dimension in " +
                      typeToString(graph.type(in.value)));
+    if (!checkedByteSize(graph.type(in.value)))
+      return Error(where + ": input '" + in.name + "' of type " +
+                   typeToString(graph.type(in.value)) + " needs more than 2^63 bytes");
     defined[in.value] = true;
   }
   for (size_t i = 0; i < graph.numNodes(); ++i) {
@@ -85,6 +88,9 @@ Status verifyStructure(const Graph &graph) {
         if (d < 0)
           return Error(where + ": node '" + node.name + "' output has negative dimension in " +
                        typeToString(v.type));
+      if (!checkedByteSize(v.type))
+        return Error(where + ": node '" + node.name + "' output " + typeToString(v.type) +
+                     " needs more than 2^63 bytes");
       // "<node>#<k>" names must stay unique too, or text and JSON become ambiguous.
       if (node.outputs.size() > 1 && !names.insert(graph.valueName(out)).second)
         return Error(where + ": value name '" + graph.valueName(out) + "' of node '" + node.name +

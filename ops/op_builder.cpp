@@ -60,6 +60,11 @@ Expected<std::vector<ValueId>> OpBuilder::tryCreate(std::string_view op, std::st
   auto out_types = reg->impl.infer(in_types, complete);
   if (!out_types)
     return out_types.error().withContext(full_name + " (" + def.name + ")");
+  for (const TensorType &t : *out_types)
+    if (!checkedByteSize(t))
+      return Error(full_name + " (" + def.name + "): its output " + typeToString(t) +
+                   " needs more than 2^63 bytes; a size (batch, sequence length, hidden size) is "
+                   "too large");
   NodeId id = graph_.addNode(def.name, uniqueName(std::move(full_name)), std::move(inputs),
                              *out_types, std::move(complete), provenance_);
   return graph_.node(id).outputs;

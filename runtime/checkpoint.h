@@ -2,7 +2,9 @@
 // weights under their Hugging Face names, the AdamW moments
 // ("adam.m.<name>", "adam.v.<name>") and, in the metadata, the counters a
 // resumed run needs to continue bit for bit (steps, updates applied, the
-// loss scaler's state, the data seed). Files are written atomically
+// loss scaler's state, the data seed) and the settings the run was started
+// with ("setting.model", "setting.layout", "setting.dtype", "setting.data"),
+// which a resumed run must share. Files are written atomically
 // (temporary file, fsync, rename), so a kill leaves the previous checkpoints
 // and never a torn one.
 #pragma once
@@ -25,16 +27,29 @@ struct TrainingState {
   int64_t good_steps = 0;
   int64_t overflows_in_a_row = 0;
   uint64_t seed = 0;
+  // What the run trains (model, layout, dtype, data), by key without the
+  // "setting." prefix; empty in checkpoints written before settings were kept.
+  std::map<std::string, std::string> settings;
   std::map<std::string, Tensor> weights;
   std::map<std::string, Tensor> moments;
 };
 
 // DIR/step-<step>.safetensors (DIR created when missing); returns the path.
 Expected<std::string> writeCheckpoint(const std::string &dir, const TrainingState &state);
+// Reads and checks a checkpoint: counters whole and non-negative, the step
+// that of the file's name, the loss scale finite and within
+// [1, kMaxLossScale], every tensor finite and every second moment
+// (adam.v.*) non-negative. An error names the file and what is wrong.
 Expected<TrainingState> readCheckpoint(const std::string &path);
 // The state in a safetensors file already read; `path` names it in errors.
 Expected<TrainingState> checkpointFromSafetensors(SafetensorsFile file, const std::string &path);
 // The checkpoint of the highest step in `dir`; nothing when there is none.
 Expected<std::optional<std::string>> latestCheckpoint(const std::string &dir);
+// Removes all but the `keep` newest step files of `dir`; returns how many it removed.
+Expected<int> pruneCheckpoints(const std::string &dir, int64_t keep);
+// The settings of `state` that differ from `now`, as "model 'a' (now 'b')";
+// empty when they agree. Keys either side lacks are not compared.
+std::string settingsDiffer(const std::map<std::string, std::string> &recorded,
+                           const std::map<std::string, std::string> &now);
 
 } // namespace kiln::runtime

@@ -1,6 +1,7 @@
 #include "runtime/loss_scaler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <vector>
 
@@ -51,8 +52,9 @@ Expected<LossScaleSpec> parseLossScale(const std::string &text) {
   }
   if (kind == "fixed") {
     spec.kind = LossScaleSpec::Kind::Fixed;
-    if (!number(args, spec.init) || spec.init <= 0)
-      return bad("fixed needs a positive scale");
+    if (!number(args, spec.init) || !std::isfinite(spec.init) || spec.init <= 0 ||
+        spec.init > kMaxLossScale)
+      return bad("fixed needs a finite scale above 0 and at most 2^64");
     return spec;
   }
   if (kind != "dynamic")
@@ -67,8 +69,11 @@ Expected<LossScaleSpec> parseLossScale(const std::string &text) {
   if (parts.size() != 3 || !number(parts[0], spec.init) || !number(parts[1], spec.factor) ||
       !number(parts[2], window))
     return bad("dynamic takes three numbers");
-  if (spec.init < 1 || spec.factor <= 1 || window < 1 || window != static_cast<int64_t>(window))
-    return bad("need INIT >= 1, FACTOR > 1 and a whole WINDOW >= 1");
+  // Written so that NaN fails every test.
+  if (!(spec.init >= 1 && spec.init <= kMaxLossScale) || !(spec.factor > 1 && spec.factor <= 1e6) ||
+      !(window >= 1 && window <= 1e15) ||
+      window != static_cast<double>(static_cast<int64_t>(window)))
+    return bad("need 1 <= INIT <= 2^64, 1 < FACTOR <= 1e6 and a whole WINDOW >= 1");
   spec.window = static_cast<int64_t>(window);
   return spec;
 }
@@ -79,7 +84,7 @@ Status LossScaler::update(bool overflow) {
   if (!overflow) {
     overflows_in_a_row_ = 0;
     if (spec_.kind == LossScaleSpec::Kind::Dynamic && ++good_steps_ >= spec_.window) {
-      scale_ *= spec_.factor;
+      scale_ = std::min(scale_ * spec_.factor, kMaxLossScale);
       good_steps_ = 0;
     }
     return Status::ok();

@@ -13,6 +13,10 @@
 
 namespace kiln::runtime {
 
+// The largest loss scale kiln accepts or grows to (2^64): beyond it every
+// fp16/bf16 gradient overflows and an f32 scalar is soon inf.
+inline constexpr double kMaxLossScale = 18446744073709551616.0;
+
 struct LossScaleSpec {
   enum class Kind { Dynamic, Fixed, None } kind = Kind::Dynamic;
   double init = 16777216.0; // 2^24, MindSpore's DynamicLossScaleManager

@@ -105,6 +105,10 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
     KILN_ASSIGN_OR_RETURN(auto latest, latestCheckpoint(options_.checkpoint_dir));
     if (latest)
       resume_path = *latest;
+    else if (!options_.resume_if_exists)
+      return Error("--resume: no checkpoint (step-N.safetensors) in '" + options_.checkpoint_dir +
+                   "' to resume from; check the folder, drop --resume to start afresh, or use "
+                   "--resume-if-exists");
   }
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const auto &[name, type] = program_.params[i];
@@ -145,6 +149,11 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
 
 Status Trainer::resume(const std::string &path) {
   KILN_ASSIGN_OR_RETURN(TrainingState state, readCheckpoint(path));
+  const std::string differ = settingsDiffer(state.settings, options_.settings);
+  if (!differ.empty() && !options_.resume_any_settings)
+    return Error(path + ": the checkpoint was written by a run with other settings: " + differ +
+                 "; resume with its settings, give another --checkpoint-dir, or "
+                 "--resume-any-settings to continue from it anyway");
   // Device `device`'s piece, of type `piece`, of the whole tensor `name` in `tensors`.
   auto restore = [&](const std::map<std::string, Tensor> &tensors, const std::string &name,
                      int device, const TensorType &piece) -> Expected<Tensor> {
@@ -389,6 +398,7 @@ Status Trainer::checkpoint() {
   state.good_steps = scaler_.goodSteps();
   state.overflows_in_a_row = scaler_.overflowsInARow();
   state.seed = options_.seed;
+  state.settings = options_.settings;
   for (const auto &[name, type] : program_.params)
     state.weights.emplace(name, gather(weights_, 0, name));
   const int replicas = comm_->localSize();
@@ -423,7 +433,11 @@ Status Trainer::checkpoint() {
   }
   if (comm_->firstLocalRank() != 0)
     return Status::ok();
-  return writeCheckpoint(options_.checkpoint_dir, state).status();
+  KILN_RETURN_IF_ERROR(writeCheckpoint(options_.checkpoint_dir, state).status());
+  if (options_.keep_checkpoints > 0)
+    KILN_RETURN_IF_ERROR(
+        pruneCheckpoints(options_.checkpoint_dir, options_.keep_checkpoints).status());
+  return Status::ok();
 }
 
 } // namespace kiln::runtime

@@ -44,6 +44,12 @@ struct TrainerOptions {
   std::string checkpoint_dir;   // every process resumes from it; rank 0's writes it
   int64_t checkpoint_every = 0; // 0: only at the end (with a checkpoint_dir)
   bool resume = false;
+  bool resume_if_exists = false;    // with resume: an empty folder starts afresh, not an error
+  bool resume_any_settings = false; // resume from a checkpoint of other settings
+  int64_t keep_checkpoints = 0;     // > 0: only the newest N step files stay
+  // What the run trains (model, layout, batch, dtype, data): written into
+  // each checkpoint; a resumed run must have the same (checkpoint.h).
+  std::map<std::string, std::string> settings;
   uint64_t seed = 0;
   int64_t device_memory = 0; // bytes per device
   std::string trace_path;

@@ -199,7 +199,13 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   ResolvedJob resolved;
 
   std::string target_name = command_line.target.value_or(job.target.value_or("ascend910b"));
-  KILN_ASSIGN_OR_RETURN(resolved.target, target::loadTarget(target_name));
+  Expected<target::Target> target = target::loadTarget(target_name);
+  if (!target)
+    // A target the job file named: say which file named it.
+    return !command_line.target && job.target && !job.source.empty()
+               ? target.error().withContext(job.source + ": $.target")
+               : target.error();
+  resolved.target = std::move(*target);
   const passes::PrecisionMode mode = command_line.precision_mode.value_or(
       job.precision_mode.value_or(passes::PrecisionMode::MustKeepOriginDType));
   const std::string &mode_written = command_line.precision_mode

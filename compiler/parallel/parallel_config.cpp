@@ -15,16 +15,23 @@ Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int 
   ParallelConfig c;
   if (devices < 1)
     return Error("--devices must be at least 1, got " + std::to_string(devices));
+  const std::string limit = " (kiln plans at most " + std::to_string(kMaxDevices) + " devices)";
+  if (devices > kMaxDevices)
+    return Error("--devices " + std::to_string(devices) + " is too many" + limit);
+  if (dp < 0 || dp > kMaxDevices || tp < 0 || tp > kMaxDevices)
+    return Error("--dp " + std::to_string(dp) + " / --tp " + std::to_string(tp) +
+                 ": each must be from 1 to " + std::to_string(kMaxDevices) + limit);
   c.devices = devices;
   c.tp = tp == 0 ? 1 : tp;
   if (c.tp < 1 || devices % c.tp != 0)
     return Error("--tp " + std::to_string(c.tp) + " does not divide --devices " +
                  std::to_string(devices));
   c.dp = dp == 0 ? devices / c.tp : dp;
-  if (c.dp * c.tp != devices)
+  const int64_t product = static_cast<int64_t>(c.dp) * c.tp;
+  if (product != devices)
     return Error("--dp " + std::to_string(c.dp) + " x --tp " + std::to_string(c.tp) + " is " +
-                 std::to_string(c.dp * c.tp) + " devices, --devices says " +
-                 std::to_string(devices) + ": they must agree");
+                 std::to_string(product) + " devices, --devices says " + std::to_string(devices) +
+                 ": they must agree");
   if (zero != 0 && zero != 1)
     return Error("--zero " + std::to_string(zero) + ": expected 0 or 1");
   c.zero = zero;

@@ -12,6 +12,12 @@
 
 namespace kiln::parallel {
 
+// The most devices a job may name (dp x tp), and the most one process
+// simulates (each holds its own copy of its weights, moments and buffers).
+// Past them a layout is refused at once rather than planned or allocated.
+inline constexpr int kMaxDevices = 65536;
+inline constexpr int kMaxDevicesPerProcess = 1024;
+
 struct ParallelConfig {
   int devices = 8;
   int dp = 8;
@@ -22,8 +28,8 @@ struct ParallelConfig {
 
 // Fills what was left out (dp = devices / tp) and checks the rest: D x T = N,
 // a global batch that splits evenly over the replicas, ZeRO 0 or 1 (whether
-// the model splits T ways is the model's to say). `dp` and `tp` of 0 mean
-// "not given".
+// the model splits T ways is the model's to say), at most kMaxDevices
+// devices. `dp` and `tp` of 0 mean "not given".
 Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,
                                                int64_t global_batch);
 

@@ -8,8 +8,10 @@
 namespace kiln::parallel {
 namespace {
 
+// Sizes saturate at INT64_MAX: a plan past it reads "does not fit", never a
+// wrapped small number (each value's own size is checked where it is built).
 int64_t bytesOf(const TensorType &t) {
-  return numElements(t.shape) * static_cast<int64_t>(dtypeSize(t.dtype));
+  return saturatingMul(numElements(t.shape), static_cast<int64_t>(dtypeSize(t.dtype)));
 }
 
 artifact::MemoryPlan planOf(const CompiledGraph &g) {
@@ -45,14 +47,14 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
     int64_t elsewhere = 0;
     for (size_t i = 0; i < program.params.size(); ++i) {
       const TensorType &t = program.params[i].second;
-      const int64_t moments = 2 * 4 * numElements(t.shape);
+      const int64_t f32_bytes = saturatingMul(4, numElements(t.shape));
       if (program.owner[i] == -1 || program.owner[i] == r)
-        e.optimizer_state += moments;
+        e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, f32_bytes));
       else
-        elsewhere += bytesOf(t) + 4 * numElements(t.shape);
+        elsewhere = saturatingAdd(elsewhere, saturatingAdd(bytesOf(t), f32_bytes));
     }
-    e.update_peak = update_peaks[update_peaks.size() == 1 ? 0 : r] + elsewhere;
-    e.peak = std::max(e.step_peak + e.optimizer_state, e.update_peak);
+    e.update_peak = saturatingAdd(update_peaks[update_peaks.size() == 1 ? 0 : r], elsewhere);
+    e.peak = std::max(saturatingAdd(e.step_peak, e.optimizer_state), e.update_peak);
     if (r == 0 || e.peak > best.peak)
       best = e;
   }

@@ -13,6 +13,7 @@
 
 #include "ir/safetensors.h"
 #include "runtime/checkpoint.h"
+#include "runtime/checkpoint_lock.h"
 #include "tests/e2e/cli_fixture.h"
 
 namespace kiln {
@@ -205,6 +206,8 @@ protected:
     Files files = filesUnder(path(dir));
     EXPECT_LE(files.temporary.size(), 1u);
     for (const fs::path &p : files.published) {
+      if (p.filename() == runtime::kCheckpointLockName)
+        continue; // the folder's lock (checkpoint_lock.h), not a checkpoint
       auto state = runtime::readCheckpoint(p.string());
       EXPECT_TRUE(state.isOk()) << state.message();
     }
@@ -225,8 +228,8 @@ protected:
 };
 
 // Every kill point of a run with a warm kernel cache, each followed by one
-// --resume: the writes are the checkpoints of the four steps and the
-// cache's counters.
+// --resume-if-exists (a kill before the first checkpoint leaves none): the
+// writes are the checkpoints of the four steps and the cache's counters.
 TEST_F(TrainingFaults, ResumeAfterAKillAtEveryPointOfTheCheckpointWrites) {
   Result whole = run(train("whole"));
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
@@ -237,7 +240,7 @@ TEST_F(TrainingFaults, ResumeAfterAKillAtEveryPointOfTheCheckpointWrites) {
     const std::string dir = "ck" + std::to_string(point);
     killed += runKilledAt(point, train(dir));
     checkCheckpoints(dir);
-    Result resumed = run(train(dir, "--resume"));
+    Result resumed = run(train(dir, "--resume-if-exists"));
     ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
     expectSameAsWhole(dir);
     EXPECT_TRUE(filesUnder(path(dir)).temporary.empty()) << "the resumed run left a temporary";
@@ -258,11 +261,11 @@ TEST_F(TrainingFaults, ResumeAfterAChainOfKills) {
     const long point = std::uniform_int_distribution<long>(1, 2 * kPointsPerWrite)(rng);
     SCOPED_TRACE("seed " + std::to_string(kSeed + 1) + ", run " + std::to_string(attempt) +
                  ", KILN_FAULT_KILL_AT=" + std::to_string(point));
-    kills += runKilledAt(point, train("chain", attempt ? "--resume" : ""));
+    kills += runKilledAt(point, train("chain", attempt ? "--resume-if-exists" : ""));
     checkCheckpoints("chain");
   }
   EXPECT_GE(kills, 3);
-  Result last = run(train("chain", "--resume"));
+  Result last = run(train("chain", "--resume-if-exists"));
   ASSERT_EQ(last.exit_code, 0) << last.err;
   expectSameAsWhole("chain");
   EXPECT_TRUE(filesUnder(path("chain")).temporary.empty()) << "the last run left a temporary";

@@ -1,7 +1,10 @@
 #include "tools/kiln/cli_common.h"
 
+#include <charconv>
+#include <cmath>
 #include <iostream>
 
+#include "ir/name_suggest.h"
 #include "ir/printable_text.h"
 
 namespace kiln::cli {
@@ -19,6 +22,42 @@ void printText(const std::string &text) { std::cout << printableText(text); }
 
 namespace {
 
+// The number in `text`, whole of it; nothing when it is not one.
+std::optional<double> parseNumber(const std::string &text) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size())
+      return v;
+  } catch (const std::exception &) {
+  }
+  return std::nullopt;
+}
+
+CLI::Validator numberCheck(bool whole, bool zero_allowed, const std::string &name) {
+  return CLI::Validator(
+      [whole, zero_allowed](std::string &text) -> std::string {
+        const std::string want = std::string(whole ? "a whole number" : "a finite number") +
+                                 (zero_allowed ? " of at least 0" : " above 0");
+        if (whole) {
+          long long v = 0;
+          const char *end = text.data() + text.size();
+          auto [at, ec] = std::from_chars(text.data(), end, v);
+          if (ec == std::errc::result_out_of_range)
+            return "'" + printableName(text) + "' is too large";
+          if (ec != std::errc() || at != end || v < 0 || (v == 0 && !zero_allowed))
+            return "must be " + want + ", got '" + printableName(text) + "'";
+          return {};
+        }
+        const std::optional<double> v = parseNumber(text);
+        if (!v || !std::isfinite(*v) || *v < 0 || (*v == 0 && !zero_allowed))
+          return "must be " + want + ", got '" + printableName(text) + "'";
+        return {};
+      },
+      whole ? (zero_allowed ? "INT>=0" : "INT>0") : (zero_allowed ? "NUMBER>=0" : "NUMBER>0"),
+      name);
+}
+
 DType parseFloatDType(const std::string &flag, const std::string &text) {
   auto parsed = parseDType(text);
   if (!parsed || !isFloat(*parsed))
@@ -35,6 +74,65 @@ OverflowMode parseOverflow(const std::string &text) {
 }
 
 } // namespace
+
+const CLI::Validator FinitePositive = numberCheck(false, false, "FINITE_POSITIVE");
+const CLI::Validator FiniteNonNegative = numberCheck(false, true, "FINITE_NON_NEGATIVE");
+const CLI::Validator PositiveInteger = numberCheck(true, false, "POSITIVE_INTEGER");
+const CLI::Validator NonNegativeInteger = numberCheck(true, true, "NON_NEGATIVE_INTEGER");
+
+namespace {
+
+std::string didYouMean(const std::string &word, const std::vector<std::string> &known) {
+  const std::vector<std::string> near = nearestNames(word, known, 1);
+  return near.empty() ? std::string() : near.front();
+}
+
+std::string commandPath(const CLI::App &command) {
+  std::string path;
+  for (const CLI::App *a = &command; a != nullptr; a = a->get_parent())
+    path = a->get_parent() == nullptr ? "kiln" + path : " " + a->get_name() + path;
+  return path;
+}
+
+} // namespace
+
+std::string suggestCommand(const CLI::App &app, const std::string &word) {
+  std::vector<std::string> names;
+  for (const CLI::App *sub : app.get_subcommands([](const CLI::App *) { return true; }))
+    names.push_back(sub->get_name());
+  return didYouMean(word, names);
+}
+
+std::string suggestFlag(const CLI::App &command, const std::string &flag) {
+  std::vector<std::string> names;
+  for (const CLI::Option *o : command.get_options()) {
+    for (const std::string &l : o->get_lnames())
+      names.push_back("--" + l);
+    for (const std::string &s : o->get_snames())
+      names.push_back("-" + s);
+  }
+  // "--disable-pas=X" is the flag "--disable-pas".
+  return didYouMean(flag.substr(0, flag.find('=')), names);
+}
+
+void suggestOnUnknownArguments(CLI::App &command) {
+  command.allow_extras(true);
+  command.parse_complete_callback([&command] {
+    const std::vector<std::string> extras = command.remaining(false);
+    if (extras.empty())
+      return;
+    const std::string &first = extras.front();
+    const bool is_flag = first.size() > 1 && first[0] == '-';
+    const std::string near = is_flag ? suggestFlag(command, first) : suggestCommand(command, first);
+    throw CLI::ExtrasError(
+        printableName(first) + ": " + (is_flag ? "not a flag of '" : "not expected by '") +
+            commandPath(command) + "'" +
+            (near.empty() ? std::string(" (see --help)") : " (did you mean " + near + "?)"),
+        CLI::ExitCodes::ExtrasError);
+  });
+  for (CLI::App *sub : command.get_subcommands([](const CLI::App *) { return true; }))
+    suggestOnUnknownArguments(*sub);
+}
 
 CLI::Option *addDTypeFlag(CLI::App &app, const std::string &name, DType &dtype,
                           const std::string &help) {

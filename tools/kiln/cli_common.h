@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -40,6 +41,27 @@ CLI::Option *addDTypeFlag(CLI::App &app, const std::string &name, DType &dtype,
 // The same flags, for settings that fall back to a job file or a target.
 CLI::Option *addOptionalDTypeFlag(CLI::App &app, std::optional<DType> &dtype);
 CLI::Option *addOptionalOverflowFlag(CLI::App &app, std::optional<OverflowMode> &mode);
+
+// Range checks for numeric flags, with messages a reader can act on ("--batch:
+// must be a whole number above 0, got '0'"), unlike CLI11's PositiveNumber,
+// which lets NaN through and prints its bounds with 309 digits.
+// A finite number above 0 / at least 0 (NaN and inf are refused).
+extern const CLI::Validator FinitePositive;
+extern const CLI::Validator FiniteNonNegative;
+// A whole number above 0 / at least 0.
+extern const CLI::Validator PositiveInteger;
+extern const CLI::Validator NonNegativeInteger;
+
+// "Did you mean": the subcommand of `app` nearest to a misspelt `word`, or
+// the flag of `command` nearest to `flag`; empty when none is close.
+// main() calls suggestCommand for a word that names no subcommand.
+std::string suggestCommand(const CLI::App &app, const std::string &word);
+std::string suggestFlag(const CLI::App &command, const std::string &flag);
+// Makes an unknown flag or word given to `command` (and to each of its
+// subcommands) a usage error that names it and suggests the nearest flag or
+// subcommand: "--disable-pas: not a flag of 'kiln train' (did you mean
+// --disable-pass?)". Call after all of the command's options are added.
+void suggestOnUnknownArguments(CLI::App &command);
 
 void registerGraphCommand(CLI::App &app, Action &action);
 void registerInitCommand(CLI::App &app, Action &action);

@@ -187,7 +187,7 @@ void registerOverflow(CLI::App &debug, Action &action) {
                 "only suggest fixes; do not re-run the step with each one");
   cmd->add_option("--fix-tolerance", opts->tolerance,
                   "a fix must give a loss within this relative distance of force_fp32's")
-      ->check(CLI::PositiveNumber);
+      ->check(FinitePositive);
   addJobFlags(*cmd, opts->job);
   addKernelFlags(*cmd, opts->cache);
   cmd->callback([opts, &action] { action = [opts] { return runOverflow(*opts); }; });
@@ -287,7 +287,7 @@ void registerCompare(CLI::App &debug, Action &action) {
   cmd->add_option("--tol", opts->tolerance,
                   "relative and absolute tolerance (default by dtype: f32 1e-4, f16 1e-2, "
                   "bf16 5e-2)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(FiniteNonNegative);
   cmd->add_option("--top", opts->top, "how many of the largest errors to list");
   cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   addJobFlags(*cmd, opts->job);
@@ -480,7 +480,7 @@ void registerBisect(CLI::App &debug, Action &action) {
                   "force_fp32 when it is not finite)")
       ->check(CLI::IsMember({"compile", "accuracy"}));
   cmd->add_option("--tol", opts->tolerance, "relative and absolute tolerance for accuracy")
-      ->check(CLI::NonNegativeNumber);
+      ->check(FiniteNonNegative);
   cmd->add_option("--weights", opts->weights, "safetensors with the parameters (accuracy)");
   cmd->add_option("--inputs", opts->inputs, "safetensors with input_ids (accuracy)");
   cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
@@ -499,6 +499,7 @@ void registerDebugCommand(CLI::App &app, Action &action) {
   registerCompare(*debug, action);
   registerBisect(*debug, action);
   registerDebugReduce(*debug, action);
+  suggestOnUnknownArguments(*debug);
 }
 
 } // namespace kiln::cli

@@ -125,7 +125,7 @@ void registerDebugReduce(CLI::App &debug, Action &action) {
                   "the reproducer folder: graph.json, job.json, README.md")
       ->required();
   cmd->add_option("--max-trials", opts->max_trials, "stop shrinking after this many trials")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   addJobFlags(*cmd, opts->job);
   cmd->callback([opts, &action] { action = [opts] { return runReduce(*opts); }; });
 }

@@ -63,15 +63,16 @@ void registerGraphCommand(CLI::App &app, Action &action) {
       ->required();
   cmd->add_flag("--training", opts->training,
                 "the whole training step: forward, loss, backward, AdamW");
-  cmd->add_option("--batch", opts->batch, "batch size")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", opts->batch, "batch size")->check(PositiveInteger);
   cmd->add_option("--seq", opts->seq, "sequence length (default: the config's seq_length)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   addDTypeFlag(*cmd, "--dtype", opts->dtype, "compute dtype of the model (default f32)");
   cmd->add_option("--format", opts->format, "text, json or stats")
       ->check(CLI::IsMember({"text", "json", "stats"}));
   cmd->add_flag("--provenance", opts->provenance, "text: show which pass made each node");
   cmd->add_option("-o,--output", opts->output, "write to FILE instead of stdout");
   cmd->callback([opts, &action] { action = [opts] { return runGraph(*opts); }; });
+  suggestOnUnknownArguments(*cmd);
 }
 
 } // namespace kiln::cli

@@ -69,9 +69,10 @@ void registerInitCommand(CLI::App &app, Action &action) {
   cmd->add_option("--scale", opts->scales,
                   "multiply the weights matching a glob: 'transformer.h.*.attn.c_attn.weight=40'");
   cmd->add_option("--std", opts->std_dev, "standard deviation of a graph's parameters")
-      ->check(CLI::NonNegativeNumber);
+      ->check(FiniteNonNegative);
   addJobFlags(*cmd, opts->job);
   cmd->callback([opts, &action] { action = [opts] { return runInit(*opts); }; });
+  suggestOnUnknownArguments(*cmd);
 }
 
 } // namespace kiln::cli

@@ -123,8 +123,8 @@ void addModelFlags(CLI::App &cmd, driver::ModelRequest &model) {
   cmd.add_option("MODEL", model.model, "config.json, a folder holding it, or a kiln graph JSON")
       ->required();
   cmd.add_flag("--training", model.training, "the whole training step");
-  cmd.add_option("--batch", model.batch, "batch size (a Qwen config)")->check(CLI::PositiveNumber);
-  cmd.add_option("--seq", model.seq, "sequence length (a Qwen config)")->check(CLI::PositiveNumber);
+  cmd.add_option("--batch", model.batch, "batch size (a Qwen config)")->check(PositiveInteger);
+  cmd.add_option("--seq", model.seq, "sequence length (a Qwen config)")->check(PositiveInteger);
 }
 
 void addKernelFlags(CLI::App &cmd, driver::KernelSettings &settings) {

@@ -82,15 +82,16 @@ void registerMakeInputsCommand(CLI::App &app, Action &action) {
   cmd->add_option("MODEL", opts->model, "config.json, a folder holding it, or a kiln graph JSON")
       ->required();
   cmd->add_option("-o,--output", opts->output, "the safetensors file to write")->required();
-  cmd->add_option("--batch", opts->batch, "batch size")->check(CLI::PositiveNumber);
-  cmd->add_option("--seq", opts->seq, "sequence length")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", opts->batch, "batch size")->check(PositiveInteger);
+  cmd->add_option("--seq", opts->seq, "sequence length")->check(PositiveInteger);
   cmd->add_option("--seed", opts->seed, "random seed (default 0)");
   cmd->add_option("--tokens", opts->tokens,
                   "write a learnable token file of this many tokens for kiln train --data "
                   "(nanoGPT's flat uint16 format) instead")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   addJobFlags(*cmd, opts->job);
   cmd->callback([opts, &action] { action = [opts] { return runMakeInputs(*opts); }; });
+  suggestOnUnknownArguments(*cmd);
 }
 
 } // namespace kiln::cli

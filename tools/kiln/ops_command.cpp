@@ -21,6 +21,7 @@ void registerOpsCommand(CLI::App &app, Action &action) {
       return 0;
     };
   });
+  suggestOnUnknownArguments(*cmd);
 }
 
 } // namespace kiln::cli

@@ -57,6 +57,7 @@ void registerPassesCommand(CLI::App &app, Action &action) {
   show->add_option("NAME", show_opts->name, "the pass")->required();
   addJobFlags(*show, show_opts->job);
   show->callback([show_opts, &action] { action = [show_opts] { return runShow(*show_opts); }; });
+  suggestOnUnknownArguments(*cmd);
 }
 
 } // namespace kiln::cli

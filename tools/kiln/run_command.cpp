@@ -146,6 +146,7 @@ void registerRunCommand(CLI::App &app, Action &action) {
   addJobFlags(*cmd, opts->job);
   addKernelFlags(*cmd, opts->cache);
   cmd->callback([opts, cmd, &action] { action = [opts, cmd] { return runRun(*opts, *cmd); }; });
+  suggestOnUnknownArguments(*cmd);
 }
 
 } // namespace kiln::cli

@@ -1,13 +1,16 @@
 // `kiln train`: compile the training step for N devices ahead of time, then
 // train on them: data and tensor parallel, ZeRO-1, loss scaling, clipping, warmup and
 // cosine decay, checkpoints and resume, a JSON log and a Chrome trace.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "compiler/driver/training.h"
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/qwen_init.h"
 #include "ir/safetensors.h"
+#include "runtime/checkpoint_lock.h"
 #include "runtime/mpi_communicator.h"
 #include "runtime/trainer.h"
 #include "tools/kiln/cli_common.h"
@@ -32,6 +35,32 @@ struct TrainOptions {
   bool compile_only = false;
   runtime::TrainerOptions trainer;
 };
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+// What a checkpoint records of the run and a resumed run must share.
+std::map<std::string, std::string> runSettings(const frontend::QwenConfig &c,
+                                               const TrainOptions &opts,
+                                               const parallel::ParallelConfig &layout,
+                                               DType dtype) {
+  std::error_code ec;
+  const std::filesystem::path data = std::filesystem::weakly_canonical(opts.data, ec);
+  return {{"model", "qwen hidden " + std::to_string(c.hidden_size) + ", " +
+                        std::to_string(c.num_hidden_layers) + " layers, " +
+                        std::to_string(c.num_attention_heads) + " heads of " +
+                        std::to_string(c.kv_channels) + ", ffn " +
+                        std::to_string(c.intermediate_size) + ", vocab " +
+                        std::to_string(c.vocab_size) + ", seq " + std::to_string(opts.model.seq)},
+          {"layout", layout.toString()},
+          {"batch", std::to_string(opts.model.batch)},
+          {"dtype", std::string(dtypeName(dtype))},
+          {"data",
+           (ec ? std::filesystem::path(opts.data) : data).string() + " (" + opts.data_dtype + ")"}};
+}
 
 int runTrain(TrainOptions opts) {
   auto job = resolveJobFlags(opts.job, DType::F32);
@@ -61,10 +90,17 @@ int runTrain(TrainOptions opts) {
   auto schedule = runtime::parseSchedule(opts.schedule);
   if (!schedule)
     return fail(schedule.error());
+  if (opts.min_lr > opts.lr)
+    return fail("--min-lr " + number(opts.min_lr) + " is above --lr " + number(opts.lr) +
+                ": the floor of the schedule must not exceed its peak");
   t.schedule = {*schedule, opts.lr, opts.min_lr >= 0 ? opts.min_lr : opts.lr / 10, opts.warmup,
                 t.steps};
+  t.resume = t.resume || t.resume_if_exists;
   if (t.resume && t.checkpoint_dir.empty())
-    return fail("--resume needs --checkpoint-dir (where to find the checkpoint)");
+    return fail(std::string(t.resume_if_exists ? "--resume-if-exists" : "--resume") +
+                " needs --checkpoint-dir (where to find the checkpoint)");
+  if (t.keep_checkpoints > 0 && t.checkpoint_dir.empty())
+    return fail("--keep-checkpoints needs --checkpoint-dir");
   auto data_dtype = runtime::parseTokenDType(opts.data_dtype);
   if (!data_dtype)
     return fail(data_dtype.error());
@@ -104,6 +140,12 @@ int runTrain(TrainOptions opts) {
   if (opts.data.empty() || t.steps == 0)
     return fail(std::string(opts.data.empty() ? "--data" : "--steps") +
                 " is required to train (or --compile-only)");
+  const int per_process = opts.devices_per_process > 0 ? opts.devices_per_process : opts.devices;
+  if (per_process > parallel::kMaxDevicesPerProcess)
+    return fail("--devices " + std::to_string(per_process) + " in one process is too many: one " +
+                "process simulates at most " + std::to_string(parallel::kMaxDevicesPerProcess) +
+                " devices (spread more over processes with mpirun and --devices-per-process)");
+  t.settings = runSettings(*loaded->config, opts, *parallel, job->dtype);
   auto data =
       runtime::TokenData::open(opts.data, *data_dtype, loaded->config->vocab_size, opts.model.seq);
   if (!data)
@@ -126,7 +168,6 @@ int runTrain(TrainOptions opts) {
   if (opts.devices_per_process > 0 || runtime::launchedByMpi()) {
     // A tensor-parallel group stays in one process: its collectives run
     // between kernels, in lockstep.
-    const int per_process = opts.devices_per_process > 0 ? opts.devices_per_process : opts.devices;
     if (per_process % parallel->tp != 0)
       return fail("--devices-per-process " + std::to_string(per_process) +
                   " must hold whole tensor-parallel groups: make it a multiple of --tp " +
@@ -151,6 +192,15 @@ int runTrain(TrainOptions opts) {
   if (!speaker) {
     t.trace_path.clear();
     opts.log_json.clear();
+  }
+  // One writer per checkpoint folder, for the whole run: the process that
+  // writes the checkpoints holds the folder's lock until it ends.
+  std::optional<runtime::CheckpointDirLock> lock;
+  if (speaker && !t.checkpoint_dir.empty()) {
+    auto acquired = runtime::CheckpointDirLock::acquire(t.checkpoint_dir);
+    if (!acquired)
+      return failJob(acquired.error());
+    lock.emplace(std::move(*acquired));
   }
   if (speaker)
     std::cout << "kiln: " << parallel->toString() << ", global batch " << opts.model.batch << " ("
@@ -208,44 +258,53 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--data-dtype", opts->data_dtype, "uint16 (default) or uint32");
   opts->trainer.steps = 0;
   cmd->add_option("--steps", opts->trainer.steps, "steps to train to (required to train)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   opts->model.batch = 0; // not given: one sequence per replica
   cmd->add_option("--batch", opts->model.batch,
                   "global batch, split over the replicas (default: one per replica)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   cmd->add_option("--seq", opts->model.seq, "sequence length (default: the config's)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--lr", opts->lr, "peak learning rate (default 3e-4)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--min-lr", opts->min_lr, "cosine's floor (default lr / 10)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--warmup", opts->warmup, "linear warmup steps")->check(CLI::NonNegativeNumber);
+      ->check(PositiveInteger);
+  cmd->add_option("--lr", opts->lr, "peak learning rate (default 3e-4)")->check(FinitePositive);
+  cmd->add_option("--min-lr", opts->min_lr, "cosine's floor (default lr / 10; at most --lr)")
+      ->check(FiniteNonNegative);
+  cmd->add_option("--warmup", opts->warmup, "linear warmup steps")->check(NonNegativeInteger);
   cmd->add_option("--schedule", opts->schedule, "cosine (default) or constant");
   cmd->add_option("--loss-scale", opts->loss_scale,
                   "dynamic (MindSpore: 2^24, 2, 2000), dynamic:INIT,FACTOR,WINDOW, mindformers "
                   "(65536, 2, 1000), fixed:S or none");
   cmd->add_option("--clip-grad-norm", opts->trainer.clip_grad_norm,
                   "clip the global gradient norm to this (0: off)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--devices", opts->devices, "simulated devices (default 8)")
-      ->check(CLI::PositiveNumber);
+      ->check(FiniteNonNegative);
+  cmd->add_option("--devices", opts->devices,
+                  "simulated devices (default 8; at most 65536, 1024 in one process)")
+      ->check(PositiveInteger);
   cmd->add_option("--dp", opts->dp, "data-parallel replicas (default devices / tp)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeInteger);
   cmd->add_option("--tp", opts->tp, "tensor-parallel shards (default 1)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeInteger);
   cmd->add_option("--zero", opts->zero, "0, or 1: shard the optimizer state over the replicas");
   cmd->add_option("--devices-per-process", opts->devices_per_process,
                   "under mpirun: the devices each process drives (processes x this = --devices)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   cmd->add_option("--device-memory", opts->device_memory,
                   "memory of each device, e.g. 2GiB (default: the target's HBM)");
   cmd->add_option("--checkpoint-dir", opts->trainer.checkpoint_dir,
-                  "write checkpoints here (step-N.safetensors)");
+                  "write checkpoints here (step-N.safetensors); one run at a time per folder");
   cmd->add_option("--checkpoint-every", opts->trainer.checkpoint_every,
                   "steps between checkpoints (0: only the last)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeInteger);
+  cmd->add_option("--keep-checkpoints", opts->trainer.keep_checkpoints,
+                  "keep only the N newest checkpoints in --checkpoint-dir (default: all)")
+      ->check(PositiveInteger);
   cmd->add_flag("--resume", opts->trainer.resume,
-                "continue from the latest checkpoint in --checkpoint-dir");
+                "continue from the latest checkpoint in --checkpoint-dir (an error when there "
+                "is none)");
+  cmd->add_flag("--resume-if-exists", opts->trainer.resume_if_exists,
+                "continue from the latest checkpoint in --checkpoint-dir, or start afresh when "
+                "there is none");
+  cmd->add_flag("--resume-any-settings", opts->trainer.resume_any_settings,
+                "resume even from a checkpoint of another model, layout, batch, dtype or data");
   cmd->add_option("--weights", opts->weights,
                   "initial weights (safetensors, HF names); default: initialised from --seed");
   cmd->add_option("--seed", opts->trainer.seed, "initialisation and data seed (default 0)");
@@ -258,6 +317,7 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   addJobFlags(*cmd, opts->job);
   addKernelFlags(*cmd, opts->kernels);
   cmd->callback([opts, &action] { action = [opts] { return runTrain(*opts); }; });
+  suggestOnUnknownArguments(*cmd);
 }
 
 } // namespace kiln::cli

@@ -22,17 +22,22 @@ namespace {
 // on the way back, so every way to satisfy the goals is visited.
 class StructureMatcher {
 public:
-  StructureMatcher(const Graph &graph, const Pattern &pattern, size_t limit)
-      : graph_(graph), pattern_(pattern), limit_(limit) {
+  StructureMatcher(const Graph &graph, const Pattern &pattern, size_t limit, size_t budget)
+      : graph_(graph), pattern_(pattern), limit_(limit), budget_(budget) {
     current_.nodes.assign(pattern.nodes.size(), kNoNode);
     current_.wildcards.assign(pattern.wildcards.size(), kNoValue);
   }
 
-  std::vector<Match> run(NodeId root) {
+  Expected<std::vector<Match>> run(NodeId root) {
     if (canBind(pattern_.root, root)) {
       current_.nodes[pattern_.root] = root;
       expand(pattern_.root, root, 0);
     }
+    if (steps_ > budget_)
+      return Error("matching the pattern at '" + graph_.node(root).name + "' took more than " +
+                   std::to_string(budget_) +
+                   " steps without an answer (its commutative nodes multiply the operand "
+                   "orders to try); make the pattern smaller or less ambiguous");
     return std::move(found_);
   }
 
@@ -61,7 +66,7 @@ private:
   }
 
   void solve(size_t i) {
-    if (found_.size() >= limit_)
+    if (found_.size() >= limit_ || ++steps_ > budget_)
       return;
     if (i == goals_.size()) {
       if (wildcardsComeFromOutside())
@@ -110,6 +115,8 @@ private:
   const Graph &graph_;
   const Pattern &pattern_;
   size_t limit_;
+  size_t budget_;
+  size_t steps_ = 0;
   Match current_;
   std::vector<std::pair<PatternRef, ValueId>> goals_;
   std::vector<Match> found_;
@@ -177,9 +184,9 @@ std::string check(const Graph &graph, const Pattern &pattern, const Match &m, co
 
 } // namespace
 
-std::vector<Match> matchStructure(const Graph &graph, const Pattern &pattern, NodeId root,
-                                  size_t limit) {
-  return StructureMatcher(graph, pattern, limit).run(root);
+Expected<std::vector<Match>> matchStructure(const Graph &graph, const Pattern &pattern, NodeId root,
+                                            size_t limit, size_t budget) {
+  return StructureMatcher(graph, pattern, limit, budget).run(root);
 }
 
 std::string constraintViolation(const Graph &graph, const Pattern &pattern, const Match &match) {

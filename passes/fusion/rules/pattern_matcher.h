@@ -9,6 +9,11 @@
 // (unless the node "escapes"), no member in a group already, and the members
 // convex. The first match that passes becomes a group; otherwise the first
 // one's failure is the rejection reason.
+//
+// The search is bounded: commutative nodes double the orders to try at each
+// level, so a pattern of many of them whose match fails deep down could
+// backtrack for minutes. Past kMatchStepBudget steps at one root the search
+// stops with an error instead.
 #pragma once
 
 #include <string>
@@ -27,9 +32,13 @@ struct Match {
   std::vector<NodeId> members() const;
 };
 
-// Structural matches anchored at `root`, at most `limit` of them.
-std::vector<Match> matchStructure(const Graph &graph, const Pattern &pattern, NodeId root,
-                                  size_t limit = 16);
+// Goals the matcher may try at one root before it gives up.
+inline constexpr size_t kMatchStepBudget = 1'000'000;
+
+// Structural matches anchored at `root`, at most `limit` of them; an error
+// naming the root when the search takes more than `budget` steps.
+Expected<std::vector<Match>> matchStructure(const Graph &graph, const Pattern &pattern, NodeId root,
+                                            size_t limit = 16, size_t budget = kMatchStepBudget);
 
 // Empty when every constraint holds; otherwise which one failed, by JSON path.
 std::string constraintViolation(const Graph &graph, const Pattern &pattern, const Match &match);

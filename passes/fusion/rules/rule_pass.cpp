@@ -5,7 +5,7 @@
 
 namespace kiln::passes::rules {
 
-PassResult applyFusionRule(Graph &graph, const FusionRule &rule) {
+Expected<PassResult> applyFusionRule(Graph &graph, const FusionRule &rule) {
   const Pattern &pattern = rule.pattern;
   PassResult result;
   // Forming groups changes no edge, so one view serves the whole run.
@@ -14,7 +14,13 @@ PassResult applyFusionRule(Graph &graph, const FusionRule &rule) {
   for (NodeId n = 0; n < count; ++n) {
     if (graph.isErased(n) || !pattern.opMatches(pattern.root, graph.node(n).op))
       continue;
-    std::vector<Match> matches = matchStructure(graph, pattern, n);
+    Expected<std::vector<Match>> structural = matchStructure(graph, pattern, n);
+    if (!structural)
+      return Error("fusion rule '" + rule.info.name + "'" +
+                   (rule.source.empty() ? "" : " (" + rule.source + ")") + ": " +
+                   structural.message() + "; or turn the rule off with --disable-pass " +
+                   rule.info.name);
+    const std::vector<Match> &matches = *structural;
     if (matches.empty())
       continue;
     ++result.match_times;

@@ -9,8 +9,9 @@ namespace kiln::passes::rules {
 
 // Anchors the pattern at every node in graph order. match_times counts roots
 // whose op and structure matched; effect_times the groups formed; every
-// other structural match is a rejection saying why.
-PassResult applyFusionRule(Graph &graph, const FusionRule &rule);
+// other structural match is a rejection saying why. An error naming the rule
+// when its matcher runs past its search budget (pattern_matcher.h).
+Expected<PassResult> applyFusionRule(Graph &graph, const FusionRule &rule);
 
 class RulePass final : public Pass {
 public:

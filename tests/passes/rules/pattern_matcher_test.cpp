@@ -50,7 +50,7 @@ TEST(PatternMatcher, CommutativeNodeMatchesEitherOrder) {
   ValueId s = t.b.create("Silu", "s", {t.y});
   t.graph.addOutput("m", t.b.create("Mul", "m", {s, t.x})); // Silu first: the swapped order
   FusionRule rule = ruleFrom(kSwiGlu);
-  std::vector<Match> found = matchStructure(t.graph, rule.pattern, t.node("m"));
+  std::vector<Match> found = *matchStructure(t.graph, rule.pattern, t.node("m"));
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].wildcards[0], t.y); // $gate
   EXPECT_EQ(found[0].wildcards[1], t.x); // $up
@@ -59,7 +59,7 @@ TEST(PatternMatcher, CommutativeNodeMatchesEitherOrder) {
   FusionRule ordered = ruleFrom(R"({"root": "mul", "nodes": [
       {"id": "act", "op": "Silu", "inputs": ["$gate"]},
       {"id": "mul", "op": "Mul", "inputs": ["$up", "act"]}]})");
-  EXPECT_TRUE(matchStructure(t.graph, ordered.pattern, t.node("m")).empty());
+  EXPECT_TRUE(matchStructure(t.graph, ordered.pattern, t.node("m"))->empty());
 }
 
 const char *kRotary = R"({"root": "add", "nodes": [
@@ -76,7 +76,7 @@ TEST(PatternMatcher, SharedWildcardBindsOneValue) {
     ValueId mc = t.b.create("Mul", "mc", {t.x, c});
     ValueId ms = t.b.create("Mul", "ms", {t.b.create("RotateHalf", "r", {t.x}), t.y});
     t.graph.addOutput("out", t.b.create("Add", "add", {mc, ms}));
-    std::vector<Match> found = matchStructure(t.graph, rule.pattern, t.node("add"));
+    std::vector<Match> found = *matchStructure(t.graph, rule.pattern, t.node("add"));
     ASSERT_EQ(found.size(), 1u);
     EXPECT_EQ(found[0].wildcards[0], t.x);
   }
@@ -86,7 +86,7 @@ TEST(PatternMatcher, SharedWildcardBindsOneValue) {
     ValueId mc = t.b.create("Mul", "mc", {t.x, t.x});
     ValueId ms = t.b.create("Mul", "ms", {t.b.create("RotateHalf", "r", {t.y}), t.y});
     t.graph.addOutput("out", t.b.create("Add", "add", {mc, ms}));
-    EXPECT_TRUE(matchStructure(t.graph, rule.pattern, t.node("add")).empty());
+    EXPECT_TRUE(matchStructure(t.graph, rule.pattern, t.node("add"))->empty());
   }
 }
 
@@ -103,11 +103,11 @@ TEST(PatternMatcher, BacktracksThroughTheRestOfThePattern) {
   ValueId ms = t.b.create("Mul", "ms", {t.b.create("RotateHalf", "r", {t.x}), t.y});
   ValueId mc = t.b.create("Mul", "mc", {t.x, c});
   t.graph.addOutput("out", t.b.create("Add", "add", {ms, mc}));
-  std::vector<Match> found = matchStructure(t.graph, rule.pattern, t.node("add"));
+  std::vector<Match> found = *matchStructure(t.graph, rule.pattern, t.node("add"));
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].wildcards[0], t.x);
   EXPECT_EQ(found[0].nodes[0], t.node("mc"));
-  EXPECT_TRUE(matchStructure(t.graph, ruleFrom(kRotary).pattern, t.node("add")).empty());
+  EXPECT_TRUE(matchStructure(t.graph, ruleFrom(kRotary).pattern, t.node("add"))->empty());
 }
 
 TEST(PatternMatcher, OneWildcardInTwoPlacesNeedsOneValue) {
@@ -119,12 +119,12 @@ TEST(PatternMatcher, OneWildcardInTwoPlacesNeedsOneValue) {
       {"id": "a", "op": "Silu", "inputs": ["$v"]},
       {"id": "b", "op": "Silu", "inputs": ["$v"]},
       {"id": "mul", "op": "Mul", "inputs": ["a", "b"], "commutative": true}]})");
-  EXPECT_TRUE(matchStructure(t.graph, shared.pattern, t.node("m")).empty());
+  EXPECT_TRUE(matchStructure(t.graph, shared.pattern, t.node("m"))->empty());
   FusionRule distinct = ruleFrom(R"({"root": "mul", "nodes": [
       {"id": "a", "op": "Silu", "inputs": ["$v"]},
       {"id": "b", "op": "Silu", "inputs": ["$w"]},
       {"id": "mul", "op": "Mul", "inputs": ["a", "b"], "commutative": true}]})");
-  EXPECT_EQ(matchStructure(t.graph, distinct.pattern, t.node("m")).size(), 2u); // both orders
+  EXPECT_EQ(matchStructure(t.graph, distinct.pattern, t.node("m"))->size(), 2u); // both orders
 }
 
 TEST(PatternMatcher, WildcardMustComeFromOutside) {
@@ -132,7 +132,7 @@ TEST(PatternMatcher, WildcardMustComeFromOutside) {
   Inputs t;
   ValueId s = t.b.create("Silu", "s", {t.y});
   t.graph.addOutput("m", t.b.create("Mul", "m", {s, s}));
-  EXPECT_TRUE(matchStructure(t.graph, ruleFrom(kSwiGlu).pattern, t.node("m")).empty());
+  EXPECT_TRUE(matchStructure(t.graph, ruleFrom(kSwiGlu).pattern, t.node("m"))->empty());
 }
 
 TEST(PatternMatcher, UseOutsideThePatternIsRejected) {
@@ -140,7 +140,7 @@ TEST(PatternMatcher, UseOutsideThePatternIsRejected) {
   ValueId s = t.b.create("Silu", "s", {t.y});
   t.graph.addOutput("m", t.b.create("Mul", "m", {t.x, s}));
   t.graph.addOutput("n", t.b.create("Neg", "n", {s}));
-  PassResult result = applyFusionRule(t.graph, ruleFrom(kSwiGlu));
+  PassResult result = *applyFusionRule(t.graph, ruleFrom(kSwiGlu));
   EXPECT_EQ(result.match_times, 1);
   EXPECT_EQ(result.effect_times, 0);
   ASSERT_EQ(result.rejections.size(), 1u);
@@ -152,7 +152,7 @@ TEST(PatternMatcher, UseOutsideThePatternIsRejected) {
   ValueId s2 = out.b.create("Silu", "s", {out.y});
   out.graph.addOutput("m", out.b.create("Mul", "m", {out.x, s2}));
   out.graph.addOutput("act", s2);
-  PassResult r2 = applyFusionRule(out.graph, ruleFrom(kSwiGlu));
+  PassResult r2 = *applyFusionRule(out.graph, ruleFrom(kSwiGlu));
   ASSERT_EQ(r2.rejections.size(), 1u);
   EXPECT_EQ(r2.rejections[0].reason, "'s' is also used by graph output 'act' outside the pattern");
 }
@@ -166,7 +166,7 @@ TEST(PatternMatcher, EscapingNodeMayBeUsedOutside) {
       {"id": "act", "op": "Silu", "inputs": ["$gate"], "escapes": true},
       {"id": "mul", "op": "Mul", "inputs": ["$up", "act"], "commutative": true}]})",
                              "EscapeRule");
-  PassResult result = applyFusionRule(t.graph, rule);
+  PassResult result = *applyFusionRule(t.graph, rule);
   EXPECT_EQ(result.effect_times, 1);
   ASSERT_EQ(t.graph.groups().size(), 1u);
   const FusionGroup &g = t.graph.group(0);
@@ -187,7 +187,7 @@ TEST(PatternMatcher, NonConvexMatchIsRejected) {
   FusionRule rule = ruleFrom(R"({"root": "add", "nodes": [
       {"id": "act", "op": "Silu", "inputs": ["$x"], "escapes": true},
       {"id": "add", "op": "Add", "inputs": ["act", "$other"]}]})");
-  PassResult result = applyFusionRule(t.graph, rule);
+  PassResult result = *applyFusionRule(t.graph, rule);
   EXPECT_EQ(result.match_times, 1);
   EXPECT_EQ(result.effect_times, 0);
   ASSERT_EQ(result.rejections.size(), 1u);
@@ -200,8 +200,8 @@ TEST(PatternMatcher, NodesInAGroupAreLeftAlone) {
   ValueId s = t.b.create("Silu", "s", {t.y});
   t.graph.addOutput("m", t.b.create("Mul", "m", {t.x, s}));
   FusionRule rule = ruleFrom(kSwiGlu);
-  EXPECT_EQ(applyFusionRule(t.graph, rule).effect_times, 1);
-  PassResult again = applyFusionRule(t.graph, rule);
+  EXPECT_EQ(applyFusionRule(t.graph, rule)->effect_times, 1);
+  PassResult again = *applyFusionRule(t.graph, rule);
   EXPECT_EQ(again.match_times, 1);
   EXPECT_EQ(again.effect_times, 0);
   ASSERT_EQ(again.rejections.size(), 1u);
@@ -212,7 +212,7 @@ TEST(PatternMatcher, NodesInAGroupAreLeftAlone) {
 TEST(PatternMatcher, RootWithTheWrongStructureIsNoMatch) {
   Inputs t;
   t.graph.addOutput("m", t.b.create("Mul", "m", {t.x, t.y}));
-  PassResult result = applyFusionRule(t.graph, ruleFrom(kSwiGlu));
+  PassResult result = *applyFusionRule(t.graph, ruleFrom(kSwiGlu));
   EXPECT_EQ(result.match_times, 0);
   EXPECT_TRUE(result.rejections.empty());
 }
@@ -222,7 +222,7 @@ std::string verdict(const std::string &pattern, DType dtype = DType::F32) {
   Inputs t(dtype);
   ValueId s = t.b.create("Silu", "s", {t.y});
   t.graph.addOutput("m", t.b.create("Mul", "m", {t.x, s}));
-  PassResult result = applyFusionRule(t.graph, ruleFrom(pattern));
+  PassResult result = *applyFusionRule(t.graph, ruleFrom(pattern));
   EXPECT_EQ(result.match_times, 1);
   if (result.effect_times == 1)
     return "";
@@ -260,7 +260,7 @@ TEST(PatternMatcher, SameShapeConstraint) {
   ValueId s = t.b.create("Silu", "s", {y});
   t.graph.addOutput("m", t.b.create("Mul", "m", {t.x, s}));
   PassResult result =
-      applyFusionRule(t.graph, ruleFrom(swigluWith("{}", R"({"$up": {"same_shape_as": "act"}})")));
+      *applyFusionRule(t.graph, ruleFrom(swigluWith("{}", R"({"$up": {"same_shape_as": "act"}})")));
   ASSERT_EQ(result.rejections.size(), 1u);
   EXPECT_EQ(result.rejections[0].reason,
             "constraint $.pattern.wildcards.$up.same_shape_as failed: 'x' has shape [2,4] but 's' "
@@ -278,13 +278,57 @@ TEST(PatternMatcher, AttributeConstraint) {
     return t;
   };
   auto good = build(DType::F16);
-  EXPECT_EQ(applyFusionRule(good->graph, rule).effect_times, 1);
+  EXPECT_EQ(applyFusionRule(good->graph, rule)->effect_times, 1);
   auto bad = build(DType::BF16);
-  PassResult result = applyFusionRule(bad->graph, rule);
+  PassResult result = *applyFusionRule(bad->graph, rule);
   ASSERT_EQ(result.rejections.size(), 1u);
   EXPECT_EQ(result.rejections[0].reason,
             "constraint $.pattern.nodes[0].constraints.attrs failed: 'down' has dtype=bf16, not "
             "f16");
+}
+
+// A chain of commutative Adds over a graph where every Add reads the two
+// before it (a Fibonacci DAG): the operand orders to try grow as 1.6^depth,
+// and the leaf (a Mul) never matches. The search stops at its budget with an
+// error naming the rule, instead of running for minutes.
+TEST(PatternMatcher, AnExplodingSearchStopsAtItsBudget) {
+  const int depth = 40;
+  std::string nodes;
+  for (int k = 0; k < depth; ++k)
+    nodes += R"({"id": "a)" + std::to_string(k) + R"(", "op": "Add", "inputs": ["a)" +
+             std::to_string(k + 1) + R"(", "$w)" + std::to_string(k) +
+             R"("], "commutative": true}, )";
+  nodes += R"({"id": "a)" + std::to_string(depth) + R"(", "op": "Mul", "inputs": ["$p", "$q"]})";
+  FusionRule rule = ruleFrom(R"({"root": "a0", "nodes": [)" + nodes + "]}", "DeepRule");
+  Inputs t;
+  std::vector<ValueId> v{t.x, t.y};
+  for (int k = 0; k < depth + 2; ++k)
+    v.push_back(t.b.create("Add", "v" + std::to_string(k), {v[v.size() - 1], v[v.size() - 2]}));
+  t.graph.addOutput("out", v.back());
+  const NodeId root = t.graph.value(v.back()).producer;
+
+  auto small = matchStructure(t.graph, rule.pattern, root, 16, 1000);
+  ASSERT_FALSE(small.isOk());
+  EXPECT_NE(small.message().find("more than 1000 steps"), std::string::npos) << small.message();
+  EXPECT_NE(small.message().find("v" + std::to_string(depth + 1)), std::string::npos)
+      << small.message();
+
+  auto applied = applyFusionRule(t.graph, rule);
+  ASSERT_FALSE(applied.isOk());
+  EXPECT_NE(applied.message().find("fusion rule 'DeepRule' (test.json)"), std::string::npos)
+      << applied.message();
+  EXPECT_NE(applied.message().find("--disable-pass DeepRule"), std::string::npos)
+      << applied.message();
+}
+
+// Within the budget an ordinary pattern matches as before.
+TEST(PatternMatcher, AnOrdinaryPatternFitsTheBudget) {
+  Inputs t;
+  ValueId s = t.b.create("Silu", "s", {t.y});
+  t.graph.addOutput("m", t.b.create("Mul", "m", {t.x, s}));
+  auto found = matchStructure(t.graph, ruleFrom(kSwiGlu).pattern, t.node("m"), 16, 10);
+  ASSERT_TRUE(found.isOk()) << found.message();
+  EXPECT_EQ(found->size(), 1u);
 }
 
 } // namespace

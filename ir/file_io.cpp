@@ -1,5 +1,6 @@
 #include "ir/file_io.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -7,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include <dirent.h>
@@ -142,32 +144,44 @@ Expected<std::string> readFile(const std::string &path, size_t max_bytes) {
     ::close(fd);
     return Error(path + ": cannot read: is a directory, not a file");
   }
+  // A stream (a pipe, /dev/zero) has no size to check first: it is read up
+  // to a cap, so that one that never ends is an error, not all of memory.
+  if (!S_ISREG(st.st_mode))
+    max_bytes = std::min(max_bytes, kMaxStreamBytes);
   std::string out;
   auto tooLarge = [&] {
     ::close(fd);
     return Error(path + ": cannot read: larger than " + std::to_string(max_bytes) +
                  " bytes, the most kiln reads from such a file");
   };
-  if (S_ISREG(st.st_mode)) {
-    if (static_cast<uint64_t>(st.st_size) > max_bytes)
-      return tooLarge();
-    out.reserve(static_cast<size_t>(st.st_size));
-  }
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      std::string why = std::strerror(errno);
-      ::close(fd);
-      return Error(path + ": read failed: " + why);
+  try {
+    if (S_ISREG(st.st_mode)) {
+      if (static_cast<uint64_t>(st.st_size) > max_bytes)
+        return tooLarge();
+      out.reserve(static_cast<size_t>(st.st_size));
     }
-    if (n == 0)
-      break;
-    if (static_cast<size_t>(n) > max_bytes - out.size())
-      return tooLarge();
-    out.append(buf, static_cast<size_t>(n));
+    char buf[1 << 16];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0) {
+        if (errno == EINTR)
+          continue;
+        std::string why = std::strerror(errno);
+        ::close(fd);
+        return Error(path + ": read failed: " + why);
+      }
+      if (n == 0)
+        break;
+      if (static_cast<size_t>(n) > max_bytes - out.size())
+        return tooLarge();
+      out.append(buf, static_cast<size_t>(n));
+    }
+  } catch (const std::bad_alloc &) {
+    ::close(fd);
+    return Error(path + ": cannot read: its " +
+                 std::to_string(S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size)
+                                                    : uint64_t(out.size())) +
+                 " bytes do not fit in this machine's memory");
   }
   ::close(fd);
   return out;
@@ -219,6 +233,16 @@ Status writeFileAtomic(const std::string &path, std::string_view contents) {
       return Error(path + ": cannot sync its folder: " + std::strerror(dir_errno));
   }
   return Status::ok();
+}
+
+Expected<std::string> jsonText(const nlohmann::json &value, std::string_view what, int indent) {
+  try {
+    return value.dump(indent);
+  } catch (const nlohmann::json::type_error &) {
+    return Error(std::string(what) +
+                 ": holds a name that is not valid UTF-8 (from a file or a path with bytes of "
+                 "another encoding); rename it in UTF-8");
+  }
 }
 
 Expected<nlohmann::json> parseJson(std::string_view text, std::string_view source) {

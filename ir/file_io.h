@@ -16,6 +16,9 @@ namespace kiln {
 // ends (/dev/zero, a pipe) or a huge one named where a small one belongs is
 // refused before it fills memory.
 Expected<std::string> readFile(const std::string &path, size_t max_bytes = SIZE_MAX);
+// What readFile reads at most from a stream (a pipe, a device): it has no
+// size to check before reading.
+inline constexpr size_t kMaxStreamBytes = size_t{1} << 30;
 // Writes to "<path>.tmp.<host>.<pid>.<n>" in the same folder (<host>: the
 // host's name and pid namespace), fsyncs, renames over `path` and fsyncs
 // the folder, so a reader sees the old file or the new one, never a torn
@@ -45,6 +48,10 @@ inline constexpr int kMaxJsonDepth = 512;
 // Parses JSON; a syntax error names `source` and the line and column, and a
 // document nested deeper than kMaxJsonDepth is refused before it is built.
 Expected<nlohmann::json> parseJson(std::string_view text, std::string_view source);
+// `value` as JSON text (indented by `indent`, -1: one line); text that is not
+// valid UTF-8 (a Latin-1 name from a file) is an error naming `what`, where
+// nlohmann would throw.
+Expected<std::string> jsonText(const nlohmann::json &value, std::string_view what, int indent = -1);
 // The largest JSON file kiln reads: its biggest, the graph of a whole
 // training step, is a few MB.
 inline constexpr size_t kMaxJsonFileBytes = size_t{256} << 20;

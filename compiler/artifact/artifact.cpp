@@ -339,7 +339,9 @@ Expected<std::string> encodeArtifact(const Artifact &artifact, const SigningKey 
   for (const frontend::CustomOpSource &file : artifact.custom_ops)
     custom_ops.push_back({{"path", file.path}, {"xml", file.xml}});
   manifest["custom_ops"] = std::move(custom_ops);
-  const std::string manifest_text = manifest.dump();
+  // A name that is not UTF-8 (a Latin-1 keep_dtype line, a model path) cannot
+  // be JSON: an error naming it, not nlohmann's exception.
+  KILN_ASSIGN_OR_RETURN(const std::string manifest_text, jsonText(manifest, "the manifest"));
 
   std::string out(kMagic, sizeof(kMagic));
   putLE(out, kArtifactFormatVersion, 4);
@@ -348,8 +350,11 @@ Expected<std::string> encodeArtifact(const Artifact &artifact, const SigningKey 
   putLE(out, 0, 4);
   putLE(out, manifest_text.size(), 8);
   out += manifest_text;
-  for (const Bucket &b : artifact.buckets)
-    putSection(out, bucketToJson(b).dump());
+  for (const Bucket &b : artifact.buckets) {
+    KILN_ASSIGN_OR_RETURN(const std::string text,
+                          jsonText(bucketToJson(b), "bucket seq " + std::to_string(b.seq)));
+    putSection(out, text);
+  }
   for (const ArtifactObject &o : artifact.objects)
     putSection(out, o.code);
   const cache::Sha256::Digest sum = cache::sha256(out);

@@ -5,9 +5,15 @@
 #include <climits>
 #include <numeric>
 
+#include "ir/shape.h"
+
 namespace kiln::artifact {
 
+// Sums of sizes saturate at INT64_MAX (ir/shape.h): a plan past it is
+// refused by its size, never wrapped into a small one.
 int64_t BufferPlacement::alignedBytes(int64_t alignment) const {
+  if (bytes > INT64_MAX - alignment)
+    return INT64_MAX;
   return (bytes + alignment - 1) / alignment * alignment;
 }
 
@@ -71,7 +77,7 @@ MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec>
         best = cursor;
         best_gap = gap;
       }
-      cursor = std::max(cursor, c.offset + c.alignedBytes(alignment));
+      cursor = std::max(cursor, saturatingAdd(c.offset, c.alignedBytes(alignment)));
     }
     b.offset = best >= 0 ? best : cursor;
     placed.insert(std::upper_bound(placed.begin(), placed.end(), index,
@@ -79,8 +85,8 @@ MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec>
                                      return plan.buffers[x].offset < plan.buffers[y].offset;
                                    }),
                   index);
-    plan.peak_bytes = std::max(plan.peak_bytes, b.offset + size);
-    plan.total_bytes += size;
+    plan.peak_bytes = std::max(plan.peak_bytes, saturatingAdd(b.offset, size));
+    plan.total_bytes = saturatingAdd(plan.total_bytes, size);
   }
   return plan;
 }
@@ -97,8 +103,8 @@ Status verifyMemoryPlan(const MemoryPlan &plan) {
     if (b.first < -1 || b.last > plan.kernels || b.first > b.last)
       return Error(what + ": lifetime [" + std::to_string(b.first) + ", " + std::to_string(b.last) +
                    "] outside [-1, " + std::to_string(plan.kernels) + "]");
-    peak = std::max(peak, b.offset + b.alignedBytes(plan.alignment));
-    total += b.alignedBytes(plan.alignment);
+    peak = std::max(peak, saturatingAdd(b.offset, b.alignedBytes(plan.alignment)));
+    total = saturatingAdd(total, b.alignedBytes(plan.alignment));
   }
   if (peak != plan.peak_bytes || total != plan.total_bytes)
     return Error("peak " + std::to_string(plan.peak_bytes) + " and total " +

@@ -100,9 +100,15 @@ void scanEntries(const std::string &dir, std::vector<DiskEntry> &entries,
 }
 
 Expected<CacheEntry> readMeta(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO planted where an entry belongs must not block the open.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return Error(path + ": cannot open: " + errnoText());
+  struct stat check {};
+  if (::fstat(fd, &check) != 0 || !S_ISREG(check.st_mode)) {
+    ::close(fd);
+    return Error(path + ": not a regular file");
+  }
   struct stat st {};
   std::string prefix(kEntryHeaderSize, '\0');
   ssize_t n = ::fstat(fd, &st) == 0 ? ::pread(fd, prefix.data(), prefix.size(), 0) : -1;
@@ -142,7 +148,7 @@ Expected<nlohmann::json> readCounters(const std::string &path) {
 
 std::optional<CacheEntry> loadChecked(const std::string &path, const std::string &expect_key,
                                       std::string_view secret, int &fd, std::string &bad) {
-  fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ELOOP)
       bad = "is a symbolic link";

@@ -3,6 +3,8 @@
 #include "compiler/cache/kernel_cache.h"
 #include "compiler/driver/compile.h"
 
+#include <spdlog/spdlog.h>
+
 namespace kiln::driver {
 
 Expected<JobKernels> compileJobKernels(const Graph &graph, const ResolvedJob &job,
@@ -10,11 +12,19 @@ Expected<JobKernels> compileJobKernels(const Graph &graph, const ResolvedJob &jo
                                        codegen::KernelCompileFailure *failure) {
   JobKernels result;
   std::unique_ptr<cache::KernelCache> cache;
+  // The cache only saves time: a cache that cannot be opened, read or written
+  // (a read-only mount, a full disk, no key folder, a bad size setting) is a
+  // warning, and the kernels are compiled without it.
   if (settings.mode != cache::CacheMode::Disable) {
-    KILN_ASSIGN_OR_RETURN(result.cache_dir, cache::resolveCacheDir(settings.dir));
-    KILN_ASSIGN_OR_RETURN(uint64_t max_bytes, cache::maxSizeFromEnv());
-    KILN_ASSIGN_OR_RETURN(cache,
-                          cache::KernelCache::open(result.cache_dir, settings.mode, max_bytes));
+    auto opened = [&]() -> Expected<std::unique_ptr<cache::KernelCache>> {
+      KILN_ASSIGN_OR_RETURN(result.cache_dir, cache::resolveCacheDir(settings.dir));
+      KILN_ASSIGN_OR_RETURN(uint64_t max_bytes, cache::maxSizeFromEnv());
+      return cache::KernelCache::open(result.cache_dir, settings.mode, max_bytes);
+    }();
+    if (opened)
+      cache = std::move(*opened);
+    else
+      spdlog::warn("kernel cache: {}; compiling without it", opened.message());
   }
   codegen::KernelCompileOptions options;
   options.object.overflow = job.overflow;
@@ -24,9 +34,7 @@ Expected<JobKernels> compileJobKernels(const Graph &graph, const ResolvedJob &jo
   options.dump_dir = settings.dump_dir;
   KILN_ASSIGN_OR_RETURN(result.kernels,
                         codegen::compileKernels(graph, job.target, options, failure));
-  if (cache)
-    KILN_RETURN_IF_ERROR(cache->flushStats());
-  return result;
+  return result; // the cache's destructor adds its counters, warning if it cannot
 }
 
 Expected<std::vector<codegen::KernelDiagnostic>> kernelFailures(Graph graph, const ResolvedJob &job,

@@ -126,6 +126,36 @@ TEST_F(CacheCli, BadCacheDirIsAOneLineErrorNamingIt) {
               {path("shared"), "writable by group or others"});
 }
 
+// For a compile, the cache only saves time: one that cannot be created,
+// locked or written, or a bad size setting, is a warning; the kernels are
+// compiled and the artifact is written. (Tests run as root, where a
+// read-only folder is still writable: the cache's files are made folders
+// instead, which no one can open as files.)
+TEST_F(CacheCli, ACacheThatCannotBeUsedIsAWarningNeverAnError) {
+  const std::string compile = "compile " + kTiny + " --seq 8 -o " + path("a.kiln") + " ";
+  write("plain_file", "x");
+  Result r = run(compile + "--cache-dir " + path("plain_file") + "/cache");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("kiln: warning: kernel cache: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("compiling without it"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(path("a.kiln")));
+
+  ASSERT_EQ(run(compile + "--cache-dir " + cacheDir()).exit_code, 0);
+  fs::remove(path("a.kiln"));
+  fs::remove(fs::path(cacheDir()) / "stats.lock");
+  fs::create_directories(fs::path(cacheDir()) / "stats.lock");
+  r = run(compile + "--cache-dir " + cacheDir());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("kiln: warning: kernel cache: "), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(path("a.kiln")));
+
+  ::setenv("KILN_CACHE_MAX_SIZE", "abc", 1);
+  r = run(compile + "--cache-dir " + cacheDir());
+  ::unsetenv("KILN_CACHE_MAX_SIZE");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("KILN_CACHE_MAX_SIZE"), std::string::npos) << r.err;
+}
+
 TEST_F(CacheCli, BadSizesAndFormatsAreErrors) {
   expectError(run("cache prune --cache-dir " + cacheDir() + " --max-size lots"),
               {"--max-size", "lots"});
@@ -133,6 +163,10 @@ TEST_F(CacheCli, BadSizesAndFormatsAreErrors) {
   Result r = run("cache stats --cache-dir " + cacheDir());
   ::unsetenv("KILN_CACHE_MAX_SIZE");
   expectError(r, {"KILN_CACHE_MAX_SIZE", "-5"});
+  ::setenv("KILN_CACHE_MAX_SIZE", "abc", 1);
+  r = run("cache stats --cache-dir " + cacheDir());
+  ::unsetenv("KILN_CACHE_MAX_SIZE");
+  expectError(r, {"KILN_CACHE_MAX_SIZE", "abc"});
   Result f = run("cache stats --cache-dir " + cacheDir() + " --format xml");
   EXPECT_NE(f.exit_code, 0);
   EXPECT_EQ(f.err.rfind("kiln: error: ", 0), 0u) << f.err;

@@ -290,5 +290,55 @@ TEST_F(SecurityCli, ControlCharactersInNamesArePrintedEscaped) {
   }
 }
 
+// Inputs that used to abort kiln (an uncaught exception, SIGABRT) or to
+// exhaust memory are one-line errors with exit code 1.
+TEST_F(SecurityCli, EndlessOrHugeInputsAreOneLineErrors) {
+  const std::string tiny = kTiny + " --batch 8 --seq 8";
+  Result r = run("train " + tiny + " --data /dev/zero --steps 1");
+  expectError(r, {"/dev/zero", "larger than"});
+  ASSERT_EQ(run("make-inputs " + kTiny + " --batch 1 --seq 8 -o in.st").exit_code, 0);
+  expectError(run("run " + kTiny + " --weights /dev/zero --inputs in.st --outputs o.st"),
+              {"/dev/zero", "larger than"});
+  fs::create_symlink("/dev/zero", dir_ / "zero.kiln");
+  expectError(run("run zero.kiln --weights w.st --inputs in.st --outputs o.st"),
+              {"zero.kiln", "larger than"});
+  expectError(run("inspect zero.kiln"), {"zero.kiln", "larger than"});
+}
+
+TEST_F(SecurityCli, ANameThatIsNotUtf8IsAnErrorNotAnAbort) {
+  const fs::path latin1 = dir_ / "caf\xe9";
+  fs::create_directories(latin1);
+  fs::copy_file(kTiny, latin1 / "config.json");
+  Result r = run("compile '" + (latin1 / "config.json").string() + "' --seq 8 -o l1.kiln");
+  expectError(r, {"l1.kiln", "not valid UTF-8"});
+  EXPECT_FALSE(r.signaled);
+  EXPECT_FALSE(fs::exists(path("l1.kiln")));
+}
+
+#if !defined(__SANITIZE_ADDRESS__)
+// Under a 1.5 GB address-space limit, Qwen-14B's weights cannot be made.
+TEST_F(SecurityCli, WeightsThatDoNotFitInMemoryAreOneLineErrors) {
+  Result r = shell("ulimit -v 1500000 && " + kiln_ + " init " + kSource +
+                   "/examples/qwen-14b/config.json -o big.st");
+  expectError(r, {"qwen-14b/config.json", "52.8 GiB", "more memory than this machine has"});
+  EXPECT_FALSE(fs::exists(path("big.st")));
+}
+#endif
+
+// A FIFO where a cache entry belongs blocked kiln cache verify and list
+// forever; it is not a regular file, so it is evicted and listed past.
+TEST_F(SecurityCli, AFifoInTheCacheDoesNotHang) {
+  ASSERT_EQ(run(compile("a.kiln")).exit_code, 0);
+  const fs::path entry = entries().front();
+  fs::remove(entry);
+  ASSERT_EQ(::mkfifo(entry.c_str(), 0600), 0);
+  Result list = shell("timeout 60 " + kiln_ + " cache list --cache-dir " + path("cache"));
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  Result verify = shell("timeout 60 " + kiln_ + " cache verify --cache-dir " + path("cache"));
+  EXPECT_EQ(verify.exit_code, 1) << verify.err;
+  EXPECT_NE(verify.out.find("not a regular file"), std::string::npos) << verify.out;
+  EXPECT_FALSE(fs::exists(entry));
+}
+
 } // namespace
 } // namespace kiln

@@ -169,6 +169,7 @@ void registerCacheCommand(CLI::App &app, Action &action) {
   addCacheSubcommand(*cmd, action, "verify", "Check every entry; evict the bad ones", runVerify);
   addCacheSubcommand(*cmd, action, "prune", "Evict least recently used entries down to the cap",
                      runPrune);
+  suggestOnUnknownArguments(*cmd);
 }
 
 } // namespace kiln::cli

@@ -204,7 +204,7 @@ int runCompile(const CompileOptions &opts) {
       return fail(key.error());
     auto bytes = artifact::encodeArtifact(a, *key);
     if (!bytes)
-      return fail(bytes.error());
+      return fail(bytes.error().withContext(opts.output));
     Status s = writeFileAtomic(opts.output, *bytes);
     if (!s)
       return fail(s.error());
@@ -229,12 +229,12 @@ void registerCompileCommand(CLI::App &app, Action &action) {
       ->required();
   cmd->add_flag("--training", opts->model.training,
                 "the whole training step: forward, loss, backward, AdamW");
-  cmd->add_option("--batch", opts->model.batch, "batch size")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", opts->model.batch, "batch size")->check(PositiveInteger);
   cmd->add_option("--seq", opts->seqs,
                   "sequence length (default: the config's seq_length); with -o FILE.kiln a list "
                   "S1,S2,... compiles one bucket per length into the artifact")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   addJobFlags(*cmd, opts->job);
   cmd->add_option("--report", opts->report,
                   "write what every pass did (fusion_result.json style) to FILE");
@@ -245,6 +245,7 @@ void registerCompileCommand(CLI::App &app, Action &action) {
                 "run the passes but compile no kernels (nothing is checked against the target's "
                 "buffers)");
   addKernelFlags(*cmd, opts->cache);
+  suggestOnUnknownArguments(*cmd);
   cmd->callback([opts, &action] { action = [opts] { return runCompile(*opts); }; });
 }
 

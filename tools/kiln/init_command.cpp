@@ -4,7 +4,9 @@
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/qwen_init.h"
 #include "compiler/frontend/random_init.h"
+#include "ir/byte_size.h"
 #include "ir/safetensors.h"
+#include "ir/shape.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 
@@ -30,9 +32,19 @@ int runInit(const InitOptions &opts) {
   if (!model)
     return fail(model.error());
   SafetensorsFile file;
-  file.tensors = model->config ? frontend::initQwenWeights(*model->config, opts.seed)
-                               : frontend::randomGraphInputs(model->graph, InputRole::Parameter,
-                                                             opts.seed, opts.std_dev);
+  try {
+    file.tensors = model->config ? frontend::initQwenWeights(*model->config, opts.seed)
+                                 : frontend::randomGraphInputs(model->graph, InputRole::Parameter,
+                                                               opts.seed, opts.std_dev);
+  } catch (const std::bad_alloc &) {
+    int64_t bytes = 0;
+    for (const GraphInput &in : model->graph.inputs())
+      if (in.role == InputRole::Parameter)
+        bytes =
+            saturatingAdd(bytes, checkedByteSize(model->graph.type(in.value)).value_or(INT64_MAX));
+    return fail(opts.model + ": its weights need " + formatBytes(bytes) +
+                " in f32, more memory than this machine has");
+  }
   for (const std::string &scale : opts.scales) {
     size_t eq = scale.rfind('=');
     double factor = 0;

@@ -42,6 +42,7 @@ void registerInspectCommand(CLI::App &app, Action &action) {
       ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--largest", opts->largest,
                   "how many of each bucket's largest buffers to list (default 10)");
+  suggestOnUnknownArguments(*cmd);
   cmd->callback([opts, &action] { action = [opts] { return runInspect(*opts); }; });
 }
 

@@ -94,6 +94,7 @@ void registerKeysCommand(CLI::App &app, Action &action) {
       ->required();
   trust->add_option("--name", opts->name, "a name to remember it by");
   trust->callback([opts, &action] { action = [opts] { return runTrust(*opts); }; });
+  suggestOnUnknownArguments(*keys);
 }
 
 } // namespace kiln::cli

@@ -1,6 +1,8 @@
 // kiln: the command-line driver. Each subcommand lives in its own file.
 #include <cstdlib>
+#include <iostream>
 #include <memory>
+#include <new>
 
 #include <spdlog/cfg/helpers.h>
 #include <spdlog/pattern_formatter.h>
@@ -62,8 +64,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && argv[1][0] != '-' &&
       app.get_subcommands([&](const CLI::App *c) { return c->check_name(argv[1]); }).empty()) {
     // CLI11 would only say "a subcommand is required"; name the word it did not know.
-    std::cerr << "kiln: error: unknown command '" << kiln::printableName(argv[1])
-              << "' (run 'kiln --help' for the list)\n";
+    const std::string nearest = kiln::cli::suggestCommand(app, argv[1]);
+    std::cerr << "kiln: error: unknown command '" << kiln::printableName(argv[1]) << "' ("
+              << (nearest.empty() ? "" : "did you mean " + nearest + "? ")
+              << "run 'kiln --help' for the list)\n";
     return kiln::cli::kExitUsage;
   }
   try {
@@ -73,5 +77,16 @@ int main(int argc, char **argv) {
       std::cerr << "kiln: error: " << kiln::printableText(e.what()) << "\n";
     return e.get_exit_code() == 0 ? app.exit(e) : kiln::cli::kExitUsage;
   }
-  return action ? action() : 0;
+  // Every error is a value below tools/; an exception that still escapes (a
+  // library's, an allocation that failed) is one line and exit code 1, never
+  // an abort.
+  try {
+    return action ? action() : 0;
+  } catch (const std::bad_alloc &) {
+    std::cerr << "kiln: error: out of memory: an input or a plan needs more memory than this "
+                 "machine has (check the sizes named in the model, the data and the flags)\n";
+  } catch (const std::exception &e) {
+    std::cerr << "kiln: error: " << kiln::printableText(e.what()) << "\n";
+  }
+  return kiln::cli::kExitError;
 }

@@ -200,24 +200,41 @@ Expected<Bucket> parseBucket(std::string_view text, size_t index,
   return b;
 }
 
-Expected<Artifact> decode(std::string_view bytes) {
-  KILN_ASSIGN_OR_RETURN(Header h, parseHeader(bytes, kArtifactChecksumSize));
-  const size_t body = bytes.size() - kArtifactChecksumSize;
-  if (h.manifest_size > body - kArtifactHeaderSize)
-    return Error("truncated: the header promises a manifest of " + std::to_string(h.manifest_size) +
-                 " bytes, the file has " + std::to_string(body - kArtifactHeaderSize));
-  SectionReader sections(bytes, kArtifactHeaderSize + h.manifest_size, body);
-  std::vector<std::string_view> bucket_bytes, object_bytes;
-  for (uint32_t i = 0; i < h.buckets; ++i) {
+// The header and the sections of `bytes`, whose last `trailer` bytes follow
+// the last object: sizes only, nothing parsed.
+struct Layout {
+  Header header;
+  std::vector<std::string_view> buckets, objects;
+};
+
+Expected<Layout> layoutOf(std::string_view bytes, size_t trailer) {
+  Layout l;
+  KILN_ASSIGN_OR_RETURN(l.header, parseHeader(bytes, trailer));
+  const size_t body = bytes.size() - trailer;
+  if (l.header.manifest_size > body - kArtifactHeaderSize)
+    return Error("truncated: the header promises a manifest of " +
+                 std::to_string(l.header.manifest_size) + " bytes, the file has " +
+                 std::to_string(body - kArtifactHeaderSize));
+  SectionReader sections(bytes, kArtifactHeaderSize + l.header.manifest_size, body);
+  for (uint32_t i = 0; i < l.header.buckets; ++i) {
     KILN_ASSIGN_OR_RETURN(std::string_view s, sections.next("bucket " + std::to_string(i)));
-    bucket_bytes.push_back(s);
+    l.buckets.push_back(s);
   }
-  for (uint32_t i = 0; i < h.objects; ++i) {
+  for (uint32_t i = 0; i < l.header.objects; ++i) {
     KILN_ASSIGN_OR_RETURN(std::string_view s, sections.next("object " + std::to_string(i)));
-    object_bytes.push_back(s);
+    l.objects.push_back(s);
   }
   if (sections.left() != 0)
     return Error("trailing bytes: " + std::to_string(sections.left()) + " after the last object");
+  return l;
+}
+
+Expected<Artifact> decode(std::string_view bytes) {
+  KILN_ASSIGN_OR_RETURN(Layout layout, layoutOf(bytes, kArtifactChecksumSize));
+  const Header &h = layout.header;
+  const std::vector<std::string_view> &bucket_bytes = layout.buckets,
+                                      &object_bytes = layout.objects;
+  const size_t body = bytes.size() - kArtifactChecksumSize;
   const cache::Sha256::Digest sum = cache::sha256(bytes.substr(0, body));
   if (std::memcmp(sum.data(), bytes.data() + body, kArtifactChecksumSize) != 0)
     return Error("checksum mismatch: the file is corrupt (its SHA-256 is not the stored one)");
@@ -371,20 +388,7 @@ namespace {
 // parsed. Only the section sizes are walked before, so that a cut or a
 // longer file is named as such.
 Expected<Artifact> verifyAndDecode(std::string_view bytes) {
-  const size_t trailer = kArtifactChecksumSize + kArtifactSignatureSize;
-  KILN_ASSIGN_OR_RETURN(Header h, parseHeader(bytes, trailer));
-  const size_t body = bytes.size() - trailer;
-  if (h.manifest_size > body - kArtifactHeaderSize)
-    return Error("truncated: the header promises a manifest of " + std::to_string(h.manifest_size) +
-                 " bytes, the file has " + std::to_string(body - kArtifactHeaderSize));
-  SectionReader sections(bytes, kArtifactHeaderSize + h.manifest_size, body);
-  for (uint64_t i = 0; i < uint64_t(h.buckets) + h.objects; ++i)
-    KILN_RETURN_IF_ERROR(sections
-                             .next(i < h.buckets ? "bucket " + std::to_string(i)
-                                                 : "object " + std::to_string(i - h.buckets))
-                             .status());
-  if (sections.left() != 0)
-    return Error("trailing bytes: " + std::to_string(sections.left()) + " after the last object");
+  KILN_RETURN_IF_ERROR(layoutOf(bytes, kArtifactChecksumSize + kArtifactSignatureSize).status());
   const std::string_view is_signed = bytes.substr(0, bytes.size() - kArtifactSignatureSize);
   const std::string_view signer = bytes.substr(is_signed.size(), kPublicKeySize);
   const std::string_view signature = bytes.substr(is_signed.size() + kPublicKeySize);

@@ -21,6 +21,47 @@ bool readsInput(const ExprPtr &e, int input) {
                      [&](const ExprPtr &a) { return readsInput(a, input); });
 }
 
+// Whether `e` depends on index variable `v`: reads it, or an input at it.
+bool readsVar(const Expr &e, int v) {
+  if ((e.kind == ExprKind::Index && e.id == v) ||
+      (e.kind == ExprKind::Input &&
+       std::find(e.indices.begin(), e.indices.end(), v) != e.indices.end()))
+    return true;
+  return std::any_of(e.args.begin(), e.args.end(),
+                     [&](const ExprPtr &a) { return readsVar(*a, v); });
+}
+
+void collectFactors(const ExprPtr &e, std::vector<ExprPtr> &out) {
+  if (e->kind == ExprKind::Binary && e->op == BinOp::Mul) {
+    collectFactors(e->args[0], out);
+    collectFactors(e->args[1], out);
+  } else {
+    out.push_back(e);
+  }
+}
+
+// sum(v, body) with the factors of `body` that do not depend on `v` moved
+// out: sum(v, a(v) * b) = b * sum(v, a(v)). A gradient through a
+// normalisation (y = x * rsqrt(sum(k, x^2))) would otherwise evaluate the
+// inner sum once per step of the outer one, quadratic per row; outside, it
+// is computed once.
+ExprPtr sumOver(int v, const ExprPtr &body) {
+  std::vector<ExprPtr> factors, inside, outside;
+  collectFactors(body, factors);
+  for (const ExprPtr &f : factors)
+    (readsVar(*f, v) ? inside : outside).push_back(f);
+  auto product = [](const std::vector<ExprPtr> &fs) {
+    ExprPtr p = fs.front();
+    for (size_t i = 1; i < fs.size(); ++i)
+      p = mul(p, fs[i]);
+    return p;
+  };
+  if (inside.empty())
+    inside.push_back(num(1));
+  ExprPtr summed = makeReduce(ReduceOp::Sum, v, product(inside));
+  return outside.empty() ? summed : mul(product(outside), summed);
+}
+
 // One place the input is read, with the gradient flowing into it (without
 // dy) and the sums around it.
 struct Read {
@@ -301,7 +342,7 @@ Expected<Statement> deriveGradient(const Program &forward, int input) {
       ExprPtr term = makeBinary(BinOp::Mul, makeInput(num_inputs + st.output, dy_indices),
                                 cloner.clone(read.adjoint, vars, memo));
       for (size_t k = summed.size(); k-- > 0;)
-        term = makeReduce(ReduceOp::Sum, summed[k], term);
+        term = sumOver(summed[k], term);
       total = makeBinary(BinOp::Add, total, term);
     }
   }

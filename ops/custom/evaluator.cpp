@@ -1,7 +1,11 @@
 #include "ops/custom/evaluator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
+#include <unordered_map>
 
 #include "ops/custom/shape.h"
 #include "ops/kernel_util.h"
@@ -24,6 +28,7 @@ public:
     for (int64_t flat = 0; flat < n; ++flat) {
       for (size_t d = 0; d < index.size(); ++d)
         env_[stmt_.out_vars[d]] = index[d];
+      element_memo_.clear();
       values[static_cast<size_t>(flat)] = eval(*stmt_.body);
       for (size_t d = index.size(); d-- > 0;) { // row-major increment
         if (++index[d] < out_shape[d])
@@ -83,6 +88,19 @@ private:
     case ExprKind::Select:
       return eval(*e.args[0]) != 0 ? eval(*e.args[1]) : eval(*e.args[2]);
     case ExprKind::Reduce: {
+      // A reduction depends only on its free variables: one that does not
+      // vary with the element (a row's norm inside a gradient) is computed
+      // once per value of them, not once per element.
+      // One that depends on every output index is kept for this element only.
+      std::pair<const Expr *, std::vector<int64_t>> key{&e, {}};
+      size_t out_vars = 0;
+      for (int v : freeVars(e)) {
+        key.second.push_back(env_[v]);
+        out_vars += std::count(stmt_.out_vars.begin(), stmt_.out_vars.end(), v);
+      }
+      auto &memo = out_vars == stmt_.out_vars.size() ? element_memo_ : memo_;
+      if (auto it = memo.find(key); it != memo.end())
+        return it->second;
       double acc = e.reduce == ReduceOp::Sum   ? 0.0
                    : e.reduce == ReduceOp::Max ? -std::numeric_limits<double>::infinity()
                                                : std::numeric_limits<double>::infinity();
@@ -95,10 +113,30 @@ private:
                                           : std::fmin(acc, v);
       }
       env_[e.id] = saved;
+      memo.emplace(std::move(key), acc);
       return acc;
     }
     }
     return 0;
+  }
+
+  // The index variables `e` reads that no reduction inside it binds.
+  const std::vector<int> &freeVars(const Expr &e) {
+    auto it = free_vars_.find(&e);
+    if (it != free_vars_.end())
+      return it->second;
+    std::set<int> vars;
+    if (e.kind == ExprKind::Index)
+      vars.insert(e.id);
+    if (e.kind == ExprKind::Input)
+      vars.insert(e.indices.begin(), e.indices.end());
+    for (const ExprPtr &a : e.args) {
+      const std::vector<int> &inner = freeVars(*a);
+      vars.insert(inner.begin(), inner.end());
+    }
+    if (e.kind == ExprKind::Reduce)
+      vars.erase(e.id);
+    return free_vars_[&e] = std::vector<int>(vars.begin(), vars.end());
   }
 
   const Statement &stmt_;
@@ -107,6 +145,8 @@ private:
   const std::vector<double> &attrs_;
   const std::vector<int64_t> &extents_;
   std::vector<int64_t> env_;
+  std::unordered_map<const Expr *, std::vector<int>> free_vars_;
+  std::map<std::pair<const Expr *, std::vector<int64_t>>, double> memo_, element_memo_;
 };
 
 } // namespace

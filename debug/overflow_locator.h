@@ -56,6 +56,7 @@ struct FixCandidate {
   std::string flags;       // the kiln flags that apply it
   // The edit (empty fields leave the job as it is).
   std::vector<std::string> keep_dtype; // node names kept in their (f32) dtype
+  std::string keep_dtype_file;         // where the caller wrote them for --keep-dtype
   std::vector<std::string> enable_passes;
   std::set<int64_t> attention_fp32_layers;
   bool every_attention_layer = false; // AttentionFp32CastPass on every layer

@@ -30,7 +30,7 @@ inline std::string withValidEntryMac(std::string_view input) {
 
 // One key for the whole run.
 inline const artifact::SigningKey &signingKey() {
-  static const artifact::SigningKey key = *artifact::SigningKey::generate();
+  static const artifact::SigningKey key = artifact::SigningKey::generate().value();
   return key;
 }
 

@@ -123,13 +123,14 @@ Status verifyOverflowFixes(const OverflowOptions &opts, const driver::ResolvedJo
     for (const std::string &line : c.keep_dtype)
       text += line + "\n";
     KILN_RETURN_IF_ERROR(writeFileAtomic(path, text));
+    c.keep_dtype_file = path;
     c.flags = "--keep-dtype " + path;
   }
 
   auto trial = [&](const debug::FixCandidate &c) -> Expected<debug::StatusRun> {
     JobFlags flags = opts.job;
-    if (!c.keep_dtype.empty())
-      flags.settings.keep_dtype = c.flags.substr(std::string("--keep-dtype ").size());
+    if (!c.keep_dtype_file.empty())
+      flags.settings.keep_dtype = c.keep_dtype_file;
     if (!c.precision_mode.empty())
       flags.settings.precision_mode = passes::parsePrecisionMode(c.precision_mode);
     for (const std::string &pass : c.enable_passes) {

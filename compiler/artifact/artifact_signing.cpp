@@ -172,12 +172,19 @@ Expected<std::string> trustedKeysPath() {
 }
 
 Expected<std::vector<TrustedKey>> readTrustedKeys(const std::string &path) {
-  std::vector<TrustedKey> keys;
   if (!std::filesystem::exists(path))
-    return keys;
+    return std::vector<TrustedKey>{};
   // The file decides what code runs: the same checks as a key file.
   KILN_ASSIGN_OR_RETURN(std::string text, cache::readOrCreateKeyFile(path, 1 << 20, nullptr));
-  std::istringstream in(text);
+  return parseTrustedKeys(text, path);
+}
+
+} // namespace
+
+Expected<std::vector<TrustedKey>> parseTrustedKeys(std::string_view text,
+                                                   const std::string &source) {
+  std::vector<TrustedKey> keys;
+  std::istringstream in{std::string(text)};
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (const size_t hash = line.find('#'); hash != std::string::npos)
@@ -189,13 +196,11 @@ Expected<std::vector<TrustedKey>> readTrustedKeys(const std::string &path) {
     std::getline(words >> std::ws, name);
     auto key = parsePublicKeyHex(hex);
     if (!key)
-      return Error(path + ": line " + std::to_string(number) + ": " + key.message());
+      return Error(source + ": line " + std::to_string(number) + ": " + key.message());
     keys.push_back({*key, name});
   }
   return keys;
 }
-
-} // namespace
 
 Expected<TrustStore> loadTrustStore() {
   TrustStore store;

@@ -70,6 +70,11 @@ struct TrustStore {
   bool trusts(std::string_view public_key) const;
 };
 
+// The keys of a trusted_keys file's text; an error names `source` and the
+// line.
+Expected<std::vector<TrustedKey>> parseTrustedKeys(std::string_view text,
+                                                   const std::string &source);
+
 // This user's own key (created on first use) and the trusted_keys file.
 Expected<TrustStore> loadTrustStore();
 // Adds `public_key` to the trusted_keys file (kept if already there).

@@ -155,6 +155,15 @@ void compiledSeeds() {
   write("artifact", "micro.kiln", *artifact::encodeArtifact(a, fuzz::signingKey()));
 }
 
+void keySeeds() {
+  const artifact::SigningKey &key = fuzz::signingKey();
+  write("key_files", "trusted_keys",
+        "# trusted signers\n" + artifact::publicKeyHex(key.publicKey()) + " colleague\n\n");
+  write("key_files", "signing.key", *key.toPem());
+  const std::string message = "a message";
+  write("key_files", "signed.bin", key.publicKey() + *key.sign(message) + message);
+}
+
 void textSeeds() {
   write("switch_lines", "simple.cfg",
         "# switch file\nTbeMatmulFixPipeFusionPass:off\nSoftmaxFusionPass : on\n");
@@ -198,6 +207,7 @@ int main(int argc, char **argv) {
   safetensorsSeeds();
   trainingSeeds();
   textSeeds();
+  keySeeds();
   compiledSeeds();
   return 0;
 }

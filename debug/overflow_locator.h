@@ -6,12 +6,11 @@
 // has run for an hour. Works in both overflow modes: in saturation mode the
 // status is the only trace, the stored values being clamped.
 //
-// The fixes it suggests are verified: the caller re-runs the step with each
-// candidate (verifyFixes) and only those that give finite outputs within
-// tolerance of the force_fp32 run are recommended, best first.
+// The fixes it suggests are verified (overflow_fixes.h): the caller re-runs
+// the step with each candidate and only those that give finite outputs
+// within tolerance of the force_fp32 run are recommended, best first.
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -48,6 +47,9 @@ struct OverflowJob {
   std::vector<int64_t> attention_fp32_layers; // empty: every layer
 };
 OverflowJob overflowJobOf(const driver::ResolvedJob &job);
+
+// A number as the reports print it: five significant digits.
+std::string reportNumber(double v);
 
 // A fix to try, as an edit of the job, and what re-running the step with it
 // gave.
@@ -101,37 +103,6 @@ struct OverflowReport {
 struct OverflowOptions {
   std::string dump_dir; // empty: no dump
 };
-
-// The candidates for `report`'s op in `graph` (the graph that ran, with the
-// job's passes): keep the op and its producers in f32, keep its module,
-// keep everything from it on, AttentionFp32CastPass for its layer (attention
-// ops), bf16 mixed precision (when the target has bf16), a smaller loss scale
-// (when the graph has a loss_scale input). `names` are the node names the
-// job's keep_dtype can name (the graph before passes); others are dropped.
-std::vector<FixCandidate> fixCandidates(const Graph &graph, const OverflowReport &report,
-                                        const OverflowJob &job, const ops::TensorMap &inputs,
-                                        const std::set<std::string> &names);
-
-// A run of compiled kernels: the graph outputs by name, and whether the
-// device's float status was raised.
-struct StatusRun {
-  ops::TensorMap outputs;
-  bool overflowed = false;
-};
-Expected<StatusRun> runWithStatus(const Graph &graph, codegen::CompiledKernels kernels,
-                                  const ops::TensorMap &inputs);
-
-// Runs the step with a candidate applied.
-using FixTrial = std::function<Expected<StatusRun>(const FixCandidate &)>;
-
-// Tries every candidate of `report.fixes` against `reference` (the outputs of
-// the force_fp32 run): a fix is verified when the run raises no float status,
-// every float output is finite, and the loss (without a "loss" output: every
-// output it shares with the reference, relative to the reference's largest
-// magnitude) is within `tolerance` relative of the reference. Sorts the verified ones first,
-// smallest error first. A trial that fails to compile or run is recorded, not fatal.
-void verifyFixes(OverflowReport &report, const ops::TensorMap &reference, const FixTrial &trial,
-                 double tolerance);
 
 // Runs `graph`'s compiled `kernels` on `inputs`. A missing input or a failed
 // load is an error; finding an overflow is not.

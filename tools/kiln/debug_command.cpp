@@ -11,6 +11,7 @@
 #include "compiler/driver/kernels.h"
 #include "compiler/driver/reference_run.h"
 #include "debug/bisect.h"
+#include "debug/overflow_fixes.h"
 #include "debug/overflow_locator.h"
 #include "debug/value_compare.h"
 #include "ir/file_io.h"

@@ -61,4 +61,11 @@ std::vector<std::string> nearestNames(std::string_view name, const std::vector<s
   return out;
 }
 
+std::string joinNames(const std::vector<std::string> &names) {
+  std::string out;
+  for (const std::string &n : names)
+    out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 } // namespace kiln

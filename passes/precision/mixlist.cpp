@@ -42,13 +42,6 @@ constexpr std::array<ListKey, 3> kListKeys = {ListKey{"black-list", PrecisionLis
                                               ListKey{"white-list", PrecisionList::White},
                                               ListKey{"gray-list", PrecisionList::Gray}};
 
-std::string joined(const std::vector<std::string> &names) {
-  std::string out;
-  for (const std::string &n : names)
-    out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 std::string listWords(PrecisionList list) {
   return "the " + std::string(precisionListName(list)) + " list";
 }
@@ -63,7 +56,7 @@ Status checkFields(const JsonReader &r, const json &obj, const std::string &path
       continue;
     std::vector<std::string> near = nearestNames(it.key(), known, 1);
     return r.error(JsonReader::child(path, it.key()),
-                   "unknown field (expected one of: " + joined(known) + ")" +
+                   "unknown field (expected one of: " + joinNames(known) + ")" +
                        (near.empty() ? "" : "; did you mean " + near[0] + "?"));
   }
   return Status::ok();

@@ -11,13 +11,6 @@ namespace kiln::passes {
 
 namespace {
 
-std::string joined(const std::vector<std::string> &names) {
-  std::string out;
-  for (const std::string &n : names)
-    out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 // "0-3" or "0, 2, 5" for messages.
 std::string layerList(const std::set<int64_t> &layers) {
   if (layers.empty())
@@ -90,7 +83,7 @@ Expected<std::vector<SettingMatch>> matchPrecisionSettings(const Graph &graph,
       return Error(keep.source + ": line " + std::to_string(e.line) + ": no node named '" +
                    e.written + "' in graph '" + graph.name() + "'" +
                    (near.empty() ? " (kiln graph MODEL --format text lists the node names)"
-                                 : " (did you mean " + joined(near) + "?)"));
+                                 : " (did you mean " + joinNames(near) + "?)"));
     }
     matches.push_back(std::move(m));
   }

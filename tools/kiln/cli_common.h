@@ -11,6 +11,10 @@
 #include "ir/dtype.h"
 #include "ir/error.h"
 
+namespace kiln::driver {
+struct ReferenceRunRequest;
+}
+
 namespace kiln::cli {
 
 // The work of the chosen subcommand; main() runs it after parsing and exits
@@ -63,6 +67,10 @@ std::string suggestFlag(const CLI::App &command, const std::string &flag);
 // --disable-pass?)". Call after all of the command's options are added.
 void suggestOnUnknownArguments(CLI::App &command);
 
+// MODEL, --weights, --inputs and --training, as kiln run takes them (the
+// debug commands that run a model).
+void addModelRunFlags(CLI::App &cmd, driver::ReferenceRunRequest &request);
+
 void registerGraphCommand(CLI::App &app, Action &action);
 void registerInitCommand(CLI::App &app, Action &action);
 void registerRunCommand(CLI::App &app, Action &action);
@@ -72,7 +80,8 @@ void registerCompileCommand(CLI::App &app, Action &action);
 void registerPassesCommand(CLI::App &app, Action &action);
 void registerCacheCommand(CLI::App &app, Action &action);
 void registerDebugCommand(CLI::App &app, Action &action);
-void registerDebugReduce(CLI::App &debug, Action &action); // under `kiln debug`
+void registerDebugReduce(CLI::App &debug, Action &action);   // under `kiln debug`
+void registerDebugOverflow(CLI::App &debug, Action &action); // under `kiln debug`
 void registerInspectCommand(CLI::App &app, Action &action);
 void registerTrainCommand(CLI::App &app, Action &action);
 void registerKeysCommand(CLI::App &app, Action &action);

@@ -12,13 +12,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string joined(const std::vector<std::string> &names) {
-  std::string out;
-  for (const std::string &n : names)
-    out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 Expected<std::vector<std::string>> parseOps(const JsonReader &r, const json &node,
                                             const std::string &path,
                                             const ops::OpRegistry &registry) {
@@ -42,7 +35,7 @@ Expected<std::vector<std::string>> parseOps(const JsonReader &r, const json &nod
       std::vector<std::string> near = nearestNames(names[i], registry.names());
       return r.error(where, "unknown op '" + names[i] + "'" +
                                 (near.empty() ? " (see 'kiln ops')"
-                                              : " (did you mean " + joined(near) + "?)"));
+                                              : " (did you mean " + joinNames(near) + "?)"));
     }
     if (std::count(names.begin(), names.end(), names[i]) > 1)
       return r.error(where, "op '" + names[i] + "' is listed twice");
@@ -200,7 +193,7 @@ Expected<Pattern> parsePattern(const JsonReader &r, const json &pattern, const s
     for (const PatternNode &n : p.nodes)
       known.push_back(n.id);
     return r.error(JsonReader::child(path, "root"),
-                   "root '" + root + "' is not the id of a node (ids: " + joined(known) + ")");
+                   "root '" + root + "' is not the id of a node (ids: " + joinNames(known) + ")");
   }
   p.root = root_it->second;
   if (p.nodes[p.root].escapes)

@@ -85,13 +85,21 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
     if (bits && r < status.size() && status[r])
       status[r]->raise(bits);
   };
+  Profiler *profiler = profile_.profiler;
+  auto device = [&](size_t r) { return r < profile_.devices.size() ? profile_.devices[r] : 0; };
+  auto hostWork = [&](size_t r, const char *what, Profiler::Clock::time_point start) {
+    if (profiler)
+      profiler->host(profile_.step, device(r), what, start, Profiler::Clock::now());
+  };
   std::vector<RankRun> runs;
   runs.reserve(ranks);
   for (size_t r = 0; r < ranks; ++r) {
+    const auto start = Profiler::Clock::now();
     runs.emplace_back(graph_, r < memory.size() ? memory[r] : nullptr);
     KILN_RETURN_IF_ERROR(ops::bindGraphInputs(graph_, *inputs[r], runs[r].values));
     for (const GraphInput &in : graph_.inputs())
       KILN_RETURN_IF_ERROR(runs[r].allocate(in.value));
+    hostWork(r, "bind inputs", start);
   }
   std::vector<std::vector<Tensor> *> group;
   for (RankRun &run : runs)
@@ -104,12 +112,21 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
     for (size_t r = 0; r < ranks; ++r)
       for (ValueId v : kernel.spec.outputs)
         KILN_RETURN_IF_ERROR(onRank(r, runs[r].allocate(v)));
+    auto timed = [&](size_t r, Profiler::Clock::time_point start) {
+      if (profiler)
+        profiler->kernel(profile_.step, device(r), profile_.program, k, start,
+                         Profiler::Clock::now());
+    };
     if (kernel.collective) {
+      const auto start = Profiler::Clock::now();
       KILN_ASSIGN_OR_RETURN(const uint32_t bits, runCollective(k, group));
-      for (size_t r = 0; r < ranks; ++r)
+      for (size_t r = 0; r < ranks; ++r) {
         raise(r, bits);
+        timed(r, start);
+      }
     } else {
       for (size_t r = 0; r < ranks; ++r) {
+        const auto start = Profiler::Clock::now();
         if (kernel.host) {
           auto bits = runOnHost(k, runs[r].values);
           KILN_RETURN_IF_ERROR(onRank(r, bits.status()));
@@ -117,6 +134,7 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
         } else {
           raise(r, launch(k, runs[r].values));
         }
+        timed(r, start);
       }
     }
     for (size_t r = 0; r < ranks; ++r) {
@@ -131,6 +149,7 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
   }
   std::vector<ops::TensorMap> outputs(ranks);
   for (size_t r = 0; r < ranks; ++r) {
+    const auto start = Profiler::Clock::now();
     for (const GraphOutput &out : graph_.outputs())
       outputs[r][out.name] = runs[r].values[out.value];
     // The outputs leave the device with the results; inputs nobody read go too.
@@ -138,6 +157,7 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
       runs[r].release(out.value);
     for (const GraphInput &in : graph_.inputs())
       runs[r].release(in.value);
+    hostWork(r, "collect outputs", start);
   }
   return outputs;
 }

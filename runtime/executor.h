@@ -17,6 +17,7 @@
 #include "ops/interpreter.h"
 #include "runtime/device.h"
 #include "runtime/float_status.h"
+#include "runtime/profiler.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
@@ -57,6 +58,11 @@ public:
 
   const codegen::CompiledKernels &kernels() const { return kernels_; }
 
+  // Times every kernel of the runs that follow, and the executor's own work
+  // around them, into `scope.profiler` (profiler.h); a scope without a
+  // profiler stops it.
+  void profileInto(ProfileScope scope) { profile_ = std::move(scope); }
+
 private:
   Executor(const Graph &graph, codegen::CompiledKernels kernels, const ExecutorOptions &options);
   // Each returns the kernel's float status (ir/float_status.h) on its rank(s).
@@ -70,6 +76,7 @@ private:
   std::unique_ptr<codegen::KernelLoader> loader_;
   std::vector<codegen::KernelEntry> entries_;
   std::vector<ValueId> last_use_kernel_; // per value: the last kernel reading it
+  ProfileScope profile_;
   ThreadPool pool_;
   std::vector<std::vector<uint64_t>> scratch_; // per worker
   std::vector<std::vector<float>> acc_tiles_;  // per worker

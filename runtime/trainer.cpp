@@ -52,8 +52,10 @@ Trainer::Trainer(parallel::TrainingProgram program, const TrainerOptions &option
     : program_(std::move(program)), options_(options), comm_(std::move(communicator)), data_(data),
       scaler_(options.loss_scale) {}
 
+int Trainer::globalDevice(int device) const { return comm_->firstLocalRank() * tp() + device; }
+
 std::string Trainer::deviceName(int device) const {
-  return "npu:" + std::to_string(comm_->firstLocalRank() * tp() + device);
+  return "npu:" + std::to_string(globalDevice(device));
 }
 
 Expected<std::unique_ptr<Trainer>> Trainer::create(parallel::TrainingProgram program,
@@ -99,6 +101,16 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
   grads_.assign(devices, std::vector<Tensor>(program_.params.size()));
   if (!options_.trace_path.empty())
     trace_ = std::make_unique<Trace>(devices);
+  if (!options_.profile_dir.empty()) {
+    KILN_RETURN_IF_ERROR(createProfileDir(options_.profile_dir));
+    ThreadPool pool;
+    profiler_ = std::make_unique<Profiler>(measureHostRoofline(pool));
+    step_program_ = profiler_->addProgram("step", program_.step.graph, program_.step.kernels);
+    for (size_t i = 0; i < program_.optimizers.size(); ++i)
+      update_programs_.push_back(profiler_->addProgram(
+          "update" + (program_.optimizers.size() == 1 ? "" : "." + std::to_string(i)),
+          program_.optimizers[i].graph, program_.optimizers[i].kernels));
+  }
 
   std::string resume_path;
   if (options_.resume && !options_.checkpoint_dir.empty()) {
@@ -195,7 +207,14 @@ Status Trainer::run(const std::function<Status(const StepRecord &)> &on_step) {
   }
   if (trace_)
     KILN_RETURN_IF_ERROR(trace_->write(options_.trace_path));
+  if (profiler_)
+    KILN_RETURN_IF_ERROR(profiler_->write(options_.profile_dir));
   return Status::ok();
+}
+
+void Trainer::profileHost(int device, const char *what, Profiler::Clock::time_point start) {
+  if (profiler_)
+    profiler_->host(step_ + 1, globalDevice(device), what, start, Profiler::Clock::now());
 }
 
 Expected<StepRecord> Trainer::step() {
@@ -216,6 +235,7 @@ Expected<StepRecord> Trainer::step() {
   for (int r = 0; r < replicas; ++r) {
     const int64_t t0 = trace_ ? trace_->now() : 0;
     const int first = r * T;
+    auto clock = Profiler::Clock::now();
     Tensor ids = data_.batch(options_.seed, step_, replicaOf(first) * per_replica, per_replica);
     std::vector<ops::TensorMap> inputs(T);
     std::vector<const ops::TensorMap *> group;
@@ -230,7 +250,15 @@ Expected<StepRecord> Trainer::step() {
       memory.push_back(&memory_[first + t]);
       status.push_back(&float_status_[first + t]);
     }
+    profileHost(first, "batch and inputs", clock);
+    if (profiler_) {
+      std::vector<int> ranks(T);
+      for (int t = 0; t < T; ++t)
+        ranks[t] = globalDevice(first + t);
+      step_executor_->profileInto({profiler_.get(), step_program_, step_ + 1, ranks});
+    }
     auto outputs = step_executor_->runGroup(group, memory, status);
+    clock = Profiler::Clock::now();
     if (!outputs)
       return outputs.error().withContext(
           (T == 1 ? deviceName(first) : deviceName(first) + ".." + deviceName(first + T - 1)) +
@@ -244,6 +272,7 @@ Expected<StepRecord> Trainer::step() {
         mine = g.dtype() == DType::F32 ? std::move(g) : g.castTo(DType::F32);
         KILN_RETURN_IF_ERROR(memory_[first + t].allocate(grad, mine.byteSize()));
       }
+    profileHost(first, "gradients out", clock);
     if (trace_)
       for (int t = 0; t < T; ++t)
         trace_->add(first + t, "forward+backward", t0, trace_->now(), step_ + 1);
@@ -265,6 +294,8 @@ Expected<StepRecord> Trainer::step() {
 
   // Sum the gradients of each tensor-parallel rank (and the losses) over the
   // replicas.
+  // Work shared by every device of the process is on the first one's track.
+  auto clock = Profiler::Clock::now();
   const int64_t t0 = trace_ ? trace_->now() : 0;
   for (int t = 0; t < T; ++t)
     for (size_t i = 0; i < program_.params.size(); ++i) {
@@ -289,6 +320,8 @@ Expected<StepRecord> Trainer::step() {
   if (trace_)
     for (int d = 0; d < devices; ++d)
       trace_->add(d, "allreduce", t0, trace_->now(), step_ + 1);
+  profileHost(0, "allreduce", clock);
+  clock = Profiler::Clock::now();
 
   // Every replica holds the same sums: one look at the first replica's ranks
   // decides for all of them. A replicated parameter counts once.
@@ -308,6 +341,7 @@ Expected<StepRecord> Trainer::step() {
         sum_squares += static_cast<double>(p[k]) * p[k];
       }
     }
+  profileHost(0, "gradient norm", clock);
   StepRecord rec;
   rec.step = step_ + 1;
   rec.loss = losses[0] / dp;
@@ -323,6 +357,7 @@ Expected<StepRecord> Trainer::step() {
     for (int d = 0; d < devices; ++d)
       KILN_RETURN_IF_ERROR(update(d, clip / (scale * dp), lr));
     // ZeRO-1: each parameter's owner sends the updated weights to the others.
+    clock = Profiler::Clock::now();
     for (int t = 0; t < T; ++t)
       for (size_t i = 0; i < program_.params.size(); ++i) {
         if (program_.owner[i] == -1)
@@ -334,14 +369,18 @@ Expected<StepRecord> Trainer::step() {
         KILN_RETURN_IF_ERROR(
             comm_->broadcast(buffers, weights_[t][name].byteSize(), program_.owner[i]));
       }
+    profileHost(0, "broadcast", clock);
     ++updates_;
   }
   for (int d = 0; d < devices; ++d)
     for (const auto &[name, type] : program_.params)
       memory_[d].release(autodiff::gradientName(name));
   KILN_RETURN_IF_ERROR(scaler_.update(overflow));
+  const auto finished = std::chrono::steady_clock::now();
+  if (profiler_)
+    profiler_->stepTime(step_ + 1, started, finished);
   ++step_;
-  rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  rec.seconds = std::chrono::duration<double>(finished - started).count();
   rec.tokens_per_s =
       static_cast<double>(per_replica * program_.parallel.dp * program_.seq) / rec.seconds;
   return rec;
@@ -351,6 +390,7 @@ Expected<StepRecord> Trainer::step() {
 // replica owns.
 Status Trainer::update(int device, double grad_scale, double lr) {
   const int64_t t0 = trace_ ? trace_->now() : 0;
+  const auto clock = Profiler::Clock::now();
   const int rank = replicaOf(device);
   const size_t which = program_.optimizers.size() == 1 ? 0 : static_cast<size_t>(rank);
   ops::TensorMap inputs = moments_[device];
@@ -364,6 +404,10 @@ Status Trainer::update(int device, double grad_scale, double lr) {
     inputs[name] = weights_[device][name];
     inputs[autodiff::gradientName(name)] = grads_[device][i];
   }
+  profileHost(device, "update inputs", clock);
+  if (profiler_)
+    update_executors_[which]->profileInto(
+        {profiler_.get(), update_programs_[which], step_ + 1, {globalDevice(device)}});
   auto outputs = update_executors_[which]->run(inputs, &memory_[device]);
   if (!outputs)
     return outputs.error().withContext(deviceName(device) + ", update");

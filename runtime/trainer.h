@@ -31,6 +31,7 @@
 #include "runtime/float_status.h"
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
+#include "runtime/profiler.h"
 #include "runtime/token_data.h"
 #include "runtime/trace.h"
 
@@ -53,6 +54,7 @@ struct TrainerOptions {
   uint64_t seed = 0;
   int64_t device_memory = 0; // bytes per device
   std::string trace_path;
+  std::string profile_dir; // per-kernel profile (profiler.h), written at the end
   // Testing the overflow path: at this step the first gradient element of
   // the last replica's first device overflows before the reduction (inf in
   // INFNAN mode; in saturation mode f16's largest finite value with that
@@ -101,6 +103,9 @@ private:
   Status update(int device, double grad_scale, double lr);
   Status checkpoint();
   std::string deviceName(int device) const;
+  int globalDevice(int device) const; // the job's number of local device `device`
+  // Host work of the step outside the compiled kernels, for the profiler.
+  void profileHost(int device, const char *what, Profiler::Clock::time_point start);
   int tp() const { return program_.parallel.tp; }
   int replicaOf(int device) const { return comm_->firstLocalRank() + device / tp(); }
   // The whole tensor from every rank's piece on local replica `replica`.
@@ -125,6 +130,9 @@ private:
   int64_t updates_ = 0;
   std::string resumed_from_;
   std::unique_ptr<Trace> trace_;
+  std::unique_ptr<Profiler> profiler_;
+  int step_program_ = -1;            // in profiler_
+  std::vector<int> update_programs_; // in profiler_, per optimizer graph
 };
 
 } // namespace kiln::runtime

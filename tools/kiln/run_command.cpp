@@ -22,6 +22,7 @@ struct RunOptions {
   driver::KernelSettings cache;
   bool reference = false;
   bool trust_artifact = false;
+  std::string profile_dir;
 };
 
 bool endsWith(const std::string &s, std::string_view suffix) {
@@ -43,18 +44,39 @@ int writeOutputs(const std::string &path, ops::TensorMap outputs) {
   return 0;
 }
 
+// Runs compiled kernels, timing each one into `profile_dir` when it is set.
+Expected<ops::TensorMap> execute(const Graph &graph, codegen::CompiledKernels kernels,
+                                 const ops::TensorMap &inputs, const std::string &profile_dir) {
+  std::unique_ptr<runtime::Profiler> profiler;
+  if (!profile_dir.empty()) {
+    KILN_RETURN_IF_ERROR(runtime::createProfileDir(profile_dir));
+    runtime::ThreadPool pool;
+    profiler = std::make_unique<runtime::Profiler>(runtime::measureHostRoofline(pool));
+  }
+  const int program = profiler ? profiler->addProgram("run", graph, kernels) : -1;
+  KILN_ASSIGN_OR_RETURN(auto executor, runtime::Executor::create(graph, std::move(kernels)));
+  executor->profileInto({profiler.get(), program, 1, {0}});
+  const auto start = runtime::Profiler::Clock::now();
+  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, executor->run(inputs));
+  if (profiler) {
+    profiler->stepTime(1, start, runtime::Profiler::Clock::now());
+    KILN_RETURN_IF_ERROR(profiler->write(profile_dir));
+  }
+  return outputs;
+}
+
 // Compiles the prepared graph's kernels and runs them.
 Expected<ops::TensorMap> runCompiled(driver::PreparedRun &run, const driver::ResolvedJob &job,
-                                     const driver::KernelSettings &cache) {
+                                     const driver::KernelSettings &cache,
+                                     const std::string &profile_dir) {
   KILN_ASSIGN_OR_RETURN(driver::JobKernels kernels,
                         driver::compileJobKernels(run.graph, job, cache));
   for (const std::string &line : kernels.kernels.miss_explanations)
     note("cache miss: " + line);
   if (!kernels.kernels.fallbacks.empty())
     note(codegen::fallbackSummary(kernels.kernels.fallbacks));
-  KILN_ASSIGN_OR_RETURN(auto executor,
-                        runtime::Executor::create(run.graph, std::move(kernels.kernels)));
-  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, executor->run(run.inputs));
+  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs,
+                        execute(run.graph, std::move(kernels.kernels), run.inputs, profile_dir));
   return driver::selectRunOutputs(std::move(outputs));
 }
 
@@ -85,10 +107,8 @@ int runArtifact(const RunOptions &opts, const CLI::App &cmd) {
     options.overflow = run->overflow;
     outputs = ops::interpret(run->bucket.graph, run->inputs, options);
   } else {
-    auto executor = runtime::Executor::create(run->bucket.graph, std::move(run->bucket.kernels));
-    if (!executor)
-      return fail(executor.error());
-    outputs = (*executor)->run(run->inputs);
+    outputs =
+        execute(run->bucket.graph, std::move(run->bucket.kernels), run->inputs, opts.profile_dir);
   }
   if (!outputs)
     return fail(outputs.error());
@@ -112,7 +132,7 @@ int runRun(const RunOptions &opts, const CLI::App &cmd) {
     auto run = driver::prepareModelRun(request);
     if (!run)
       return fail(run.error());
-    outputs = runCompiled(*run, *job, opts.cache);
+    outputs = runCompiled(*run, *job, opts.cache, opts.profile_dir);
   }
   if (!outputs)
     return fail(outputs.error());
@@ -143,6 +163,9 @@ void registerRunCommand(CLI::App &app, Action &action) {
       "run an artifact whose signer is not trusted (kiln keys trust KEY trusts it for good)");
   cmd->add_flag("--reference", opts->reference,
                 "run the reference interpreter instead of the compiled kernels");
+  cmd->add_option("--profile", opts->profile_dir,
+                  "time every kernel into DIR: op_summary.csv, op_statistic.csv, fusion_op.csv, "
+                  "step_trace.csv, trace.json (as msprof writes them)");
   addJobFlags(*cmd, opts->job);
   addKernelFlags(*cmd, opts->cache);
   cmd->callback([opts, cmd, &action] { action = [opts, cmd] { return runRun(*opts, *cmd); }; });

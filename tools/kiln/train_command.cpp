@@ -192,6 +192,9 @@ int runTrain(TrainOptions opts) {
   if (!speaker) {
     t.trace_path.clear();
     opts.log_json.clear();
+    // Each process profiles its own devices.
+    if (!t.profile_dir.empty())
+      t.profile_dir += "/process-" + std::to_string(comm->firstLocalRank());
   }
   // One writer per checkpoint folder, for the whole run: the process that
   // writes the checkpoints holds the folder's lock until it ends.
@@ -311,6 +314,10 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--log-json", opts->log_json, "one JSON line per step");
   cmd->add_option("--trace", opts->trainer.trace_path,
                   "write a Chrome/Perfetto trace, one track per device");
+  cmd->add_option("--profile", opts->trainer.profile_dir,
+                  "time every kernel of every step and device into DIR: op_summary.csv, "
+                  "op_statistic.csv, fusion_op.csv, step_trace.csv, trace.json (as msprof "
+                  "writes them)");
   cmd->add_option("--inject-overflow-at", opts->trainer.inject_overflow_step,
                   "testing: make one replica's gradient inf at this 0-based step")
       ->group("");

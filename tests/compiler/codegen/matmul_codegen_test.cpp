@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/codegen/kernel_compiler.h"
+#include "compiler/codegen/kernel_cost.h"
 #include "ops/op_builder.h"
 #include "tests/support/codegen_test_util.h"
 
@@ -93,6 +94,27 @@ TEST(MatmulCodegen, EpilogueAcrossRowsUsesTheWholeAccumulator) {
   ASSERT_TRUE(k.isOk()) << k.message();
   EXPECT_FALSE(k->kernels[0].build.program.accumulatorIsRowLocal());
   expectCompiledMatchesReference(g, randomInputs(g, 6), matmulTolerance(DType::F16));
+}
+
+// What the profiler's GFLOP/s and GB/s stand on: 2·M·N·K for the matmul
+// (K taken from the transposed side when transpose_a), one per element for
+// the epilogue, and only the kernel's own inputs and outputs as bytes.
+TEST(MatmulCodegen, KernelCostCountsTheMatmulAndTheBoundaryBytes) {
+  Graph g = epilogueGroup("");
+  const std::vector<codegen::KernelSpec> kernels = codegen::partitionKernels(g);
+  ASSERT_EQ(kernels.size(), 1u);
+  const codegen::KernelCost cost = codegen::kernelCost(g, kernels[0]);
+  EXPECT_EQ(cost.matmul_flops, 2.0 * 70 * 48 * 32);
+  EXPECT_EQ(cost.flops, cost.matmul_flops + 3.0 * 70 * 48); // bias, scale, cast
+  EXPECT_EQ(cost.input_bytes, 2.0 * (70 * 32 + 32 * 48 + 48 + 48));
+  EXPECT_EQ(cost.output_bytes, 4.0 * 70 * 48);
+
+  Graph t("ta");
+  ValueId a = t.addInput("a", {DType::F32, {16, 5}}, InputRole::Data);
+  ValueId b = t.addInput("b", {DType::F32, {16, 7}}, InputRole::Data);
+  ops::OpBuilder ob(t);
+  t.addOutput("y", ob.create("MatMul", "mm", {a, b}, {{"transpose_a", true}}));
+  EXPECT_EQ(codegen::nodeFlops(t, t.node(0)), 2.0 * 5 * 7 * 16);
 }
 
 } // namespace

@@ -1,0 +1,30 @@
+// What a kernel has to do, independent of how fast it runs: the arithmetic
+// (FLOPs) and the bytes it moves through device memory. The profiler divides
+// them by the measured time for GFLOP/s and GB/s and sets them against a
+// roofline; a cost model divides them by a target's peaks.
+#pragma once
+
+#include <cstdint>
+
+#include "compiler/codegen/kernel_spec.h"
+#include "ir/graph.h"
+
+namespace kiln::codegen {
+
+struct KernelCost {
+  // A multiply-add counts two; every other op one per element it produces,
+  // or per element it reads where it reads more than it writes (reductions).
+  double flops = 0;
+  // The kernel's inputs read once and its outputs written once: values
+  // inside the kernel stay on chip (UB, L0C) and cost nothing here.
+  double input_bytes = 0, output_bytes = 0;
+  double bytes() const { return input_bytes + output_bytes; }
+  double matmul_flops = 0; // the part of `flops` done by MatMul / BatchMatMul
+};
+
+// The FLOPs of one node.
+double nodeFlops(const Graph &graph, const Node &node);
+
+KernelCost kernelCost(const Graph &graph, const KernelSpec &kernel);
+
+} // namespace kiln::codegen

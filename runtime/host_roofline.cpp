@@ -1,0 +1,60 @@
+#include "runtime/host_roofline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include <cblas.h>
+
+#include "compiler/codegen/gemm.h"
+
+namespace kiln::runtime {
+
+double HostRoofline::percent(double flops, double bytes, double seconds) const {
+  if (seconds <= 0 || gemm_flops_per_s <= 0 || bytes_per_s <= 0)
+    return 0;
+  const double best = std::max(flops / gemm_flops_per_s, bytes / bytes_per_s);
+  return 100.0 * best / seconds;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The best of `repeats` timings of fn() run on every thread at once.
+template <typename Fn> double bestSeconds(ThreadPool &pool, int repeats, Fn fn) {
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = Clock::now();
+    pool.parallelFor(pool.size(), [&](int64_t, int worker) { fn(worker); });
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return best;
+}
+
+} // namespace
+
+HostRoofline measureHostRoofline(ThreadPool &pool) {
+  const int threads = pool.size();
+  HostRoofline roofline;
+  // A square sgemm large enough to reach the kernel's steady state, one
+  // single-threaded call per thread as the executor's tiles run.
+  codegen::useSingleThreadedBlas();
+  constexpr int n = 384;
+  std::vector<std::vector<float>> a(threads, std::vector<float>(n * n, 1.0f)), b = a, c = a;
+  const double gemm = bestSeconds(pool, 5, [&](int w) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a[w].data(), n,
+                b[w].data(), n, 0.0f, c[w].data(), n);
+  });
+  roofline.gemm_flops_per_s = threads * 2.0 * n * n * n / gemm;
+  // A copy past the last-level cache: 32 MiB read and 32 MiB written per thread.
+  constexpr size_t bytes = size_t{32} << 20;
+  std::vector<std::vector<char>> src(threads, std::vector<char>(bytes, 1)), dst = src;
+  const double copy =
+      bestSeconds(pool, 3, [&](int w) { std::memcpy(dst[w].data(), src[w].data(), bytes); });
+  roofline.bytes_per_s = threads * 2.0 * static_cast<double>(bytes) / copy;
+  return roofline;
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,22 @@
+// The two ceilings a kernel on this host can reach, measured rather than
+// taken from a data sheet: sgemm's throughput (OpenBLAS, one call per core,
+// as the executor runs its tiles) and the bandwidth of a copy too large for
+// the caches. The profiler's "Roofline %" is a kernel's time at these
+// ceilings, max(FLOPs / gemm, bytes / bandwidth), over its measured time.
+#pragma once
+
+#include "runtime/thread_pool.h"
+
+namespace kiln::runtime {
+
+struct HostRoofline {
+  double gemm_flops_per_s = 0;
+  double bytes_per_s = 0;
+  // The kernel's best possible time over `seconds`, in percent.
+  double percent(double flops, double bytes, double seconds) const;
+};
+
+// About 0.2 s of measuring on every thread of `pool`.
+HostRoofline measureHostRoofline(ThreadPool &pool);
+
+} // namespace kiln::runtime

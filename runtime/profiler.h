@@ -1,0 +1,114 @@
+// A per-kernel profiler that writes what msprof writes for an Ascend job, so
+// the tools and habits built around msprof read kiln's profiles too:
+//
+//   op_summary.csv    one row per kernel launch (and per piece of host work
+//                     between kernels) per step and device: Step Id,
+//                     Device_id, Op Name (the kernel's scoped name), OP Type,
+//                     Task Type (AI_CORE for cube kernels, AI_VECTOR_CORE,
+//                     AI_CPU for reference kernels on the host, HCCL for
+//                     collectives, HOST for the runtime's own work), Task
+//                     Start Time(us) since the profile began, Task
+//                     Duration(us), Input Shapes, Output Shapes, Data Types,
+//                     and kiln's FLOPs, Bytes, GFLOP/s, GB/s, Roofline %
+//                     (host_roofline.h).
+//   op_statistic.csv  per device and OP Type: Count, Total / Avg / Min / Max
+//                     Time(us), Ratio(%) of the device's total.
+//   fusion_op.csv     every fused kernel of every program: the pass or rule
+//                     that formed it and its member ops.
+//   step_trace.csv    per step: its wall time, the time of its kernels and of
+//                     its host work, and how much of the step they cover.
+//   trace.json        Chrome / Perfetto: one event per kernel and per piece
+//                     of host work, on its device's track.
+//
+// Timing a kernel is two clock reads around its launch; the profiler keeps
+// every event in memory and writes the files at the end.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/kernel_compiler.h"
+#include "compiler/codegen/kernel_cost.h"
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "runtime/host_roofline.h"
+
+namespace kiln::runtime {
+
+class Profiler {
+public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit Profiler(HostRoofline roofline);
+
+  // A compiled program whose kernels will be timed ("step", "update"); returns
+  // its id for kernel(). The graph and kernels are described, not kept.
+  int addProgram(const std::string &label, const Graph &graph,
+                 const codegen::CompiledKernels &kernels);
+
+  void kernel(int64_t step, int device, int program, size_t kernel, Clock::time_point start,
+              Clock::time_point end);
+  // Work of the runtime outside the compiled kernels (binding inputs, the
+  // gradient allreduce, the gradient norm).
+  void host(int64_t step, int device, const std::string &what, Clock::time_point start,
+            Clock::time_point end);
+  void stepTime(int64_t step, Clock::time_point start, Clock::time_point end);
+
+  // Writes the five files into `dir` (created if missing).
+  Status write(const std::string &dir) const;
+
+private:
+  struct KernelInfo {
+    std::string name, type, task_type, formed_by;
+    std::string input_shapes, output_shapes, data_types;
+    std::vector<std::string> members; // "name(Op)"
+    codegen::KernelCost cost;
+  };
+  struct Program {
+    std::string label;
+    std::vector<KernelInfo> kernels;
+  };
+  struct Event {
+    int64_t step;
+    int device;
+    int program; // -1: host work, named by `what`
+    size_t kernel;
+    std::string what;
+    double start_us, duration_us;
+  };
+  struct StepSpan {
+    double start_us, duration_us;
+  };
+
+  double micros(Clock::time_point t) const;
+  const KernelInfo *info(const Event &e) const;
+  std::string opSummary() const;
+  std::string opStatistic() const;
+  std::string fusionOps() const;
+  std::string stepTrace() const;
+  std::string traceJson() const;
+
+  HostRoofline roofline_;
+  Clock::time_point origin_;
+  std::vector<Program> programs_;
+  std::vector<Event> events_;
+  std::map<int64_t, StepSpan> steps_;
+};
+
+// Creates the profile folder up front, so a bad --profile fails before the
+// run rather than after it.
+Status createProfileDir(const std::string &dir);
+
+// Sets up what a profiled executor run records: the program's id in the
+// profiler, the step, and the device each rank of the group runs on.
+struct ProfileScope {
+  Profiler *profiler = nullptr;
+  int program = -1;
+  int64_t step = 0;
+  std::vector<int> devices; // per rank
+};
+
+} // namespace kiln::runtime

@@ -114,6 +114,13 @@ Expected<KernelBuild> buildKernel(const Graph &graph, const KernelSpec &kernel) 
     program.outputs.push_back(StoredOutput{
         buffer_of.at(v) - static_cast<int>(program.inputs.size()), graph.type(v).dtype});
   KILN_RETURN_IF_ERROR(planRows(program));
+  if (!program.library.empty()) {
+    if (kernel.members.size() != 1)
+      return Error("kernel '" + kernel.name + "': " + graph.node(kernel.members.front()).op +
+                   " runs as the library routine " + program.library +
+                   " and cannot be fused with other ops");
+    program.outer_rank = 1; // the routine's rows are its output's first axis
+  }
   return build;
 }
 

@@ -8,6 +8,7 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 
+#include "compiler/codegen/library_kernels.h"
 #include "ir/float16.h"
 
 namespace kiln::codegen {
@@ -52,6 +53,9 @@ Expected<std::unique_ptr<KernelLoader>> KernelLoader::create() {
                                          llvm::JITSymbolFlags::Exported};
   helpers[es.intern("__truncsfhf2")] = {llvm::orc::ExecutorAddr::fromPtr(&kilnTruncateHalf),
                                         llvm::JITSymbolFlags::Exported};
+  for (const LibraryKernel &k : libraryKernels())
+    helpers[es.intern(k.symbol)] = {llvm::orc::ExecutorAddr::fromPtr(k.routine),
+                                    llvm::JITSymbolFlags::Exported};
   if (auto err = main.define(llvm::orc::absoluteSymbols(std::move(helpers))))
     return Error("cannot define kernel helpers: " + llvm::toString(std::move(err)));
   auto impl = std::make_unique<Impl>();

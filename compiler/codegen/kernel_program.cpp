@@ -211,6 +211,12 @@ std::string programToString(const KernelProgram &program) {
   }
   for (const StoredOutput &o : program.outputs)
     os << "store b" << program.stageBuffer(o.stage) << " as " << dtypeName(o.dtype) << "\n";
+  if (!program.library.empty()) {
+    os << "calls " << program.library << "(";
+    for (size_t i = 0; i < program.library_args.size(); ++i)
+      os << (i ? ", " : "") << program.library_args[i];
+    os << ")\n";
+  }
   os << "rows over " << program.outer_rank << " axes\n";
   return os.str();
 }

@@ -59,6 +59,8 @@ public:
     fn_->addParamAttr(0, llvm::Attribute::NoAlias);
     fn_->addParamAttr(1, llvm::Attribute::NoAlias);
     fn_->addParamAttr(4, llvm::Attribute::NoAlias);
+    if (!program_.library.empty())
+      return emitLibraryCall(name);
     llvm::Value *buffers = fn_->getArg(0);
     scratch_ = fn_->getArg(1);
     Value *row_begin = fn_->getArg(2), *row_end = fn_->getArg(3);
@@ -106,6 +108,31 @@ public:
   }
 
 private:
+  // The whole kernel is a call of its library routine (library_kernels.h)
+  // with the lowering's arguments and the overflow mode, as a constant array.
+  Status emitLibraryCall(const std::string &name) {
+    llvm::Type *ptr = b_.getPtrTy();
+    llvm::Type *i64 = b_.getInt64Ty();
+    std::vector<llvm::Constant *> values;
+    for (int64_t a : program_.library_args)
+      values.push_back(b_.getInt64(a));
+    values.push_back(b_.getInt64(static_cast<int64_t>(overflow_)));
+    auto *array_type = llvm::ArrayType::get(i64, values.size());
+    auto *args =
+        new llvm::GlobalVariable(module_, array_type, true, llvm::GlobalValue::PrivateLinkage,
+                                 llvm::ConstantArray::get(array_type, values), name + ".args");
+    auto *routine_type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64, ptr, ptr}, false);
+    llvm::FunctionCallee routine = module_.getOrInsertFunction(program_.library, routine_type);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+    b_.CreateCall(routine, {fn_->getArg(0), fn_->getArg(2), fn_->getArg(3), fn_->getArg(4), args});
+    b_.CreateRetVoid();
+    std::string problems;
+    llvm::raw_string_ostream os(problems);
+    if (llvm::verifyFunction(*fn_, &os))
+      return Error("generated kernel '" + name + "' is not valid LLVM IR: " + os.str());
+    return Status::ok();
+  }
+
   // One row: the materialised stages into scratch, then the stored outputs.
   void emitRow(Value *row) {
     const int p = program_.outer_rank;

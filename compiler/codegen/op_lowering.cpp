@@ -56,6 +56,11 @@ ExprRef LowerContext::read(int buffer, std::vector<ExprRef> indices) const {
   return load(buffer, type, std::move(indices));
 }
 
+void LowerContext::callLibrary(std::string symbol, std::vector<int64_t> args) {
+  program_.library = std::move(symbol);
+  program_.library_args = std::move(args);
+}
+
 Error LowerContext::error(const std::string &message) const {
   return Error("node '" + node_.name + "' (" + node_.op + "): " + message);
 }

@@ -54,6 +54,13 @@ public:
   int addStage(const std::string &label, Shape shape, ScalarType type, ExprRef body);
   ExprRef read(int buffer, std::vector<ExprRef> indices) const;
 
+  // Makes the kernel call library routine `symbol` (library_kernels.h) with
+  // `args` for its rows; the bodies the lowering returns still describe it.
+  void callLibrary(std::string symbol, std::vector<int64_t> args);
+  // The buffer slot of the node's input i, and of output k once stored.
+  int inputBuffer(size_t i) const { return input_buffers_[i]; }
+  int outputSlot(size_t k) const { return static_cast<int>(program_.inputs.size() + k); }
+
   // A lowering failure naming the node: "node 'x' (Softmax): <message>".
   Error error(const std::string &message) const;
 

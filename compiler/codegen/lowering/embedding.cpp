@@ -1,5 +1,6 @@
 // Lowerings of Gather and EmbeddingGrad (ops/lib/gather.cpp): a row lookup by index, and its
 // scatter-add written as a gather: each table row sums the dy rows whose index names it.
+#include "compiler/codegen/library_kernels.h"
 #include "compiler/codegen/op_lowering.h"
 
 namespace kiln::codegen {
@@ -29,7 +30,9 @@ Bodies lowerGather(LowerContext &ctx) {
 
 // dtable[v, j...] = sum over index positions t of (indices[t] == v ? dy[t, j...] : 0), one rvar
 // per index axis (outer axes outside). An index outside [0, num_rows) matches no row, where
-// the reference fails.
+// the reference fails. That gather form is what the kernel computes; it runs as the
+// scatter-add library routine (library_kernels.h), tokens x row steps instead of
+// num_rows x tokens x row.
 Bodies lowerEmbeddingGrad(LowerContext &ctx) {
   const Shape &dy = ctx.inputType(0).shape;
   const Shape &indices = ctx.inputType(1).shape;
@@ -50,6 +53,12 @@ Bodies lowerEmbeddingGrad(LowerContext &ctx) {
   ExprRef body = select(hit, ctx.input(0, dy_idx), fconst(0));
   for (size_t d = indices.size(); d-- > 0;)
     body = reduce(ReduceOp::Sum, rvars[d], indices[d], body);
+  ctx.callLibrary(kEmbeddingGradRoutine,
+                  {ctx.inputBuffer(0), ctx.inputBuffer(1), ctx.outputSlot(0),
+                   static_cast<int64_t>(ctx.inputType(0).dtype),
+                   static_cast<int64_t>(ctx.inputType(1).dtype),
+                   static_cast<int64_t>(ctx.outputType(0).dtype), numElements(indices),
+                   numElements(Shape(out.begin() + 1, out.end()))});
   return std::vector<ExprRef>{body};
 }
 

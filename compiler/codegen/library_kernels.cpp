@@ -1,0 +1,94 @@
+#include "compiler/codegen/library_kernels.h"
+
+#include <atomic>
+#include <cstring>
+
+#include "ir/dtype.h"
+#include "ir/float16.h"
+#include "ir/float_status.h"
+
+namespace kiln::codegen {
+namespace {
+
+float loadFloat(const void *data, DType dtype, int64_t i) {
+  switch (dtype) {
+  case DType::F16:
+    return halfToFloat(static_cast<const uint16_t *>(data)[i]);
+  case DType::BF16:
+    return bfloat16ToFloat(static_cast<const uint16_t *>(data)[i]);
+  default:
+    return static_cast<const float *>(data)[i];
+  }
+}
+
+int64_t loadIndex(const void *data, DType dtype, int64_t i) {
+  return dtype == DType::I32 ? static_cast<const int32_t *>(data)[i]
+                             : static_cast<const int64_t *>(data)[i];
+}
+
+void publish(uint32_t *status, uint32_t bits) {
+  if (bits)
+    std::atomic_ref<uint32_t>(*status).fetch_or(bits, std::memory_order_relaxed);
+}
+
+extern "C" void kilnEmbeddingGrad(void **buffers, int64_t row_begin, int64_t row_end,
+                                  uint32_t *status, const int64_t *args) {
+  const void *dy = buffers[args[0]];
+  const void *indices = buffers[args[1]];
+  void *dtable = buffers[args[2]];
+  const auto dy_dtype = static_cast<DType>(args[3]);
+  const auto index_dtype = static_cast<DType>(args[4]);
+  const auto out_dtype = static_cast<DType>(args[5]);
+  const int64_t tokens = args[6], row = args[7];
+  const auto overflow = static_cast<OverflowMode>(args[8]);
+  if (row_end <= row_begin)
+    return;
+  // The sums of rows [row_begin, row_end), in f32: in the output itself
+  // when it is f32, else in a buffer rounded into it at the end.
+  std::vector<float> buffer;
+  float *sum = static_cast<float *>(dtable) + row_begin * row;
+  if (out_dtype != DType::F32) {
+    buffer.resize(static_cast<size_t>((row_end - row_begin) * row));
+    sum = buffer.data();
+  }
+  std::memset(sum, 0, static_cast<size_t>((row_end - row_begin) * row) * sizeof(float));
+  for (int64_t p = 0; p < tokens; ++p) {
+    const int64_t v = loadIndex(indices, index_dtype, p);
+    if (v < row_begin || v >= row_end)
+      continue;
+    float *to = sum + (v - row_begin) * row;
+    if (dy_dtype == DType::F32) {
+      const float *from = static_cast<const float *>(dy) + p * row;
+      for (int64_t j = 0; j < row; ++j)
+        to[j] += from[j];
+    } else {
+      for (int64_t j = 0; j < row; ++j)
+        to[j] += loadFloat(dy, dy_dtype, p * row + j);
+    }
+  }
+  // The generated kernels' store: the job's rounding, and the float status
+  // where it overflows.
+  takeFloatStatus();
+  const int64_t n = (row_end - row_begin) * row;
+  if (out_dtype == DType::F32) {
+    for (int64_t i = 0; i < n; ++i)
+      sum[i] = roundToDType(sum[i], DType::F32, overflow);
+  } else {
+    auto *out = static_cast<uint16_t *>(dtable) + row_begin * row;
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = out_dtype == DType::F16 ? floatToHalf(sum[i], overflow)
+                                       : floatToBFloat16(sum[i], overflow);
+  }
+  publish(status, takeFloatStatus());
+}
+
+} // namespace
+
+const std::vector<LibraryKernel> &libraryKernels() {
+  static const std::vector<LibraryKernel> kernels = {
+      {kEmbeddingGradRoutine, &kilnEmbeddingGrad},
+  };
+  return kernels;
+}
+
+} // namespace kiln::codegen

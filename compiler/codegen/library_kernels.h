@@ -1,0 +1,44 @@
+// Host routines a generated kernel calls for its rows instead of computing
+// them itself: for ops whose loop form does far more work than a direct
+// routine. EmbeddingGrad written as a gather sums, for every table row, over
+// every token (vocab x tokens x hidden steps); the routine scatter-adds each
+// token's row once (tokens x hidden). The kernel object is then a small
+// function that calls the routine, so caching, artifacts and the executor
+// treat it as any other kernel.
+//
+// A routine has the C signature
+//
+//   void routine(void **buffers, int64_t row_begin, int64_t row_end,
+//                uint32_t *status, const int64_t *args);
+//
+// with the kernel's buffers (inputs, then stored outputs), its rows and its
+// float-status word (llvm_emitter.h) as the kernel got them, and `args`: the
+// lowering's (KernelProgram::library_args) followed by the kernel's overflow
+// mode. It rounds as the generated kernels do and raises the status where
+// they would.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::codegen {
+
+using LibraryRoutine = void (*)(void **buffers, int64_t row_begin, int64_t row_end,
+                                uint32_t *status, const int64_t *args);
+
+struct LibraryKernel {
+  std::string symbol;
+  LibraryRoutine routine;
+};
+
+// Every routine, for the kernel loader to resolve.
+const std::vector<LibraryKernel> &libraryKernels();
+
+// dtable[v, :] = sum over tokens p in order with indices[p] == v of dy[p, :],
+// in f32, rounded once to dtable's dtype; an index outside the table matches
+// no row. args: dy buffer, indices buffer, dtable buffer, the dtypes of dy,
+// indices and dtable (DType), tokens, elements per row.
+inline constexpr char kEmbeddingGradRoutine[] = "kiln_embedding_grad";
+
+} // namespace kiln::codegen

@@ -5,6 +5,7 @@
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 
@@ -41,6 +42,11 @@ Expected<std::unique_ptr<KernelLoader>> KernelLoader::create() {
   if (!jit)
     return Error("cannot start the kernel loader (LLVM ORC): " + llvm::toString(jit.takeError()));
   llvm::orc::JITDylib &main = (*jit)->getMainJITDylib();
+  // The vector math the kernels call (object_compiler.cpp vectorises exp,
+  // log and tanh into glibc's libmvec).
+  std::string error;
+  if (llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &error))
+    return Error("cannot load glibc's vector math library libmvec.so.1: " + error);
   // Kernels call libm (expf, logf, ...) from this process.
   auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
       (*jit)->getDataLayout().getGlobalPrefix());

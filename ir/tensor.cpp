@@ -26,8 +26,28 @@ template <typename Int, typename Float> Int floatToInt(Float value) {
 
 } // namespace
 
-Tensor::Tensor(TensorType type)
-    : type_(std::move(type)), bytes_(type_.numElements() * dtypeSize(type_.dtype), 0) {}
+Tensor::Tensor(TensorType type) : Tensor(uninitialized(std::move(type))) {
+  if (size_ > 0)
+    std::memset(bytes_.get(), 0, size_);
+}
+
+Tensor Tensor::uninitialized(TensorType type) {
+  Tensor t;
+  t.type_ = std::move(type);
+  t.size_ = static_cast<size_t>(t.type_.numElements()) * dtypeSize(t.type_.dtype);
+  // new[] without a value-initialiser leaves the bytes as they are.
+  if (t.size_ > 0)
+    t.bytes_ = std::shared_ptr<uint8_t[]>(new uint8_t[t.size_]);
+  return t;
+}
+
+void Tensor::makeUnique() {
+  if (!bytes_ || bytes_.use_count() == 1)
+    return;
+  std::shared_ptr<uint8_t[]> own(new uint8_t[size_]);
+  std::memcpy(own.get(), bytes_.get(), size_);
+  bytes_ = std::move(own);
+}
 
 Tensor Tensor::fromFloats(DType dtype, Shape shape, const std::vector<float> &values,
                           OverflowMode mode) {

@@ -1,9 +1,16 @@
 // A dense host tensor: a TensorType and its bytes in the dtype's storage format
 // (f16/bf16 as 16-bit patterns).
+//
+// Tensors are values whose bytes are shared until written: copying one (into
+// an input map, an executor's value table, a reshaped view) costs a reference
+// count, and the first write through a non-const accessor of a tensor whose
+// bytes are shared copies them first. Read through const accessors where a
+// copy is not meant to be made.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "ir/shape.h"
@@ -15,6 +22,9 @@ public:
   Tensor() = default;
   // Zero-filled tensor of `type`.
   explicit Tensor(TensorType type);
+  // A tensor of `type` whose bytes are not initialised, for a writer that
+  // fills every element (a compiled kernel's output).
+  static Tensor uninitialized(TensorType type);
 
   static Tensor fromFloats(DType dtype, Shape shape, const std::vector<float> &values,
                            OverflowMode mode = OverflowMode::InfNan);
@@ -25,13 +35,19 @@ public:
   DType dtype() const { return type_.dtype; }
   const Shape &shape() const { return type_.shape; }
   int64_t numElements() const { return type_.numElements(); }
-  size_t byteSize() const { return bytes_.size(); }
+  size_t byteSize() const { return size_; }
 
-  void *data() { return bytes_.data(); }
-  const void *data() const { return bytes_.data(); }
-  template <typename T> T *dataAs() { return reinterpret_cast<T *>(bytes_.data()); }
-  template <typename T> const T *dataAs() const {
-    return reinterpret_cast<const T *>(bytes_.data());
+  // Writable bytes: this tensor's own (copied first if they are shared).
+  void *data() {
+    makeUnique();
+    return bytes_.get();
+  }
+  const void *data() const { return bytes_.get(); }
+  template <typename T> T *dataAs() { return reinterpret_cast<T *>(data()); }
+  template <typename T> const T *dataAs() const { return reinterpret_cast<const T *>(data()); }
+  // Whether `other` reads the same bytes (a copy not yet written).
+  bool sharesBytesWith(const Tensor &other) const {
+    return bytes_ != nullptr && bytes_ == other.bytes_;
   }
 
   // Element access converting from/to the storage type; floats round per `mode`.
@@ -47,12 +63,16 @@ public:
   Tensor reshaped(Shape shape) const;
 
   bool operator==(const Tensor &other) const {
-    return type_ == other.type_ && bytes_ == other.bytes_;
+    return type_ == other.type_ && size_ == other.size_ &&
+           (size_ == 0 || std::memcmp(bytes_.get(), other.bytes_.get(), size_) == 0);
   }
 
 private:
+  void makeUnique();
+
   TensorType type_;
-  std::vector<uint8_t> bytes_;
+  std::shared_ptr<uint8_t[]> bytes_;
+  size_t size_ = 0;
 };
 
 } // namespace kiln

@@ -16,12 +16,14 @@ public:
     if (static_cast<int>(local.size()) != devices_)
       return Error("allreduce: " + std::to_string(local.size()) + " buffers for " +
                    std::to_string(devices_) + " devices");
-    sum_.assign(static_cast<size_t>(n), 0.0f);
-    for (float *buffer : local) // rank order
+    // Summed in rank order into the first device's buffer (one device
+    // holds the sum already), then copied to the others.
+    float *sum = local[0];
+    for (size_t r = 1; r < local.size(); ++r)
       for (int64_t i = 0; i < n; ++i)
-        sum_[i] += buffer[i];
-    for (float *buffer : local)
-      std::memcpy(buffer, sum_.data(), static_cast<size_t>(n) * sizeof(float));
+        sum[i] += local[r][i];
+    for (size_t r = 1; r < local.size(); ++r)
+      std::memcpy(local[r], sum, static_cast<size_t>(n) * sizeof(float));
     return Status::ok();
   }
 
@@ -36,7 +38,6 @@ public:
 
 private:
   int devices_;
-  std::vector<float> sum_;
 };
 
 } // namespace

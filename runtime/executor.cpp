@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "compiler/codegen/gemm.h"
 #include "compiler/codegen/llvm_emitter.h"
@@ -28,6 +29,13 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
                           ex->loader_->load(ex->kernels_.objects[k.object], k.symbol));
     ex->entries_.push_back(entry);
   }
+  for (const codegen::CompiledKernel &k : ex->kernels_.kernels) {
+    const Node &node = graph.node(k.spec.members.front());
+    ex->is_view_.push_back(!k.host && k.spec.members.size() == 1 && node.op == "Reshape" &&
+                           graph.type(node.inputs[0]).dtype == graph.type(node.outputs[0]).dtype);
+  }
+  for (ValueId v = 0; v < static_cast<ValueId>(graph.numValues()); ++v)
+    ex->value_names_.push_back(graph.valueName(v));
   ex->last_use_kernel_.assign(graph.numValues(), -1);
   for (size_t i = 0; i < ex->kernels_.kernels.size(); ++i)
     for (ValueId v : ex->kernels_.kernels[i].spec.inputs)
@@ -42,26 +50,27 @@ namespace {
 
 // One rank's values during a run, and which of them it counts on its device.
 struct RankRun {
-  RankRun(const Graph &g, DeviceMemory *m)
-      : graph(g), memory(m), values(g.numValues()), owned(g.numValues(), 0) {}
+  RankRun(const Graph &g, const std::vector<std::string> &n, DeviceMemory *m)
+      : graph(g), names(n), memory(m), values(g.numValues()), owned(g.numValues(), 0) {}
 
   // Buffers the caller keeps on the device (weights, optimizer state) are
   // counted already; the run counts and releases only its own.
   Status allocate(ValueId v) {
-    const std::string name = graph.valueName(v);
-    if (!memory || memory->holds(name))
+    if (!memory || memory->holds(names[v]))
       return Status::ok();
     owned[v] = 1;
     const TensorType &t = graph.type(v);
-    return memory->allocate(name, numElements(t.shape) * static_cast<int64_t>(dtypeSize(t.dtype)));
+    return memory->allocate(names[v],
+                            numElements(t.shape) * static_cast<int64_t>(dtypeSize(t.dtype)));
   }
   void release(ValueId v) {
     if (owned[v])
-      memory->release(graph.valueName(v));
+      memory->release(names[v]);
     owned[v] = 0;
   }
 
   const Graph &graph;
+  const std::vector<std::string> &names;
   DeviceMemory *memory;
   std::vector<Tensor> values;
   std::vector<char> owned;
@@ -95,7 +104,7 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
   runs.reserve(ranks);
   for (size_t r = 0; r < ranks; ++r) {
     const auto start = Profiler::Clock::now();
-    runs.emplace_back(graph_, r < memory.size() ? memory[r] : nullptr);
+    runs.emplace_back(graph_, value_names_, r < memory.size() ? memory[r] : nullptr);
     KILN_RETURN_IF_ERROR(ops::bindGraphInputs(graph_, *inputs[r], runs[r].values));
     for (const GraphInput &in : graph_.inputs())
       KILN_RETURN_IF_ERROR(runs[r].allocate(in.value));
@@ -107,37 +116,21 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
   auto onRank = [&](size_t r, Status s) {
     return ranks == 1 || s ? s : s.error().withContext("tensor-parallel rank " + std::to_string(r));
   };
+  // A kernel's time on a rank includes the executor's bookkeeping around it
+  // (device memory accounting, releasing its inputs' last use).
   for (size_t k = 0; k < kernels_.kernels.size(); ++k) {
     const codegen::CompiledKernel &kernel = kernels_.kernels[k];
-    for (size_t r = 0; r < ranks; ++r)
-      for (ValueId v : kernel.spec.outputs)
-        KILN_RETURN_IF_ERROR(onRank(r, runs[r].allocate(v)));
     auto timed = [&](size_t r, Profiler::Clock::time_point start) {
       if (profiler)
         profiler->kernel(profile_.step, device(r), profile_.program, k, start,
                          Profiler::Clock::now());
     };
-    if (kernel.collective) {
-      const auto start = Profiler::Clock::now();
-      KILN_ASSIGN_OR_RETURN(const uint32_t bits, runCollective(k, group));
-      for (size_t r = 0; r < ranks; ++r) {
-        raise(r, bits);
-        timed(r, start);
-      }
-    } else {
-      for (size_t r = 0; r < ranks; ++r) {
-        const auto start = Profiler::Clock::now();
-        if (kernel.host) {
-          auto bits = runOnHost(k, runs[r].values);
-          KILN_RETURN_IF_ERROR(onRank(r, bits.status()));
-          raise(r, *bits);
-        } else {
-          raise(r, launch(k, runs[r].values));
-        }
-        timed(r, start);
-      }
-    }
-    for (size_t r = 0; r < ranks; ++r) {
+    auto allocate = [&](size_t r) -> Status {
+      for (ValueId v : kernel.spec.outputs)
+        KILN_RETURN_IF_ERROR(onRank(r, runs[r].allocate(v)));
+      return Status::ok();
+    };
+    auto finish = [&](size_t r) -> Status {
       if (options_.after_kernel)
         KILN_RETURN_IF_ERROR(onRank(r, options_.after_kernel(k, runs[r].values)));
       for (ValueId v : kernel.spec.inputs)
@@ -145,6 +138,37 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
           runs[r].values[v] = Tensor();
           runs[r].release(v);
         }
+      return Status::ok();
+    };
+    if (kernel.collective) {
+      const auto start = Profiler::Clock::now();
+      for (size_t r = 0; r < ranks; ++r)
+        KILN_RETURN_IF_ERROR(allocate(r));
+      KILN_ASSIGN_OR_RETURN(const uint32_t bits, runCollective(k, group));
+      for (size_t r = 0; r < ranks; ++r) {
+        raise(r, bits);
+        KILN_RETURN_IF_ERROR(finish(r));
+        timed(r, start);
+      }
+      continue;
+    }
+    for (size_t r = 0; r < ranks; ++r) {
+      const auto start = Profiler::Clock::now();
+      KILN_RETURN_IF_ERROR(allocate(r));
+      if (is_view_[k]) {
+        const Node &node = graph_.node(kernel.spec.members.front());
+        std::vector<Tensor> &values = runs[r].values;
+        values[node.outputs[0]] =
+            values[node.inputs[0]].reshaped(graph_.type(node.outputs[0]).shape);
+      } else if (kernel.host) {
+        auto bits = runOnHost(k, runs[r].values);
+        KILN_RETURN_IF_ERROR(onRank(r, bits.status()));
+        raise(r, *bits);
+      } else {
+        raise(r, launch(k, runs[r].values));
+      }
+      KILN_RETURN_IF_ERROR(finish(r));
+      timed(r, start);
     }
   }
   std::vector<ops::TensorMap> outputs(ranks);
@@ -235,14 +259,16 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
   const codegen::KernelProgram &program = kernel.build.program;
   const codegen::KernelEntry entry = entries_[index];
 
+  // Inputs are read in place (const: a shared weight is not copied); every
+  // output is written whole, so it starts uninitialised.
   std::vector<void *> buffers;
   for (ValueId v : kernel.spec.inputs)
-    buffers.push_back(values[v].data());
+    buffers.push_back(const_cast<void *>(std::as_const(values[v]).data()));
   const size_t acc_slot = buffers.size();
   if (kernel.build.gemm)
     buffers.push_back(nullptr); // the accumulator, set per tile
   for (ValueId v : kernel.spec.outputs) {
-    values[v] = Tensor(graph_.type(v));
+    values[v] = Tensor::uninitialized(graph_.type(v));
     buffers.push_back(values[v].data());
   }
 
@@ -256,8 +282,13 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
       n *= s[d];
     return n;
   }());
+  const codegen::GemmPlan *gemm = kernel.build.gemm ? &*kernel.build.gemm : nullptr;
+  // A single matmul runs as one BLAS call on every core, its epilogue after
+  // it over the whole result (under 1% of the time); a batch of them, when
+  // the epilogue stays within rows, as one call per tile and thread.
+  const bool whole_gemm = gemm && (gemm->batch == 1 || !program.accumulatorIsRowLocal());
   int64_t rows_per_tile = std::max<int64_t>(1, options_.tile_elements / row_elements);
-  if (kernel.build.gemm) {
+  if (gemm && !whole_gemm) {
     // Each sgemm call packs the whole weight again: 64-row calls lose about
     // 40% of the throughput, 256-row ones 10% (docs/notes/gemm-backend.md).
     // One large block per thread, at least 256 rows.
@@ -269,23 +300,26 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
   alignas(4) uint32_t status = 0; // the tiles or their bits in atomically
 
   std::optional<codegen::GemmOperands> operands;
-  std::vector<float> full_acc;
-  const codegen::GemmPlan *gemm = kernel.build.gemm ? &*kernel.build.gemm : nullptr;
+  std::unique_ptr<float[]> full_acc; // written whole: not initialised
   if (gemm) {
     const Tensor &a = values[kernel.spec.inputs[gemm->a_input]];
     const Tensor &b = values[kernel.spec.inputs[gemm->b_input]];
     operands.emplace(*gemm, a.data(), a.dtype(), b.data(), b.dtype());
-    if (!program.accumulatorIsRowLocal()) {
-      // The epilogue reads across rows: the whole result first.
+    if (whole_gemm) {
       const int64_t total = gemm->batch * gemm->m;
-      full_acc.resize(static_cast<size_t>(total * gemm->n));
-      const int64_t block =
-          std::max<int64_t>(1, options_.tile_elements / std::max<int64_t>(1, gemm->n));
-      pool_.parallelFor((total + block - 1) / block, [&](int64_t t, int) {
-        const int64_t r0 = t * block, r1 = std::min(total, r0 + block);
-        codegen::gemmRows(*gemm, *operands, r0, r1, full_acc.data() + r0 * gemm->n);
-      });
-      buffers[acc_slot] = full_acc.data();
+      full_acc.reset(new float[static_cast<size_t>(total * gemm->n)]);
+      if (gemm->batch == 1) {
+        codegen::gemmAll(*gemm, *operands, full_acc.get(), pool_.size());
+      } else {
+        // The epilogue reads across rows of a batch: the whole result first.
+        const int64_t block =
+            std::max<int64_t>(1, options_.tile_elements / std::max<int64_t>(1, gemm->n));
+        pool_.parallelFor((total + block - 1) / block, [&](int64_t t, int) {
+          const int64_t r0 = t * block, r1 = std::min(total, r0 + block);
+          codegen::gemmRows(*gemm, *operands, r0, r1, full_acc.get() + r0 * gemm->n);
+        });
+      }
+      buffers[acc_slot] = full_acc.get();
     }
   }
 
@@ -295,7 +329,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
     if (scratch.size() < scratch_slots)
       scratch.resize(scratch_slots);
     std::vector<void *> local = buffers;
-    if (gemm && program.accumulatorIsRowLocal()) {
+    if (gemm && !whole_gemm) {
       std::vector<float> &tile = acc_tiles_[worker];
       tile.resize(static_cast<size_t>((r1 - r0) * gemm->n));
       codegen::gemmRows(*gemm, *operands, r0, r1, tile.data());

@@ -76,6 +76,10 @@ private:
   std::unique_ptr<codegen::KernelLoader> loader_;
   std::vector<codegen::KernelEntry> entries_;
   std::vector<ValueId> last_use_kernel_; // per value: the last kernel reading it
+  std::vector<std::string> value_names_; // per value: its name in device memory
+  // Per kernel: a lone Reshape, whose output is its input's bytes under
+  // another shape; it runs as a view, without a copy.
+  std::vector<char> is_view_;
   ProfileScope profile_;
   ThreadPool pool_;
   std::vector<std::vector<uint64_t>> scratch_; // per worker

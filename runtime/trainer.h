@@ -32,6 +32,7 @@
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/profiler.h"
+#include "runtime/thread_pool.h"
 #include "runtime/token_data.h"
 #include "runtime/trace.h"
 
@@ -131,6 +132,7 @@ private:
   std::string resumed_from_;
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<Profiler> profiler_;
+  ThreadPool pool_;                  // the host's work between kernels (the gradient norm)
   int step_program_ = -1;            // in profiler_
   std::vector<int> update_programs_; // in profiler_, per optimizer graph
 };

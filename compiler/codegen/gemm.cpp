@@ -54,6 +54,12 @@ void gemmRows(const GemmPlan &plan, const GemmOperands &operands, int64_t row_be
   }
 }
 
+void gemmAll(const GemmPlan &plan, const GemmOperands &operands, float *c, int threads) {
+  openblas_set_num_threads(threads);
+  gemmRows(plan, operands, 0, plan.batch * plan.m, c);
+  openblas_set_num_threads(1);
+}
+
 void useSingleThreadedBlas() { openblas_set_num_threads(1); }
 
 } // namespace kiln::codegen

@@ -30,6 +30,12 @@ private:
 void gemmRows(const GemmPlan &plan, const GemmOperands &operands, int64_t row_begin,
               int64_t row_end, float *c);
 
+// The whole result, every batch, into `c` ([batch * m, n]), each batch one
+// BLAS call on `threads` of the BLAS's own threads: one large call keeps the
+// weight packed once (docs/notes/gemm-backend.md). The BLAS is
+// single-threaded again afterwards.
+void gemmAll(const GemmPlan &plan, const GemmOperands &operands, float *c, int threads);
+
 // Makes the BLAS single-threaded: kiln's executor runs tiles in parallel itself.
 void useSingleThreadedBlas();
 

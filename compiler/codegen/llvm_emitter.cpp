@@ -571,8 +571,16 @@ private:
       inner.rvars[e.var] = i;
       Value *v = emitExpr(e.operands[0], inner);
       switch (e.reduce) {
-      case ReduceOp::Sum:
-        return f ? b_.CreateFAdd(acc, v) : b_.CreateAdd(acc, v);
+      case ReduceOp::Sum: {
+        if (!f)
+          return b_.CreateAdd(acc, v);
+        // A sum may be reassociated: LLVM then keeps one partial sum per
+        // vector lane (exact order differs from the reference's, within
+        // its tolerance) and the summand's exp and log vectorise too.
+        auto *sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(acc, v));
+        sum->setHasAllowReassoc(true);
+        return static_cast<Value *>(sum);
+      }
       case ReduceOp::Max:
         return f ? call(llvm::Intrinsic::maxnum, {acc, v}) : call(llvm::Intrinsic::smax, {acc, v});
       case ReduceOp::Min:

@@ -32,6 +32,9 @@
 //                intermediates
 //   cast         Cast f32 -> f16
 //   softmax      Softmax over rows of 2048, f32
+//   attn_softmax Div by a scalar, CausalMask, Softmax as one "softmax" group
+//                (F32 intermediates), [heads, 256, 256], 8 heads (1M: 0.5M
+//                elements) or 32 (16M: 2M), f32
 //   transpose    [1, T, 40, 128] -> [1, 40, T, 128] (attention's head split)
 //   add_1d       Add(x, y) on [T * 5120] vectors, f32 (diagnostic: a 1-D
 //                tensor is one row to the executor)
@@ -111,7 +114,7 @@ Tensor randomTensor(const TensorType &type, uint64_t seed, float lo = -2.0f, flo
 // ---------------------------------------------------------------------------
 // Cases
 
-enum class Op { MulExp, Add, BiasAdd, Fused4, Cast, Softmax, Transpose, Add1d };
+enum class Op { MulExp, Add, BiasAdd, Fused4, Cast, Softmax, AttnSoftmax, Transpose, Add1d };
 
 const char *opName(Op op) {
   switch (op) {
@@ -127,6 +130,8 @@ const char *opName(Op op) {
     return "cast";
   case Op::Softmax:
     return "softmax";
+  case Op::AttnSoftmax:
+    return "attn_softmax";
   case Op::Transpose:
     return "transpose";
   case Op::Add1d:
@@ -241,6 +246,18 @@ Expected<double> buildGraph(const CaseKey &key, Graph &g) {
     bytes = 2.0 * static_cast<double>(bytesOf(g, x));
     break;
   }
+  case Op::AttnSoftmax: {
+    // Attention's scores as SoftmaxFusionPass groups them: / sqrt(d), the
+    // causal mask, the row softmax; heads x queries x keys.
+    const int64_t heads = key.big ? 32 : 8;
+    ValueId x = g.addInput("x", {dt, {heads, 256, 256}}, InputRole::Data);
+    ValueId scale = g.addInput("scale", {dt, {}}, InputRole::Data);
+    ValueId v = b.create("Div", "scale", {x, scale});
+    v = b.create("CausalMask", "mask", {v}, {{"fill", static_cast<double>(lowestFinite(dt))}});
+    y = b.create("Softmax", "softmax", {v});
+    bytes = 2.0 * static_cast<double>(bytesOf(g, x));
+    break;
+  }
   case Op::Transpose: {
     ValueId x = g.addInput("x", {dt, {1, t, 40, 128}}, InputRole::Data);
     y = b.create("Transpose", "heads", {x}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
@@ -253,6 +270,8 @@ Expected<double> buildGraph(const CaseKey &key, Graph &g) {
   g.addOutput("y", y);
   if (key.op == Op::Fused4)
     groupAll(g, "eltwise", Intermediates::Storage);
+  if (key.op == Op::AttnSoftmax)
+    groupAll(g, "softmax", Intermediates::F32);
   return bytes;
 }
 
@@ -566,6 +585,7 @@ void registerAll() {
       if (dt == DType::F32) {
         ops.push_back(Op::Cast);
         ops.push_back(Op::Softmax);
+        ops.push_back(Op::AttnSoftmax);
         ops.push_back(Op::Add1d);
       }
       for (Op op : ops) {

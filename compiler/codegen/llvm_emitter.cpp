@@ -476,8 +476,16 @@ private:
     switch (op) {
     case UnaryOp::Neg:
       return f ? b_.CreateFNeg(x) : b_.CreateSub(b_.getInt64(0), x);
-    case UnaryOp::Exp:
-      return call(llvm::Intrinsic::exp, {x});
+    case UnaryOp::Exp: {
+      // exp(x) rounds to 0 in f32 for x < -104 (below 2^-150). Those lanes
+      // take 0 directly and hand exp a harmless 0: libmvec sends a whole
+      // vector holding one underflowing argument (a masked score, the
+      // lowest finite float minus the row max) to a scalar fallback. NaN
+      // compares false and goes through exp.
+      Value *underflows = b_.CreateFCmpOLT(x, fconstant(-104.0f));
+      Value *e = call(llvm::Intrinsic::exp, {b_.CreateSelect(underflows, fconstant(0), x)});
+      return b_.CreateSelect(underflows, fconstant(0), e);
+    }
     case UnaryOp::Log:
       return call(llvm::Intrinsic::log, {x});
     case UnaryOp::Sqrt:

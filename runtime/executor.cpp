@@ -26,7 +26,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
       continue;
     }
     KILN_ASSIGN_OR_RETURN(codegen::KernelEntry entry,
-                          ex->loader_->load(ex->kernels_.objects[k.object], k.symbol));
+                          ex->loader_->load(ex->kernels_.objects[k.object], k.symbol, k.spec.name));
     ex->entries_.push_back(entry);
   }
   for (const codegen::CompiledKernel &k : ex->kernels_.kernels) {

@@ -24,8 +24,12 @@ public:
   KernelLoader &operator=(const KernelLoader &) = delete;
 
   // Links `object` (once per symbol: loading a symbol again returns the first
-  // one) and returns the address of `symbol`.
-  Expected<KernelEntry> load(std::string_view object, const std::string &symbol);
+  // one) and returns the address of `symbol`. With KILN_PERF_MAP=1 in the
+  // environment the kernel is also listed in /tmp/perf-PID.map under
+  // "kiln:<label>" (the symbol when no label is given), so `perf report`
+  // names the JIT code it sampled.
+  Expected<KernelEntry> load(std::string_view object, const std::string &symbol,
+                             std::string_view label = {});
 
 private:
   struct Impl;

@@ -283,9 +283,10 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
     return n;
   }());
   const codegen::GemmPlan *gemm = kernel.build.gemm ? &*kernel.build.gemm : nullptr;
-  // A single matmul runs as one BLAS call on every core, its epilogue after
-  // it over the whole result (under 1% of the time); a batch of them, when
-  // the epilogue stays within rows, as one call per tile and thread.
+  // A single matmul runs as one BLAS call per core over a block of columns
+  // (each packs its part of the weight once), its epilogue after it over the
+  // whole result (under 1% of the time); a batch of them, when the epilogue
+  // stays within rows, as one call per tile and thread.
   const bool whole_gemm = gemm && (gemm->batch == 1 || !program.accumulatorIsRowLocal());
   int64_t rows_per_tile = std::max<int64_t>(1, options_.tile_elements / row_elements);
   if (gemm && !whole_gemm) {
@@ -304,12 +305,23 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
   if (gemm) {
     const Tensor &a = values[kernel.spec.inputs[gemm->a_input]];
     const Tensor &b = values[kernel.spec.inputs[gemm->b_input]];
-    operands.emplace(*gemm, a.data(), a.dtype(), b.data(), b.dtype());
-    if (whole_gemm) {
+    const bool bf16 = gemm->batch == 1 && gemm->m > 0 && gemm->n > 0 && gemm->k > 0 &&
+                      a.dtype() == DType::BF16 && b.dtype() == DType::BF16 &&
+                      codegen::hostHasBf16Gemm();
+    if (whole_gemm)
+      full_acc.reset(new float[static_cast<size_t>(gemm->batch * gemm->m * gemm->n)]);
+    if (!(bf16 && codegen::gemmBf16(*gemm, a.data(), b.data(), full_acc.get())))
+      operands.emplace(*gemm, a.data(), a.dtype(), b.data(), b.dtype());
+    if (whole_gemm && operands) {
       const int64_t total = gemm->batch * gemm->m;
-      full_acc.reset(new float[static_cast<size_t>(total * gemm->n)]);
       if (gemm->batch == 1) {
-        codegen::gemmAll(*gemm, *operands, full_acc.get(), pool_.size());
+        // One column block per thread (16-column aligned), all rows each.
+        const int64_t blocks = pool_.size();
+        const int64_t width = ((gemm->n + blocks - 1) / blocks + 15) / 16 * 16;
+        pool_.parallelFor(blocks, [&](int64_t t, int) {
+          const int64_t c0 = std::min(gemm->n, t * width), c1 = std::min(gemm->n, c0 + width);
+          codegen::gemmBlock(*gemm, *operands, 0, gemm->m, c0, c1, full_acc.get() + c0, gemm->n);
+        });
       } else {
         // The epilogue reads across rows of a batch: the whole result first.
         const int64_t block =
@@ -319,8 +331,9 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
           codegen::gemmRows(*gemm, *operands, r0, r1, full_acc.get() + r0 * gemm->n);
         });
       }
-      buffers[acc_slot] = full_acc.get();
     }
+    if (whole_gemm)
+      buffers[acc_slot] = full_acc.get();
   }
 
   pool_.parallelFor(tiles, [&](int64_t t, int worker) {

@@ -20,7 +20,7 @@ packages=(
   llvm-19-dev
   nlohmann-json3-dev libtinyxml2-dev libspdlog-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev libssl-dev
+  libopenblas-dev libdnnl-dev libssl-dev
   libopenmpi-dev openmpi-bin
   "${extra[@]}"
 )

@@ -1,8 +1,11 @@
 #include "compiler/codegen/gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "ir/float16.h"
 
@@ -29,9 +32,11 @@ GemmOperands::GemmOperands(const GemmPlan &plan, const void *a, DType a_dtype, c
   b_ = widen(b, b_dtype, plan.batch * plan.k * plan.n, b_copy_);
 }
 
-void gemmRows(const GemmPlan &plan, const GemmOperands &operands, int64_t row_begin,
-              int64_t row_end, float *c) {
-  const int64_t m = plan.m, n = plan.n, k = plan.k;
+void gemmBlock(const GemmPlan &plan, const GemmOperands &operands, int64_t row_begin,
+               int64_t row_end, int64_t col_begin, int64_t col_end, float *c, int64_t ldc) {
+  const int64_t m = plan.m, n = plan.n, k = plan.k, cols = col_end - col_begin;
+  if (cols <= 0)
+    return;
   for (int64_t r = row_begin; r < row_end;) {
     const int64_t batch = r / m;
     const int64_t first = r % m;
@@ -40,24 +45,63 @@ void gemmRows(const GemmPlan &plan, const GemmOperands &operands, int64_t row_be
     const float *b = operands.b() + batch * k * n;
     // op(A) rows [first, first + rows): rows of A, or columns of a transposed A.
     const float *a_rows = plan.transpose_a ? a + first : a + first * k;
+    // op(B) columns [col_begin, col_end): columns of B, or rows of a transposed B.
+    const float *b_cols = plan.transpose_b ? b + col_begin * k : b + col_begin;
     const int lda = static_cast<int>(plan.transpose_a ? m : k);
     const int ldb = static_cast<int>(plan.transpose_b ? k : n);
-    float *c_rows = c + (r - row_begin) * n;
-    if (k == 0)
-      std::fill(c_rows, c_rows + rows * n, 0.0f);
-    else
+    float *c_rows = c + (r - row_begin) * ldc;
+    if (k == 0) {
+      for (int64_t i = 0; i < rows; ++i)
+        std::fill(c_rows + i * ldc, c_rows + i * ldc + cols, 0.0f);
+    } else {
       cblas_sgemm(CblasRowMajor, plan.transpose_a ? CblasTrans : CblasNoTrans,
                   plan.transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
-                  static_cast<int>(n), static_cast<int>(k), 1.0f, a_rows, lda, b, ldb, 0.0f, c_rows,
-                  static_cast<int>(n));
+                  static_cast<int>(cols), static_cast<int>(k), 1.0f, a_rows, lda, b_cols, ldb, 0.0f,
+                  c_rows, static_cast<int>(ldc));
+    }
     r += rows;
   }
 }
 
-void gemmAll(const GemmPlan &plan, const GemmOperands &operands, float *c, int threads) {
-  openblas_set_num_threads(threads);
-  gemmRows(plan, operands, 0, plan.batch * plan.m, c);
-  openblas_set_num_threads(1);
+void gemmRows(const GemmPlan &plan, const GemmOperands &operands, int64_t row_begin,
+              int64_t row_end, float *c) {
+  gemmBlock(plan, operands, row_begin, row_end, 0, plan.n, c, plan.n);
+}
+
+bool hostHasBf16Gemm() {
+  static const bool available = [] {
+    const char *off = std::getenv("KILN_BF16_GEMM");
+    if (off && std::string_view(off) == "0")
+      return false;
+    return static_cast<unsigned>(dnnl::get_effective_cpu_isa()) >=
+           static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  }();
+  return available;
+}
+
+bool gemmBf16(const GemmPlan &plan, const void *a, const void *b, float *c) {
+  using dims = dnnl::memory::dims;
+  using dt = dnnl::memory::data_type;
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  const int64_t m = plan.m, n = plan.n, k = plan.k;
+  try {
+    // Transposes are strides: A [m, k] stored as [k, m], B [k, n] as [n, k].
+    const dnnl::memory::desc a_md({m, k}, dt::bf16, plan.transpose_a ? dims{1, m} : dims{k, 1});
+    const dnnl::memory::desc b_md({k, n}, dt::bf16, plan.transpose_b ? dims{1, k} : dims{n, 1});
+    const dnnl::memory::desc c_md({m, n}, dt::f32, dims{n, 1});
+    // oneDNN keeps created primitives in its cache: a shape seen before is
+    // not compiled again.
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);
+    dnnl::stream stream(engine);
+    dnnl::matmul(pd).execute(stream,
+                             {{DNNL_ARG_SRC, dnnl::memory(a_md, engine, const_cast<void *>(a))},
+                              {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, engine, const_cast<void *>(b))},
+                              {DNNL_ARG_DST, dnnl::memory(c_md, engine, c)}});
+    stream.wait();
+    return true;
+  } catch (const dnnl::error &) {
+    return false;
+  }
 }
 
 void useSingleThreadedBlas() { openblas_set_num_threads(1); }

@@ -1,7 +1,9 @@
 // The GEMM half of a matmul kernel, on a tuned BLAS (OpenBLAS's cblas_sgemm;
 // see docs/notes/gemm-backend.md for the measurements behind the choice).
 // The cube unit takes f16/bf16 operands and accumulates in f32; here 16-bit
-// operands are widened exactly to f32 once per launch and multiplied in f32.
+// operands are widened exactly to f32 once per launch and multiplied in f32,
+// or, for bf16 on a host with bf16 units, multiplied by oneDNN's bf16 kernel
+// with f32 accumulation (the products of two bf16 values are exact in f32).
 #pragma once
 
 #include <cstdint>
@@ -30,11 +32,22 @@ private:
 void gemmRows(const GemmPlan &plan, const GemmOperands &operands, int64_t row_begin,
               int64_t row_end, float *c);
 
-// The whole result, every batch, into `c` ([batch * m, n]), each batch one
-// BLAS call on `threads` of the BLAS's own threads: one large call keeps the
-// weight packed once (docs/notes/gemm-backend.md). The BLAS is
-// single-threaded again afterwards.
-void gemmAll(const GemmPlan &plan, const GemmOperands &operands, float *c, int threads);
+// Rows [row_begin, row_end) and columns [col_begin, col_end) of the result
+// into `c`, which points at element (row_begin, col_begin) of a row-major
+// matrix with `ldc` elements per row. Splitting a large matmul by columns,
+// one block per thread, packs each part of the weight once.
+void gemmBlock(const GemmPlan &plan, const GemmOperands &operands, int64_t row_begin,
+               int64_t row_end, int64_t col_begin, int64_t col_end, float *c, int64_t ldc);
+
+// Whether bf16 x bf16 matmuls run on the host's bf16 units: oneDNN finds
+// AVX512-BF16 or AMX, and KILN_BF16_GEMM=0 is not set.
+bool hostHasBf16Gemm();
+
+// A single matmul (batch 1) of two bf16 operands, whole, into `c` ([m, n],
+// f32, row-major) on oneDNN's bf16 kernel, f32 accumulation, on all cores
+// (oneDNN's own threads: call it from one thread). False when oneDNN
+// cannot run it; the caller then widens the operands to f32.
+bool gemmBf16(const GemmPlan &plan, const void *a, const void *b, float *c);
 
 // Makes the BLAS single-threaded: kiln's executor runs tiles in parallel itself.
 void useSingleThreadedBlas();

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "compiler/codegen/kernel_compiler.h"
+#include "compiler/codegen/gemm.h"
 #include "compiler/codegen/kernel_cost.h"
+#include "ir/float16.h"
 #include "ops/op_builder.h"
 #include "tests/support/codegen_test_util.h"
 
@@ -94,6 +96,34 @@ TEST(MatmulCodegen, EpilogueAcrossRowsUsesTheWholeAccumulator) {
   ASSERT_TRUE(k.isOk()) << k.message();
   EXPECT_FALSE(k->kernels[0].build.program.accumulatorIsRowLocal());
   expectCompiledMatchesReference(g, randomInputs(g, 6), matmulTolerance(DType::F16));
+}
+
+// bf16 on the host's bf16 units (oneDNN) against widening to f32 and
+// sgemm, every transpose: small integers make every product and sum exact,
+// so both must give the same bits; the kernel tests above run the oneDNN
+// path whenever the host has the units.
+TEST(MatmulCodegen, Bf16UnitsGiveTheWidenedResult) {
+  if (!codegen::hostHasBf16Gemm())
+    GTEST_SKIP() << "this host has no bf16 units (AVX512-BF16 or AMX)";
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      codegen::GemmPlan plan;
+      plan.transpose_a = ta;
+      plan.transpose_b = tb;
+      plan.m = 37, plan.n = 45, plan.k = 70;
+      std::vector<uint16_t> a(plan.m * plan.k), b(plan.k * plan.n);
+      for (size_t i = 0; i < a.size(); ++i)
+        a[i] = floatToBFloat16(static_cast<float>(static_cast<int>(i * 7 % 17) - 8),
+                               OverflowMode::InfNan);
+      for (size_t i = 0; i < b.size(); ++i)
+        b[i] = floatToBFloat16(static_cast<float>(static_cast<int>(i * 5 % 13) - 6),
+                               OverflowMode::InfNan);
+      std::vector<float> got(plan.m * plan.n), want(plan.m * plan.n);
+      ASSERT_TRUE(codegen::gemmBf16(plan, a.data(), b.data(), got.data()));
+      codegen::GemmOperands widened(plan, a.data(), DType::BF16, b.data(), DType::BF16);
+      codegen::gemmRows(plan, widened, 0, plan.m, want.data());
+      EXPECT_EQ(got, want) << (ta ? "ta " : "") << (tb ? "tb" : "");
+    }
 }
 
 // What the profiler's GFLOP/s and GB/s stand on: 2·M·N·K for the matmul

@@ -287,7 +287,13 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
   // (each packs its part of the weight once), its epilogue after it over the
   // whole result (under 1% of the time); a batch of them, when the epilogue
   // stays within rows, as one call per tile and thread.
-  const bool whole_gemm = gemm && (gemm->batch == 1 || !program.accumulatorIsRowLocal());
+  const Tensor *gemm_a = gemm ? &values[kernel.spec.inputs[gemm->a_input]] : nullptr;
+  const Tensor *gemm_b = gemm ? &values[kernel.spec.inputs[gemm->b_input]] : nullptr;
+  // bf16 x bf16 on the host's bf16 units: one oneDNN call for every batch.
+  const bool bf16 = gemm && gemm->m > 0 && gemm->n > 0 && gemm->k > 0 &&
+                    gemm_a->dtype() == DType::BF16 && gemm_b->dtype() == DType::BF16 &&
+                    codegen::hostHasBf16Gemm();
+  const bool whole_gemm = gemm && (gemm->batch == 1 || bf16 || !program.accumulatorIsRowLocal());
   int64_t rows_per_tile = std::max<int64_t>(1, options_.tile_elements / row_elements);
   if (gemm && !whole_gemm) {
     // Each sgemm call packs the whole weight again: 64-row calls lose about
@@ -303,11 +309,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
   std::optional<codegen::GemmOperands> operands;
   std::unique_ptr<float[]> full_acc; // written whole: not initialised
   if (gemm) {
-    const Tensor &a = values[kernel.spec.inputs[gemm->a_input]];
-    const Tensor &b = values[kernel.spec.inputs[gemm->b_input]];
-    const bool bf16 = gemm->batch == 1 && gemm->m > 0 && gemm->n > 0 && gemm->k > 0 &&
-                      a.dtype() == DType::BF16 && b.dtype() == DType::BF16 &&
-                      codegen::hostHasBf16Gemm();
+    const Tensor &a = *gemm_a, &b = *gemm_b;
     if (whole_gemm)
       full_acc.reset(new float[static_cast<size_t>(gemm->batch * gemm->m * gemm->n)]);
     if (!(bf16 && codegen::gemmBf16(*gemm, a.data(), b.data(), full_acc.get())))

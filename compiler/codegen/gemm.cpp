@@ -83,12 +83,14 @@ bool gemmBf16(const GemmPlan &plan, const void *a, const void *b, float *c) {
   using dims = dnnl::memory::dims;
   using dt = dnnl::memory::data_type;
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  const int64_t m = plan.m, n = plan.n, k = plan.k;
+  const int64_t batch = plan.batch, m = plan.m, n = plan.n, k = plan.k;
   try {
     // Transposes are strides: A [m, k] stored as [k, m], B [k, n] as [n, k].
-    const dnnl::memory::desc a_md({m, k}, dt::bf16, plan.transpose_a ? dims{1, m} : dims{k, 1});
-    const dnnl::memory::desc b_md({k, n}, dt::bf16, plan.transpose_b ? dims{1, k} : dims{n, 1});
-    const dnnl::memory::desc c_md({m, n}, dt::f32, dims{n, 1});
+    const dnnl::memory::desc a_md({batch, m, k}, dt::bf16,
+                                  plan.transpose_a ? dims{m * k, 1, m} : dims{m * k, k, 1});
+    const dnnl::memory::desc b_md({batch, k, n}, dt::bf16,
+                                  plan.transpose_b ? dims{k * n, 1, k} : dims{k * n, n, 1});
+    const dnnl::memory::desc c_md({batch, m, n}, dt::f32, dims{m * n, n, 1});
     // oneDNN keeps created primitives in its cache: a shape seen before is
     // not compiled again.
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);

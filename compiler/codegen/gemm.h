@@ -43,9 +43,9 @@ void gemmBlock(const GemmPlan &plan, const GemmOperands &operands, int64_t row_b
 // AVX512-BF16 or AMX, and KILN_BF16_GEMM=0 is not set.
 bool hostHasBf16Gemm();
 
-// A single matmul (batch 1) of two bf16 operands, whole, into `c` ([m, n],
-// f32, row-major) on oneDNN's bf16 kernel, f32 accumulation, on all cores
-// (oneDNN's own threads: call it from one thread). False when oneDNN
+// A matmul of two bf16 operands, every batch, whole, into `c` ([batch * m,
+// n], f32, row-major) on oneDNN's bf16 kernel, f32 accumulation, on all
+// cores (oneDNN's own threads: call it from one thread). False when oneDNN
 // cannot run it; the caller then widens the operands to f32.
 bool gemmBf16(const GemmPlan &plan, const void *a, const void *b, float *c);
 

@@ -4,8 +4,8 @@
 // or across rows.
 #include <gtest/gtest.h>
 
-#include "compiler/codegen/kernel_compiler.h"
 #include "compiler/codegen/gemm.h"
+#include "compiler/codegen/kernel_compiler.h"
 #include "compiler/codegen/kernel_cost.h"
 #include "ir/float16.h"
 #include "ops/op_builder.h"
@@ -110,18 +110,18 @@ TEST(MatmulCodegen, Bf16UnitsGiveTheWidenedResult) {
       codegen::GemmPlan plan;
       plan.transpose_a = ta;
       plan.transpose_b = tb;
-      plan.m = 37, plan.n = 45, plan.k = 70;
-      std::vector<uint16_t> a(plan.m * plan.k), b(plan.k * plan.n);
+      plan.batch = 3, plan.m = 37, plan.n = 45, plan.k = 70;
+      std::vector<uint16_t> a(plan.batch * plan.m * plan.k), b(plan.batch * plan.k * plan.n);
       for (size_t i = 0; i < a.size(); ++i)
         a[i] = floatToBFloat16(static_cast<float>(static_cast<int>(i * 7 % 17) - 8),
                                OverflowMode::InfNan);
       for (size_t i = 0; i < b.size(); ++i)
         b[i] = floatToBFloat16(static_cast<float>(static_cast<int>(i * 5 % 13) - 6),
                                OverflowMode::InfNan);
-      std::vector<float> got(plan.m * plan.n), want(plan.m * plan.n);
+      std::vector<float> got(plan.batch * plan.m * plan.n), want(got.size());
       ASSERT_TRUE(codegen::gemmBf16(plan, a.data(), b.data(), got.data()));
       codegen::GemmOperands widened(plan, a.data(), DType::BF16, b.data(), DType::BF16);
-      codegen::gemmRows(plan, widened, 0, plan.m, want.data());
+      codegen::gemmRows(plan, widened, 0, plan.batch * plan.m, want.data());
       EXPECT_EQ(got, want) << (ta ? "ta " : "") << (tb ? "tb" : "");
     }
 }

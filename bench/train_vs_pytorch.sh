@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Tiny-Qwen training throughput, kiln vs PyTorch, side by side in one run:
-# the same model (examples/qwen-tiny), the same initial weights (kiln init),
-# the same batches (kiln's sampling reproduced in Python), the same AdamW, f32.
+# Qwen training throughput, kiln vs PyTorch, side by side in one run: the
+# same model (CONFIG, default examples/qwen-tiny), the same initial weights
+# (kiln init), the same batches (kiln's sampling reproduced in Python), the
+# same AdamW, f32.
 #   bench/train_vs_pytorch.sh [CASES]     e.g. "8x32 8x64" (the default)
-# Environment: ROUNDS (3), STEPS per run (150), WARMUP steps skipped (20),
+#   CONFIG=examples/qwen-small/config.json DEVICES=1 BF16=1 STEPS=30 WARMUP=5 \
+#     bench/train_vs_pytorch.sh 4x256     (hidden 512, 4 layers, vocab 4096)
+# Environment: CONFIG, DEVICES kiln runs with (list, "1 8"), BF16=1 to add a
+# kiln run on one device under allow_mix_precision_bf16 (bf16 matmuls on
+# the host's bf16 units where it has them; its losses are checked against
+# PyTorch f32 within 1e-2), ROUNDS (3), STEPS per run (150), WARMUP steps skipped (20),
 # LR (1e-3), TORCH_THREADS ("2 1": PyTorch runs once per thread count; the
 # ratios are against the first, all cores of this 2-core machine), QUIET_WAIT
 # seconds to wait for an idle machine (300), KEEP=DIR to keep the logs there,
@@ -22,7 +28,11 @@ root=$(pwd)
 kiln=${KILN:-$root/build/tools/kiln/kiln}
 py=/usr/bin/python3 # Debian's python, where python3-torch lives
 bench=$root/bench/train_vs_pytorch.py
-config=examples/qwen-tiny/config.json
+config=${CONFIG:-examples/qwen-tiny/config.json}
+devices=(${DEVICES:-1 8})
+kiln_runs=()
+for d in "${devices[@]}"; do kiln_runs+=("kiln$d"); done
+[ "${BF16:-0}" = 1 ] && kiln_runs+=("kiln1bf16")
 cases=(${1:-8x32 8x64})
 rounds=${ROUNDS:-3}
 steps=${STEPS:-150}
@@ -95,28 +105,32 @@ echo "before:  ${busy}% of the CPUs busy (5 s sample)," \
   "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 "$kiln" init "$config" -o "$work/w.safetensors" --seed 0 >/dev/null
-"$py" "$bench" data "$work/train.bin" --tokens 200000 --seed 1234
+vocab=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$config")
+"$py" "$bench" data "$work/train.bin" --tokens 200000 --seed 1234 --vocab "$vocab"
 
 m0=($(machine_ticks)); o0=$(our_ticks)
 results="$work/results.json"
 {
   echo "{\"config\": \"$config\", \"steps\": $steps, \"warmup\": $warmup, \"rounds\": $rounds,"
-  echo " \"torch_threads\": [$(IFS=,; echo "${threads[*]}")], \"cases\": ["
+  echo " \"torch_threads\": [$(IFS=,; echo "${threads[*]}")],"
+  echo " \"kiln_runs\": [$(printf '"%s",' "${kiln_runs[@]}" | sed 's/,$//')], \"cases\": ["
   first_case=true
   for c in "${cases[@]}"; do
     b=${c%x*} s=${c#*x}
     $first_case || echo ","
     first_case=false
-    k1=() k8=()
-    declare -A tl=()
+    declare -A tl=() kl=()
     for r in $(seq "$rounds"); do
-      for d in 1 8; do
-        log="$work/kiln$d-${b}x$s-$r.jsonl"
-        echo "kiln  --devices $d  batch $b seq $s  round $r" >&2
+      for run in "${kiln_runs[@]}"; do
+        d=${run#kiln} extra=()
+        if [ "$d" = 1bf16 ]; then d=1 extra=(--precision-mode allow_mix_precision_bf16); fi
+        log="$work/$run-${b}x$s-$r.jsonl"
+        echo "kiln  --devices $d ${extra[*]} batch $b seq $s  round $r" >&2
         "${prio[@]}" "$kiln" train "$config" --data "$work/train.bin" --steps "$steps" \
           --batch "$b" --seq "$s" --devices "$d" --weights "$work/w.safetensors" --seed 0 \
-          --log-json "$log" --loss-scale none --lr "$lr" --schedule constant >"$log.out"
-        if [ "$d" = 1 ]; then k1+=("\"$log\""); else k8+=("\"$log\""); fi
+          --log-json "$log" --loss-scale none --lr "$lr" --schedule constant "${extra[@]}" \
+          >"$log.out"
+        kl[$run]="${kl[$run]:+${kl[$run]},}\"$log\""
       done
       for th in "${threads[@]}"; do
         log="$work/torch$th-${b}x$s-$r.jsonl"
@@ -127,10 +141,14 @@ results="$work/results.json"
         tl[$th]="${tl[$th]:+${tl[$th]},}\"$log\""
       done
     done
-    join() { local IFS=,; echo "$*"; }
-    echo "{\"batch\": $b, \"seq\": $s, \"logs\": {\"kiln1\": [$(join "${k1[@]}")],"
-    echo -n " \"kiln8\": [$(join "${k8[@]}")]"
-    for th in "${threads[@]}"; do echo -n ", \"torch$th\": [${tl[$th]}]"; done
+    echo -n "{\"batch\": $b, \"seq\": $s, \"logs\": {"
+    for run in "${kiln_runs[@]}"; do echo -n "\"$run\": [${kl[$run]}], "; done
+    first_torch=true
+    for th in "${threads[@]}"; do
+      $first_torch || echo -n ", "
+      first_torch=false
+      echo -n "\"torch$th\": [${tl[$th]}]"
+    done
     echo "}}"
   done
   echo "]}"

@@ -1,5 +1,6 @@
 #include "ir/tensor.h"
 
+#include <atomic>
 #include <cassert>
 #include <cmath>
 #include <limits>
@@ -41,9 +42,16 @@ Tensor Tensor::uninitialized(TensorType type) {
   return t;
 }
 
+namespace {
+std::atomic<uint64_t> g_bytes_copied{0};
+} // namespace
+
+uint64_t Tensor::bytesCopied() { return g_bytes_copied.load(std::memory_order_relaxed); }
+
 void Tensor::makeUnique() {
   if (!bytes_ || bytes_.use_count() == 1)
     return;
+  g_bytes_copied.fetch_add(size_, std::memory_order_relaxed);
   std::shared_ptr<uint8_t[]> own(new uint8_t[size_]);
   std::memcpy(own.get(), bytes_.get(), size_);
   bytes_ = std::move(own);

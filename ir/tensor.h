@@ -62,6 +62,11 @@ public:
   // Same bytes with another shape of the same element count.
   Tensor reshaped(Shape shape) const;
 
+  // Bytes copied so far in this process by writes to shared bytes (the
+  // profiler reports it per step: a step that copies none keeps each
+  // weight once).
+  static uint64_t bytesCopied();
+
   bool operator==(const Tensor &other) const {
     return type_ == other.type_ && size_ == other.size_ &&
            (size_ == 0 || std::memcmp(bytes_.get(), other.bytes_.get(), size_) == 0);

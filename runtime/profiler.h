@@ -16,7 +16,8 @@
 //   fusion_op.csv     every fused kernel of every program: the pass or rule
 //                     that formed it and its member ops.
 //   step_trace.csv    per step: its wall time, the time of its kernels and of
-//                     its host work, and how much of the step they cover.
+//                     its host work, how much of the step they cover, and
+//                     the tensor bytes copied (0: no weight copied).
 //   trace.json        Chrome / Perfetto: one event per kernel and per piece
 //                     of host work, on its device's track.
 //
@@ -55,7 +56,10 @@ public:
   // gradient allreduce, the gradient norm).
   void host(int64_t step, int device, const std::string &what, Clock::time_point start,
             Clock::time_point end);
-  void stepTime(int64_t step, Clock::time_point start, Clock::time_point end);
+  // The step's wall time, and the tensor bytes copied during it
+  // (Tensor::bytesCopied()).
+  void stepTime(int64_t step, Clock::time_point start, Clock::time_point end,
+                uint64_t bytes_copied = 0);
 
   // Writes the five files into `dir` (created if missing).
   Status write(const std::string &dir) const;
@@ -81,6 +85,7 @@ private:
   };
   struct StepSpan {
     double start_us, duration_us;
+    uint64_t bytes_copied;
   };
 
   double micros(Clock::time_point t) const;

@@ -235,6 +235,7 @@ void Trainer::profileHost(int device, const char *what, Profiler::Clock::time_po
 
 Expected<StepRecord> Trainer::step() {
   const auto started = std::chrono::steady_clock::now();
+  const uint64_t copied_before = Tensor::bytesCopied();
   const int replicas = comm_->localSize();
   const int T = tp();
   const int devices = replicas * T;
@@ -397,7 +398,7 @@ Expected<StepRecord> Trainer::step() {
   KILN_RETURN_IF_ERROR(scaler_.update(overflow));
   const auto finished = std::chrono::steady_clock::now();
   if (profiler_)
-    profiler_->stepTime(step_ + 1, started, finished);
+    profiler_->stepTime(step_ + 1, started, finished, Tensor::bytesCopied() - copied_before);
   ++step_;
   rec.seconds = std::chrono::duration<double>(finished - started).count();
   rec.tokens_per_s =

@@ -123,6 +123,9 @@ TEST_F(ProfileCli, TrainWritesMsprofFilesForEveryStepAndDevice) {
     const double covered = std::stod(row.at("Covered(%)"));
     EXPECT_GT(covered, 90.0) << "step " << row.at("Step Id");
     EXPECT_LT(covered, 110.0) << "step " << row.at("Step Id");
+    // Weights, moments and inputs are shared, never copied: each weight is
+    // stored once per device through the step.
+    EXPECT_EQ(row.at("Copied(bytes)"), "0") << "step " << row.at("Step Id");
   }
 
   const nlohmann::json trace = nlohmann::json::parse(slurp(path("prof/trace.json")));

@@ -13,14 +13,6 @@
 
 namespace kiln::frontend {
 
-namespace {
-
-bool endsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-} // namespace
-
 std::map<std::string, Tensor> initQwenWeights(const QwenConfig &config, uint64_t seed) {
   const double std_dev = config.initializer_range;
   const double proj_std =
@@ -40,7 +32,7 @@ std::map<std::string, Tensor> initQwenWeights(const QwenConfig &config, uint64_t
     case ParamKind::Weight: {
       std::mt19937_64 rng = generatorFor(seed, p.name);
       std::normal_distribution<double> dist(0.0,
-                                            endsWith(p.name, "c_proj.weight") ? proj_std : std_dev);
+                                            p.name.ends_with("c_proj.weight") ? proj_std : std_dev);
       for (int64_t i = 0; i < n; ++i)
         data[i] = static_cast<float>(dist(rng));
       break;

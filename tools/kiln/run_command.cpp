@@ -25,11 +25,6 @@ struct RunOptions {
   std::string profile_dir;
 };
 
-bool endsWith(const std::string &s, std::string_view suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Writes the outputs and prints the loss (and gradient norm).
 int writeOutputs(const std::string &path, ops::TensorMap outputs) {
   SafetensorsFile file;
@@ -116,7 +111,7 @@ int runArtifact(const RunOptions &opts, const CLI::App &cmd) {
 }
 
 int runRun(const RunOptions &opts, const CLI::App &cmd) {
-  if (endsWith(opts.request.model, ".kiln"))
+  if (opts.request.model.ends_with(".kiln"))
     return runArtifact(opts, cmd);
   // Without --dtype or a job's precision, run in f32: exact reference results.
   auto job = resolveJobFlags(opts.job, DType::F32);

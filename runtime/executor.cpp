@@ -283,17 +283,19 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
     return n;
   }());
   const codegen::GemmPlan *gemm = kernel.build.gemm ? &*kernel.build.gemm : nullptr;
-  // A single matmul runs as one BLAS call per core over a block of columns
-  // (each packs its part of the weight once), its epilogue after it over the
-  // whole result (under 1% of the time); a batch of them, when the epilogue
-  // stays within rows, as one call per tile and thread.
+  // When the epilogue stays within rows, each tile (at least 256 rows, one
+  // per thread) runs its GEMM rows and then its epilogue while they are hot.
+  // Otherwise the whole accumulator comes first: a single matmul as one BLAS
+  // call per core over a block of columns (each packs its part of the weight
+  // once), a batch by blocks of rows; bf16 on the host's bf16 units as one
+  // oneDNN call.
   const Tensor *gemm_a = gemm ? &values[kernel.spec.inputs[gemm->a_input]] : nullptr;
   const Tensor *gemm_b = gemm ? &values[kernel.spec.inputs[gemm->b_input]] : nullptr;
   // bf16 x bf16 on the host's bf16 units: one oneDNN call for every batch.
   const bool bf16 = gemm && gemm->m > 0 && gemm->n > 0 && gemm->k > 0 &&
                     gemm_a->dtype() == DType::BF16 && gemm_b->dtype() == DType::BF16 &&
                     codegen::hostHasBf16Gemm();
-  const bool whole_gemm = gemm && (gemm->batch == 1 || bf16 || !program.accumulatorIsRowLocal());
+  const bool whole_gemm = gemm && (bf16 || !program.accumulatorIsRowLocal());
   int64_t rows_per_tile = std::max<int64_t>(1, options_.tile_elements / row_elements);
   if (gemm && !whole_gemm) {
     // Each sgemm call packs the whole weight again: 64-row calls lose about
@@ -307,12 +309,18 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
   alignas(4) uint32_t status = 0; // the tiles or their bits in atomically
 
   std::optional<codegen::GemmOperands> operands;
-  std::unique_ptr<float[]> full_acc; // written whole: not initialised
+  float *full_acc = nullptr; // written whole: kept between launches, not initialised
   if (gemm) {
     const Tensor &a = *gemm_a, &b = *gemm_b;
-    if (whole_gemm)
-      full_acc.reset(new float[static_cast<size_t>(gemm->batch * gemm->m * gemm->n)]);
-    if (!(bf16 && codegen::gemmBf16(*gemm, a.data(), b.data(), full_acc.get())))
+    if (whole_gemm) {
+      const size_t size = static_cast<size_t>(gemm->batch * gemm->m * gemm->n);
+      if (whole_acc_size_ < size) {
+        whole_acc_.reset(new float[size]);
+        whole_acc_size_ = size;
+      }
+      full_acc = whole_acc_.get();
+    }
+    if (!(bf16 && codegen::gemmBf16(*gemm, a.data(), b.data(), full_acc)))
       operands.emplace(*gemm, a.data(), a.dtype(), b.data(), b.dtype());
     if (whole_gemm && operands) {
       const int64_t total = gemm->batch * gemm->m;
@@ -322,7 +330,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
         const int64_t width = ((gemm->n + blocks - 1) / blocks + 15) / 16 * 16;
         pool_.parallelFor(blocks, [&](int64_t t, int) {
           const int64_t c0 = std::min(gemm->n, t * width), c1 = std::min(gemm->n, c0 + width);
-          codegen::gemmBlock(*gemm, *operands, 0, gemm->m, c0, c1, full_acc.get() + c0, gemm->n);
+          codegen::gemmBlock(*gemm, *operands, 0, gemm->m, c0, c1, full_acc + c0, gemm->n);
         });
       } else {
         // The epilogue reads across rows of a batch: the whole result first.
@@ -330,12 +338,12 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
             std::max<int64_t>(1, options_.tile_elements / std::max<int64_t>(1, gemm->n));
         pool_.parallelFor((total + block - 1) / block, [&](int64_t t, int) {
           const int64_t r0 = t * block, r1 = std::min(total, r0 + block);
-          codegen::gemmRows(*gemm, *operands, r0, r1, full_acc.get() + r0 * gemm->n);
+          codegen::gemmRows(*gemm, *operands, r0, r1, full_acc + r0 * gemm->n);
         });
       }
     }
     if (whole_gemm)
-      buffers[acc_slot] = full_acc.get();
+      buffers[acc_slot] = full_acc;
   }
 
   pool_.parallelFor(tiles, [&](int64_t t, int worker) {

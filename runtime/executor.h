@@ -84,6 +84,9 @@ private:
   ThreadPool pool_;
   std::vector<std::vector<uint64_t>> scratch_; // per worker
   std::vector<std::vector<float>> acc_tiles_;  // per worker
+  // The whole accumulator of a matmul whose epilogue reads across rows.
+  std::unique_ptr<float[]> whole_acc_;
+  size_t whole_acc_size_ = 0;
 };
 
 } // namespace kiln::runtime

@@ -41,7 +41,7 @@ HostRoofline measureHostRoofline(ThreadPool &pool) {
   // A square sgemm large enough to reach the kernel's steady state, one
   // single-threaded call per thread as the executor's tiles run.
   codegen::useSingleThreadedBlas();
-  constexpr int n = 384;
+  constexpr int n = 512;
   std::vector<std::vector<float>> a(threads, std::vector<float>(n * n, 1.0f)), b = a, c = a;
   const double gemm = bestSeconds(pool, 5, [&](int w) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a[w].data(), n,

@@ -254,6 +254,39 @@ Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values
   return status;
 }
 
+float *Executor::wholeAccumulator(const codegen::GemmPlan &gemm, const Tensor &a, const Tensor &b,
+                                  std::optional<codegen::GemmOperands> &operands) {
+  // Written whole, so kept between launches and never initialised.
+  const size_t size = static_cast<size_t>(gemm.batch * gemm.m * gemm.n);
+  if (whole_acc_size_ < size) {
+    whole_acc_.reset(new float[size]);
+    whole_acc_size_ = size;
+  }
+  float *acc = whole_acc_.get();
+  if (!operands) {
+    if (codegen::gemmBf16(gemm, a.data(), b.data(), acc))
+      return acc;
+    operands.emplace(gemm, a.data(), a.dtype(), b.data(), b.dtype());
+  }
+  if (gemm.batch == 1) {
+    // One column block per thread (16-column aligned), all rows each.
+    const int64_t blocks = pool_.size();
+    const int64_t width = ((gemm.n + blocks - 1) / blocks + 15) / 16 * 16;
+    pool_.parallelFor(blocks, [&](int64_t t, int) {
+      const int64_t c0 = std::min(gemm.n, t * width), c1 = std::min(gemm.n, c0 + width);
+      codegen::gemmBlock(gemm, *operands, 0, gemm.m, c0, c1, acc + c0, gemm.n);
+    });
+    return acc;
+  }
+  const int64_t total = gemm.batch * gemm.m;
+  const int64_t block = std::max<int64_t>(1, options_.tile_elements / std::max<int64_t>(1, gemm.n));
+  pool_.parallelFor((total + block - 1) / block, [&](int64_t t, int) {
+    const int64_t r0 = t * block, r1 = std::min(total, r0 + block);
+    codegen::gemmRows(gemm, *operands, r0, r1, acc + r0 * gemm.n);
+  });
+  return acc;
+}
+
 uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
   const codegen::CompiledKernel &kernel = kernels_.kernels[index];
   const codegen::KernelProgram &program = kernel.build.program;
@@ -309,42 +342,10 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
   alignas(4) uint32_t status = 0; // the tiles or their bits in atomically
 
   std::optional<codegen::GemmOperands> operands;
-  float *full_acc = nullptr; // written whole: kept between launches, not initialised
-  if (gemm) {
-    const Tensor &a = *gemm_a, &b = *gemm_b;
-    if (whole_gemm) {
-      const size_t size = static_cast<size_t>(gemm->batch * gemm->m * gemm->n);
-      if (whole_acc_size_ < size) {
-        whole_acc_.reset(new float[size]);
-        whole_acc_size_ = size;
-      }
-      full_acc = whole_acc_.get();
-    }
-    if (!(bf16 && codegen::gemmBf16(*gemm, a.data(), b.data(), full_acc)))
-      operands.emplace(*gemm, a.data(), a.dtype(), b.data(), b.dtype());
-    if (whole_gemm && operands) {
-      const int64_t total = gemm->batch * gemm->m;
-      if (gemm->batch == 1) {
-        // One column block per thread (16-column aligned), all rows each.
-        const int64_t blocks = pool_.size();
-        const int64_t width = ((gemm->n + blocks - 1) / blocks + 15) / 16 * 16;
-        pool_.parallelFor(blocks, [&](int64_t t, int) {
-          const int64_t c0 = std::min(gemm->n, t * width), c1 = std::min(gemm->n, c0 + width);
-          codegen::gemmBlock(*gemm, *operands, 0, gemm->m, c0, c1, full_acc + c0, gemm->n);
-        });
-      } else {
-        // The epilogue reads across rows of a batch: the whole result first.
-        const int64_t block =
-            std::max<int64_t>(1, options_.tile_elements / std::max<int64_t>(1, gemm->n));
-        pool_.parallelFor((total + block - 1) / block, [&](int64_t t, int) {
-          const int64_t r0 = t * block, r1 = std::min(total, r0 + block);
-          codegen::gemmRows(*gemm, *operands, r0, r1, full_acc + r0 * gemm->n);
-        });
-      }
-    }
-    if (whole_gemm)
-      buffers[acc_slot] = full_acc;
-  }
+  if (gemm && !(whole_gemm && bf16))
+    operands.emplace(*gemm, gemm_a->data(), gemm_a->dtype(), gemm_b->data(), gemm_b->dtype());
+  if (whole_gemm)
+    buffers[acc_slot] = wholeAccumulator(*gemm, *gemm_a, *gemm_b, operands);
 
   pool_.parallelFor(tiles, [&](int64_t t, int worker) {
     const int64_t r0 = t * rows_per_tile, r1 = std::min(rows, r0 + rows_per_tile);

@@ -8,9 +8,11 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "compiler/codegen/gemm.h"
 #include "compiler/codegen/kernel_compiler.h"
 #include "compiler/codegen/kernel_loader.h"
 #include "ir/graph.h"
@@ -67,6 +69,11 @@ private:
   Executor(const Graph &graph, codegen::CompiledKernels kernels, const ExecutorOptions &options);
   // Each returns the kernel's float status (ir/float_status.h) on its rank(s).
   uint32_t launch(size_t kernel, std::vector<Tensor> &values);
+  // A matmul's whole f32 accumulator (for an epilogue that reads across
+  // rows, or bf16 on oneDNN when `operands` is empty); `operands` are made
+  // when oneDNN cannot run it.
+  float *wholeAccumulator(const codegen::GemmPlan &gemm, const Tensor &a, const Tensor &b,
+                          std::optional<codegen::GemmOperands> &operands);
   Expected<uint32_t> runOnHost(size_t kernel, std::vector<Tensor> &values);
   Expected<uint32_t> runCollective(size_t kernel, std::vector<std::vector<Tensor> *> &group);
 

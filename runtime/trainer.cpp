@@ -11,6 +11,7 @@
 #include "ir/float16.h"
 #include "ir/float_status.h"
 #include "runtime/checkpoint.h"
+#include "runtime/gradient_norm.h"
 
 namespace kiln::runtime {
 namespace {
@@ -20,21 +21,6 @@ int64_t bytesOf(const TensorType &t) {
 }
 
 Tensor scalarF32(double v) { return Tensor::scalar(DType::F32, v); }
-
-// In eight independent partial sums, which the CPU can overlap.
-double sumOfSquares(const float *p, int64_t n) {
-  double part[8] = {};
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8)
-    for (int j = 0; j < 8; ++j)
-      part[j] += static_cast<double>(p[k + j]) * p[k + j];
-  for (; k < n; ++k)
-    part[0] += static_cast<double>(p[k]) * p[k];
-  double sum = 0;
-  for (double s : part)
-    sum += s;
-  return sum;
-}
 
 } // namespace
 
@@ -343,23 +329,14 @@ Expected<StepRecord> Trainer::step() {
   // Every replica holds the same sums: one look at the first replica's ranks
   // decides for all of them. A replicated parameter counts once.
   const double dp = program_.parallel.dp;
-  double sum_squares = 0;
-  // A set status (saturation mode's only sign), or a gradient that is not
-  // finite (INFNAN mode, or the f32 sum itself overflowing).
-  // Each gradient's sum of squares in double, in parallel, added in a fixed
-  // order: a value that is not finite makes the sum so.
   std::vector<const Tensor *> counted;
   for (int t = 0; t < T; ++t)
     for (size_t i = 0; i < program_.params.size(); ++i)
       if (t == 0 || !program_.splits[i].replicated())
         counted.push_back(&grads_[t][i]);
-  std::vector<double> squares(counted.size());
-  pool_.parallelFor(static_cast<int64_t>(counted.size()), [&](int64_t i, int) {
-    squares[i] =
-        sumOfSquares(std::as_const(*counted[i]).dataAs<float>(), counted[i]->numElements());
-  });
-  for (double s : squares)
-    sum_squares += s;
+  const double sum_squares = sumOfSquares(pool_, counted);
+  // A set status (saturation mode's only sign), or a gradient that is not
+  // finite (INFNAN mode, or the f32 sum itself overflowing).
   const bool overflow = raised[0] > 0 || !std::isfinite(sum_squares);
   profileHost(0, "gradient norm", clock);
   StepRecord rec;

@@ -32,7 +32,9 @@ struct ProgramRequest {
 };
 
 struct ProgramCompile {
-  CompiledProgram program;           // its bucket's objects carry their code
+  // Its bucket's objects carry their code; its report text is filled when it
+  // was read back or stored (report() is what to write).
+  CompiledProgram program;
   std::optional<Graph> graph;        // after the passes, when compiled now (not read back)
   bool has_kernels = false;          // false with passes_only
   codegen::KernelStats kernel_stats; // this run's

@@ -1,6 +1,7 @@
 // Encoding and checking artifact files (format in artifact.h).
 #include "compiler/artifact/artifact.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -44,15 +45,16 @@ json plannedKernelToJson(const PlannedKernel &k) {
           {"object", k.object},   {"inputs", k.inputs}, {"outputs", k.outputs}};
 }
 
-json bucketToJson(const Bucket &b) {
+json bucketToJson(int64_t seq, int64_t batch, const Graph &graph,
+                  const std::vector<PlannedKernel> &planned, const MemoryPlan &memory) {
   json kernels = json::array();
-  for (const PlannedKernel &k : b.kernels)
+  for (const PlannedKernel &k : planned)
     kernels.push_back(plannedKernelToJson(k));
-  return {{"seq", b.seq},
-          {"batch", b.batch},
-          {"graph", graphToJson(b.graph)},
+  return {{"seq", seq},
+          {"batch", batch},
+          {"graph", graphToJson(graph)},
           {"kernels", std::move(kernels)},
-          {"memory", memoryPlanToJson(b.memory)}};
+          {"memory", memoryPlanToJson(memory)}};
 }
 
 Expected<std::vector<std::string>> stringList(const JsonFields &f, std::string_view key) {
@@ -334,16 +336,28 @@ std::string Artifact::seqList() const {
   return s;
 }
 
-Expected<std::string> encodeArtifact(const Artifact &artifact, const SigningKey &key) {
-  json manifest = manifestToJson(artifact.manifest);
+namespace {
+
+struct BucketHead {
+  int64_t seq = 0, batch = 1, kernels = 0;
+};
+
+// The file: header, manifest, the bucket sections as given, the objects,
+// the checksum and the signature.
+Expected<std::string> assemble(const Manifest &m, const std::vector<BucketHead> &heads,
+                               const std::vector<const std::string *> &bucket_texts,
+                               const std::vector<ArtifactObject> &object_list,
+                               const std::vector<frontend::CustomOpSource> &custom_op_list,
+                               const SigningKey &key) {
+  json manifest = manifestToJson(m);
   manifest["format"] = "kiln.artifact";
   manifest["format_version"] = kArtifactFormatVersion;
   json buckets = json::array();
-  for (const Bucket &b : artifact.buckets)
-    buckets.push_back({{"seq", b.seq}, {"batch", b.batch}, {"kernels", b.kernels.size()}});
+  for (const BucketHead &b : heads)
+    buckets.push_back({{"seq", b.seq}, {"batch", b.batch}, {"kernels", b.kernels}});
   manifest["buckets"] = std::move(buckets);
   json objects = json::array();
-  for (const ArtifactObject &o : artifact.objects) {
+  for (const ArtifactObject &o : object_list) {
     // An array keeps the parts in key order (a JSON object would sort them).
     json parts = json::array();
     for (const auto &[name, hex] : o.parts)
@@ -353,7 +367,7 @@ Expected<std::string> encodeArtifact(const Artifact &artifact, const SigningKey 
   }
   manifest["objects"] = std::move(objects);
   json custom_ops = json::array();
-  for (const frontend::CustomOpSource &file : artifact.custom_ops)
+  for (const frontend::CustomOpSource &file : custom_op_list)
     custom_ops.push_back({{"path", file.path}, {"xml", file.xml}});
   manifest["custom_ops"] = std::move(custom_ops);
   // A name that is not UTF-8 (a Latin-1 keep_dtype line, a model path) cannot
@@ -362,17 +376,20 @@ Expected<std::string> encodeArtifact(const Artifact &artifact, const SigningKey 
 
   std::string out(kMagic, sizeof(kMagic));
   putLE(out, kArtifactFormatVersion, 4);
-  putLE(out, artifact.buckets.size(), 4);
-  putLE(out, artifact.objects.size(), 4);
+  putLE(out, heads.size(), 4);
+  putLE(out, object_list.size(), 4);
   putLE(out, 0, 4);
   putLE(out, manifest_text.size(), 8);
+  size_t size = out.size() + manifest_text.size() + kArtifactChecksumSize + kArtifactSignatureSize;
+  for (const std::string *text : bucket_texts)
+    size += 8 + text->size();
+  for (const ArtifactObject &o : object_list)
+    size += 8 + o.code.size();
+  out.reserve(size);
   out += manifest_text;
-  for (const Bucket &b : artifact.buckets) {
-    KILN_ASSIGN_OR_RETURN(const std::string text,
-                          jsonText(bucketToJson(b), "bucket seq " + std::to_string(b.seq)));
-    putSection(out, text);
-  }
-  for (const ArtifactObject &o : artifact.objects)
+  for (const std::string *text : bucket_texts)
+    putSection(out, *text);
+  for (const ArtifactObject &o : object_list)
     putSection(out, o.code);
   const cache::Sha256::Digest sum = cache::sha256(out);
   out.append(reinterpret_cast<const char *>(sum.data()), sum.size());
@@ -380,6 +397,73 @@ Expected<std::string> encodeArtifact(const Artifact &artifact, const SigningKey 
   out += key.publicKey();
   out += signature;
   return out;
+}
+
+} // namespace
+
+Expected<std::string> encodeBucketText(int64_t seq, int64_t batch, const Graph &graph,
+                                       const std::vector<PlannedKernel> &kernels,
+                                       const MemoryPlan &memory) {
+  return jsonText(bucketToJson(seq, batch, graph, kernels, memory),
+                  "bucket seq " + std::to_string(seq));
+}
+
+Expected<std::string> encodeArtifact(const Artifact &artifact, const SigningKey &key) {
+  std::vector<BucketHead> heads;
+  std::vector<std::string> texts;
+  for (const Bucket &b : artifact.buckets) {
+    heads.push_back({b.seq, b.batch, static_cast<int64_t>(b.kernels.size())});
+    KILN_ASSIGN_OR_RETURN(std::string text,
+                          encodeBucketText(b.seq, b.batch, b.graph, b.kernels, b.memory));
+    texts.push_back(std::move(text));
+  }
+  std::vector<const std::string *> text_ptrs;
+  for (const std::string &t : texts)
+    text_ptrs.push_back(&t);
+  return assemble(artifact.manifest, heads, text_ptrs, artifact.objects, artifact.custom_ops, key);
+}
+
+Expected<std::string> encodeArtifact(const Manifest &manifest, std::vector<EncodedBucket> buckets,
+                                     const SigningKey &key) {
+  std::sort(buckets.begin(), buckets.end(),
+            [](const EncodedBucket &a, const EncodedBucket &b) { return a.seq < b.seq; });
+  std::vector<BucketHead> heads;
+  std::vector<const std::string *> texts;
+  std::vector<ArtifactObject> objects;
+  std::vector<frontend::CustomOpSource> custom_ops;
+  std::map<std::string, int> object_of_key;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    EncodedBucket &b = buckets[i];
+    if (i > 0 && buckets[i - 1].seq == b.seq)
+      return Error("two buckets for seq " + std::to_string(b.seq));
+    std::vector<int> global(b.objects.size());
+    bool renumber = false;
+    for (size_t j = 0; j < b.objects.size(); ++j) {
+      auto [it, fresh] = object_of_key.emplace(b.objects[j].key, static_cast<int>(objects.size()));
+      if (fresh)
+        objects.push_back(std::move(b.objects[j]));
+      global[j] = it->second;
+      renumber |= global[j] != static_cast<int>(j);
+    }
+    if (renumber) {
+      // Only a bucket after the first can share objects: read its kernel table again.
+      const std::string where = "bucket seq " + std::to_string(b.seq);
+      KILN_ASSIGN_OR_RETURN(json j, parseJson(b.text, where));
+      for (json &k : j["kernels"]) {
+        const int64_t local = k.value("object", int64_t(-1));
+        if (local < 0 || local >= static_cast<int64_t>(global.size()))
+          return Error(where + ": object index " + std::to_string(local) + " out of range");
+        k["object"] = global[static_cast<size_t>(local)];
+      }
+      KILN_ASSIGN_OR_RETURN(b.text, jsonText(j, where));
+    }
+    for (frontend::CustomOpSource &file : b.custom_ops)
+      if (std::find(custom_ops.begin(), custom_ops.end(), file) == custom_ops.end())
+        custom_ops.push_back(std::move(file));
+    heads.push_back({b.seq, b.batch, b.kernels});
+    texts.push_back(&b.text);
+  }
+  return assemble(manifest, heads, texts, objects, custom_ops, key);
 }
 
 namespace {

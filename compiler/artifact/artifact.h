@@ -108,6 +108,31 @@ struct Artifact {
 
 // Signed by `key`.
 Expected<std::string> encodeArtifact(const Artifact &artifact, const SigningKey &key);
+
+// One bucket encoded once, as its section of an artifact, with the objects
+// its kernels use: what the program cache keeps, so that a cached compile
+// writes an artifact without reading its graph back.
+struct EncodedBucket {
+  int64_t seq = 0;
+  int64_t batch = 1;
+  int64_t kernels = 0; // in its plan
+  // The bucket's JSON (the grammar above); "object" indexes `objects`.
+  std::string text;
+  std::vector<ArtifactObject> objects;              // in first use; code may be filled later
+  std::vector<frontend::CustomOpSource> custom_ops; // the files its graph's ops come from
+};
+
+// The JSON text of a bucket, as an artifact holds it.
+Expected<std::string> encodeBucketText(int64_t seq, int64_t batch, const Graph &graph,
+                                       const std::vector<PlannedKernel> &kernels,
+                                       const MemoryPlan &memory);
+
+// An artifact of `buckets` (each with its objects' code), signed by `key`:
+// buckets sorted by seq, objects stored once per key in the order the buckets
+// first use them, a later bucket's object indices renumbered to match. Equal
+// inputs give equal bytes (with SOURCE_DATE_EPOCH, manifest.h).
+Expected<std::string> encodeArtifact(const Manifest &manifest, std::vector<EncodedBucket> buckets,
+                                     const SigningKey &key);
 // `source` names the file in every error.
 Expected<Artifact> decodeArtifact(std::string_view bytes, const std::string &source);
 

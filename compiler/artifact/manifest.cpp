@@ -15,8 +15,6 @@ namespace kiln::artifact {
 
 using nlohmann::json;
 
-namespace {
-
 json jobToJson(const driver::ResolvedJob &job) {
   const passes::PassContext &ctx = *job.context;
   const passes::PrecisionSettings &precision = ctx.precision();
@@ -51,6 +49,8 @@ json jobToJson(const driver::ResolvedJob &job) {
           {"passes", std::move(passes)},
           {"warnings", job.warnings}};
 }
+
+namespace {
 
 // Now, or SOURCE_DATE_EPOCH when set (reproducible-builds.org): the one
 // field that would otherwise make two compiles of one job differ in bytes.

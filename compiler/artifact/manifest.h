@@ -41,6 +41,10 @@ struct Manifest {
   ModelInfo model;
 };
 
+// The job as resolved (Manifest::job): target, precision settings, every
+// pass's state and the layer that decided it.
+nlohmann::json jobToJson(const driver::ResolvedJob &job);
+
 // The manifest of a job compiled by this process now.
 Manifest makeManifest(const driver::ResolvedJob &job, const codegen::ObjectOptions &codegen,
                       ModelInfo model);

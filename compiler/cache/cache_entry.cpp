@@ -74,6 +74,11 @@ Status parseMeta(std::string_view text, CacheEntry &entry) {
     entry.metadata = meta["metadata"];
   if (meta.contains("created") && meta["created"].is_number_integer())
     entry.created = meta["created"].get<int64_t>();
+  if (meta.contains("entry")) {
+    if (meta["entry"] != "program")
+      return Error("malformed metadata: unknown entry kind " + meta["entry"].dump());
+    entry.kind = EntryKind::Program;
+  }
   return Status::ok();
 }
 
@@ -89,6 +94,8 @@ std::string encodeEntry(const CacheEntry &entry, std::string_view secret) {
                          {"parts", parts},
                          {"metadata", entry.metadata},
                          {"created", entry.created}};
+  if (entry.kind == EntryKind::Program)
+    meta["entry"] = "program";
   const std::string meta_text = meta.dump();
   std::string out(kMagic, sizeof(kMagic));
   putU32(out, kEntryFormatVersion);

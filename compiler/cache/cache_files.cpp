@@ -1,4 +1,4 @@
-// Files of the kernel cache: folders, scanning entries, reading them checked.
+// Files of the cache: folders, scanning entries, reading them checked.
 #include "compiler/cache/cache_files.h"
 
 #include <cerrno>
@@ -48,6 +48,10 @@ Expected<std::string> readAll(int fd, const std::string &path) {
 
 std::string errnoText() { return std::strerror(errno); }
 
+const char *entrySuffix(EntryKind kind) {
+  return kind == EntryKind::Program ? kProgramEntrySuffix : kEntrySuffix;
+}
+
 Status makeDirs(const std::string &dir) {
   for (size_t pos = 1;; ++pos) {
     pos = dir.find('/', pos);
@@ -90,11 +94,15 @@ void scanEntries(const std::string &dir, std::vector<DiskEntry> &entries,
       if (name.find(".tmp.") != std::string::npos) {
         if (temps)
           temps->push_back(e);
-      } else if (name.compare(suffix, std::string::npos, kEntrySuffix) == 0 &&
-                 isKeyHex(name.substr(0, suffix))) {
-        e.key = name.substr(0, suffix);
-        entries.push_back(e);
+        return;
       }
+      for (EntryKind kind : {EntryKind::Kernel, EntryKind::Program})
+        if (name.compare(suffix, std::string::npos, entrySuffix(kind)) == 0 &&
+            isKeyHex(name.substr(0, suffix))) {
+          e.key = name.substr(0, suffix);
+          e.kind = kind;
+          entries.push_back(e);
+        }
     });
   });
 }
@@ -132,7 +140,9 @@ Expected<CacheEntry> readMeta(const std::string &path) {
 }
 
 Expected<nlohmann::json> readCounters(const std::string &path) {
-  nlohmann::json zero = {{"hits", 0}, {"misses", 0}, {"stores", 0}, {"evictions", 0}};
+  nlohmann::json zero = {{"hits", 0},         {"misses", 0},         {"stores", 0},
+                         {"program_hits", 0}, {"program_misses", 0}, {"program_stores", 0},
+                         {"evictions", 0}};
   if (::access(path.c_str(), F_OK) != 0)
     return zero;
   auto j = readJsonFile(path);
@@ -147,7 +157,8 @@ Expected<nlohmann::json> readCounters(const std::string &path) {
 }
 
 std::optional<CacheEntry> loadChecked(const std::string &path, const std::string &expect_key,
-                                      std::string_view secret, int &fd, std::string &bad) {
+                                      EntryKind expect_kind, std::string_view secret, int &fd,
+                                      std::string &bad) {
   fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ELOOP)
@@ -186,6 +197,11 @@ std::optional<CacheEntry> loadChecked(const std::string &path, const std::string
   }
   if (entry->key != expect_key) {
     bad = "holds key " + entry->key;
+    return std::nullopt;
+  }
+  if (entry->kind != expect_kind) {
+    bad = "holds a " + std::string(entryKindName(entry->kind)) + " entry where a " +
+          std::string(entryKindName(expect_kind)) + " entry belongs";
     return std::nullopt;
   }
   return std::move(entry).value();

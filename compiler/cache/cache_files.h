@@ -1,4 +1,4 @@
-// Files of the kernel cache: folders, scanning entries, reading them checked, the stats lock.
+// Files of the cache: folders, scanning entries, reading them checked, the stats lock.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,9 @@
 
 namespace kiln::cache {
 
-inline constexpr const char *kEntrySuffix = ".kce";
+inline constexpr const char *kEntrySuffix = ".kce";        // a kernel's entry
+inline constexpr const char *kProgramEntrySuffix = ".kpe"; // a whole program's
+const char *entrySuffix(EntryKind kind);
 // A temporary file older than this is left over from a writer that died.
 inline constexpr int64_t kStaleTempSeconds = 3600;
 
@@ -23,6 +25,7 @@ struct DiskEntry {
   std::string key;
   uint64_t bytes = 0;
   timespec mtime{};
+  EntryKind kind = EntryKind::Kernel; // by its suffix
 };
 
 inline bool olderThan(const timespec &a, const timespec &b) {
@@ -40,10 +43,12 @@ void scanEntries(const std::string &dir, std::vector<DiskEntry> &entries,
 Expected<CacheEntry> readMeta(const std::string &path);
 // stats.json's counters; zeros when it is missing or unreadable.
 Expected<nlohmann::json> readCounters(const std::string &path);
-// Opens, checks and decodes one entry. On failure `bad` says why and `fd` is
-// still open for the caller's eviction; a missing file is neither.
+// Opens, checks and decodes one entry, which must hold `expect_key` and be of
+// `expect_kind`. On failure `bad` says why and `fd` is still open for the
+// caller's eviction; a missing file is neither.
 std::optional<CacheEntry> loadChecked(const std::string &path, const std::string &expect_key,
-                                      std::string_view secret, int &fd, std::string &bad);
+                                      EntryKind expect_kind, std::string_view secret, int &fd,
+                                      std::string &bad);
 
 // Holds flock(2) on `path` for its lifetime.
 class FileLock {

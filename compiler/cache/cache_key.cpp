@@ -27,6 +27,10 @@ CacheKey makeCacheKey(const CacheKeyInputs &in) {
   return key;
 }
 
+std::string_view entryKindName(EntryKind kind) {
+  return kind == EntryKind::Program ? "program" : "kernel";
+}
+
 bool isKeyHex(std::string_view text) {
   if (text.size() != 64)
     return false;

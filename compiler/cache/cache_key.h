@@ -1,4 +1,5 @@
 // The kernel-cache key: a SHA-256 of named parts, kept apart so a miss can say which part changed.
+// Whole-program entries (program_key.h) share the key's shape, under parts of their own.
 #pragma once
 
 #include <array>
@@ -28,9 +29,15 @@ inline constexpr std::array<std::string_view, 7> kKeyPartNames = {
     "kernel_ir",        "target",       "host_features",  "kiln_version",
     "kiln_source_hash", "llvm_version", "codegen_options"};
 
+// What an entry holds: one kernel's object, or a whole compiled program (the
+// graph after the passes and the kernel plan, naming its kernels' entries).
+enum class EntryKind { Kernel, Program };
+std::string_view entryKindName(EntryKind kind); // "kernel", "program"
+
 struct CacheKey {
-  std::string kernel_name;
-  std::string hex; // 64 lower-case hex digits: the entry's file name
+  EntryKind kind = EntryKind::Kernel;
+  std::string kernel_name; // the kernel's name, or the program's (program_key.h)
+  std::string hex;         // 64 lower-case hex digits: the entry's file name
   // (part name, SHA-256 hex of that part), in kKeyPartNames order.
   std::vector<std::pair<std::string, std::string>> parts;
 };

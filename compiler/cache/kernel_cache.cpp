@@ -18,13 +18,21 @@
 namespace kiln::cache {
 
 nlohmann::json CacheStats::toJson() const {
-  return {{"entries", entries},    {"bytes", bytes},   {"hits", hits},
-          {"misses", misses},      {"stores", stores}, {"evictions", evictions},
+  return {{"entries", entries},
+          {"programs", programs},
+          {"bytes", bytes},
+          {"hits", hits},
+          {"misses", misses},
+          {"stores", stores},
+          {"program_hits", program_hits},
+          {"program_misses", program_misses},
+          {"program_stores", program_stores},
+          {"evictions", evictions},
           {"max_bytes", max_bytes}};
 }
 
 std::string MissExplanation::message() const {
-  const std::string who = "kernel '" + kernel_name + "'";
+  const std::string who = std::string(entryKindName(kind)) + " '" + kernel_name + "'";
   if (hit)
     return who + ": the key is in the cache";
   if (!nearest)
@@ -32,8 +40,12 @@ std::string MissExplanation::message() const {
   std::string parts;
   for (const std::string &p : changed)
     parts += (parts.empty() ? "" : ", ") + p;
-  const std::string ref = " (nearest entry " + nearest->substr(0, 12) +
-                          (same_kernel ? ", same kernel name)" : ", another kernel)");
+  const std::string ref =
+      kind == EntryKind::Program
+          ? " (nearest entry " + nearest->substr(0, 12) +
+                (same_kernel ? ", same model and step)" : ", another model or step)")
+          : " (nearest entry " + nearest->substr(0, 12) +
+                (same_kernel ? ", same kernel name)" : ", another kernel)");
   if (changed.empty())
     return who + ": no key part differs from an entry; the key format changed" + ref;
   return who + ": " + parts + " changed" + ref;
@@ -72,8 +84,8 @@ Expected<std::unique_ptr<KernelCache>> KernelCache::open(std::string dir, CacheM
   return cache;
 }
 
-std::string KernelCache::entryPath(const std::string &key_hex) const {
-  return dir_ + "/entries/" + key_hex.substr(0, 2) + "/" + key_hex + kEntrySuffix;
+std::string KernelCache::entryPath(const std::string &key_hex, EntryKind kind) const {
+  return dir_ + "/entries/" + key_hex.substr(0, 2) + "/" + key_hex + entrySuffix(kind);
 }
 
 void KernelCache::evictBad(const std::string &path, int fd, const std::string &reason) {
@@ -93,31 +105,49 @@ void KernelCache::evictBad(const std::string &path, int fd, const std::string &r
   }
 }
 
-std::optional<CacheEntry> KernelCache::lookup(const CacheKey &key) {
+void KernelCache::countLookup(EntryKind kind, bool hit) {
+  if (mode_ == CacheMode::Disable)
+    return;
+  if (kind == EntryKind::Program)
+    ++(hit ? delta_.program_hits : delta_.program_misses);
+  else
+    ++(hit ? delta_.hits : delta_.misses);
+}
+
+std::optional<CacheEntry> KernelCache::lookup(const CacheKey &key, bool count) {
   if (mode_ == CacheMode::Disable)
     return std::nullopt;
   if (mode_ == CacheMode::Force) {
-    ++delta_.misses;
+    if (count)
+      countLookup(key.kind, false);
     return std::nullopt;
   }
-  const std::string path = entryPath(key.hex);
+  const std::string path = entryPath(key.hex, key.kind);
   int fd = -1;
   std::string bad;
-  std::optional<CacheEntry> entry = loadChecked(path, key.hex, secret_.key, fd, bad);
+  std::optional<CacheEntry> entry = loadChecked(path, key.hex, key.kind, secret_.key, fd, bad);
   if (!entry) {
     if (!bad.empty())
       evictBad(path, fd, bad);
     if (fd >= 0)
       ::close(fd);
-    ++delta_.misses;
+    if (count)
+      countLookup(key.kind, false);
     return std::nullopt;
   }
   // The mtime is the last use, for LRU eviction.
   const timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
   ::futimens(fd, times);
   ::close(fd);
-  ++delta_.hits;
+  if (count)
+    countLookup(key.kind, true);
   return entry;
+}
+
+void KernelCache::evict(const CacheKey &key, const std::string &reason) {
+  if (mode_ == CacheMode::Disable)
+    return;
+  evictBad(entryPath(key.hex, key.kind), -1, reason);
 }
 
 Status KernelCache::store(const CacheKey &key, std::string_view object,
@@ -125,6 +155,7 @@ Status KernelCache::store(const CacheKey &key, std::string_view object,
   if (mode_ == CacheMode::Disable)
     return Status::ok();
   CacheEntry entry;
+  entry.kind = key.kind;
   entry.key = key.hex;
   entry.kernel_name = key.kernel_name;
   entry.parts = key.parts;
@@ -137,7 +168,7 @@ Status KernelCache::store(const CacheKey &key, std::string_view object,
                   bytes.size());
     return Status::ok();
   }
-  const std::string path = entryPath(key.hex);
+  const std::string path = entryPath(key.hex, key.kind);
   const std::string subdir = path.substr(0, path.rfind('/'));
   if (::mkdir(subdir.c_str(), 0700) != 0 && errno != EEXIST)
     return Error("kernel cache: cannot create " + subdir + ": " + errnoText());
@@ -150,7 +181,7 @@ Status KernelCache::store(const CacheKey &key, std::string_view object,
     tracked_bytes_ = total;
   }
   KILN_RETURN_IF_ERROR(writeFileAtomic(path, bytes));
-  ++delta_.stores;
+  ++(key.kind == EntryKind::Program ? delta_.program_stores : delta_.stores);
   *tracked_bytes_ += bytes.size();
   if (*tracked_bytes_ > max_bytes_)
     return enforceCap(max_bytes_);
@@ -181,6 +212,7 @@ Status KernelCache::enforceCap(uint64_t cap) {
 
 MissExplanation KernelCache::explainMiss(const CacheKey &key) const {
   MissExplanation out;
+  out.kind = key.kind;
   out.kernel_name = key.kernel_name;
   if (mode_ == CacheMode::Disable)
     return out;
@@ -188,8 +220,10 @@ MissExplanation KernelCache::explainMiss(const CacheKey &key) const {
   scanEntries(dir_, all);
   size_t best_diff = SIZE_MAX;
   for (const DiskEntry &e : all) {
+    if (e.kind != key.kind)
+      continue;
     auto meta = readMeta(e.path);
-    if (!meta)
+    if (!meta || meta->kind != key.kind)
       continue;
     if (meta->key == key.hex) {
       out.hit = true;
@@ -224,7 +258,7 @@ Expected<std::vector<EntryInfo>> KernelCache::list() const {
     auto meta = readMeta(e.path);
     if (!meta)
       continue;
-    out.push_back({e.key, meta->kernel_name, e.bytes, int64_t(e.mtime.tv_sec), e.path});
+    out.push_back({e.key, e.kind, meta->kernel_name, e.bytes, int64_t(e.mtime.tv_sec), e.path});
   }
   return out;
 }
@@ -238,7 +272,7 @@ Expected<VerifyReport> KernelCache::verify() {
   for (const DiskEntry &e : all) {
     int fd = -1;
     std::string bad;
-    std::optional<CacheEntry> entry = loadChecked(e.path, e.key, secret_.key, fd, bad);
+    std::optional<CacheEntry> entry = loadChecked(e.path, e.key, e.kind, secret_.key, fd, bad);
     ++report.checked;
     if (!entry && !bad.empty()) {
       report.bad.emplace_back(e.path, bad);
@@ -296,11 +330,15 @@ Expected<CacheStats> KernelCache::stats() const {
   s.hits += counters["hits"].get<uint64_t>();
   s.misses += counters["misses"].get<uint64_t>();
   s.stores += counters["stores"].get<uint64_t>();
+  s.program_hits += counters["program_hits"].get<uint64_t>();
+  s.program_misses += counters["program_misses"].get<uint64_t>();
+  s.program_stores += counters["program_stores"].get<uint64_t>();
   s.evictions += counters["evictions"].get<uint64_t>();
   std::vector<DiskEntry> all;
   scanEntries(dir_, all);
   for (const DiskEntry &e : all) {
     ++s.entries;
+    s.programs += e.kind == EntryKind::Program;
     s.bytes += e.bytes;
   }
   return s;
@@ -308,7 +346,8 @@ Expected<CacheStats> KernelCache::stats() const {
 
 Status KernelCache::flushStats() {
   if (mode_ == CacheMode::Disable ||
-      (delta_.hits | delta_.misses | delta_.stores | delta_.evictions) == 0)
+      (delta_.hits | delta_.misses | delta_.stores | delta_.program_hits | delta_.program_misses |
+       delta_.program_stores | delta_.evictions) == 0)
     return Status::ok();
   FileLock lock(dir_ + "/stats.lock");
   if (!lock.held())
@@ -318,9 +357,13 @@ Status KernelCache::flushStats() {
   counters["hits"] = counters["hits"].get<uint64_t>() + delta_.hits;
   counters["misses"] = counters["misses"].get<uint64_t>() + delta_.misses;
   counters["stores"] = counters["stores"].get<uint64_t>() + delta_.stores;
+  counters["program_hits"] = counters["program_hits"].get<uint64_t>() + delta_.program_hits;
+  counters["program_misses"] = counters["program_misses"].get<uint64_t>() + delta_.program_misses;
+  counters["program_stores"] = counters["program_stores"].get<uint64_t>() + delta_.program_stores;
   counters["evictions"] = counters["evictions"].get<uint64_t>() + delta_.evictions;
   KILN_RETURN_IF_ERROR(writeFileAtomic(path, counters.dump(2) + "\n"));
   delta_.hits = delta_.misses = delta_.stores = delta_.evictions = 0;
+  delta_.program_hits = delta_.program_misses = delta_.program_stores = 0;
   return Status::ok();
 }
 

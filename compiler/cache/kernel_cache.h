@@ -1,8 +1,14 @@
 // The on-disk kernel cache: content-addressed entries, checked on every read, LRU-capped.
+// It holds two kinds of entry in one container format (cache_entry.h): each
+// distinct kernel's object, and whole compiled programs (the graph after the
+// passes and the kernel plan of one `kiln compile`, naming its kernels'
+// entries by key: compiler/driver/program_cache.h).
 //
 // Layout of the cache directory (created 0700; entries are native code):
-//   entries/<k0k1>/<key>.kce   one entry per key (format in cache_entry.h)
-//   stats.json                 persisted counters: hits, misses, stores, evictions
+//   entries/<k0k1>/<key>.kce   one kernel entry per key (format in cache_entry.h)
+//   entries/<k0k1>/<key>.kpe   one program entry per key (the same format)
+//   stats.json                 persisted counters: hits, misses, stores (of kernels),
+//                              program_hits, program_misses, program_stores, evictions
 //   stats.lock                 flock(2) held while stats.json is rewritten
 //
 // Concurrency: an entry is written to a temporary file in its own folder and
@@ -13,7 +19,8 @@
 //
 // Eviction: an entry's mtime is its last use (set on store and on every hit).
 // When the bytes stored exceed the cap, the oldest entries go until the total
-// fits. The total is scanned once per instance and then tracked, so a store
+// fits, programs and kernels alike (a program whose kernel is gone misses).
+// The total is scanned once per instance and then tracked, so a store
 // does not walk the directory.
 #pragma once
 
@@ -35,19 +42,24 @@
 namespace kiln::cache {
 
 struct CacheStats {
-  uint64_t entries = 0;
+  uint64_t entries = 0;  // of both kinds
+  uint64_t programs = 0; // of them, whole-program entries
   uint64_t bytes = 0;
-  uint64_t hits = 0;
+  uint64_t hits = 0; // kernel lookups
   uint64_t misses = 0;
   uint64_t stores = 0;
-  uint64_t evictions = 0; // bad entries and LRU victims
+  uint64_t program_hits = 0;
+  uint64_t program_misses = 0;
+  uint64_t program_stores = 0;
+  uint64_t evictions = 0; // bad entries and LRU victims, of both kinds
   uint64_t max_bytes = 0;
   nlohmann::json toJson() const;
 };
 
 struct EntryInfo {
   std::string key;
-  std::string kernel_name;
+  EntryKind kind = EntryKind::Kernel;
+  std::string kernel_name; // or the program's name
   uint64_t bytes = 0;
   int64_t last_use = 0; // unix seconds
   std::string path;
@@ -60,13 +72,14 @@ struct VerifyReport {
   bool ok() const { return bad.empty(); }
 };
 
-// Why a key missed, against the nearest entry (fewest differing parts), one
-// with the same kernel name when there is one.
+// Why a key missed, against the nearest entry of its kind (fewest differing
+// parts), one with the same kernel (or program) name when there is one.
 struct MissExplanation {
+  EntryKind kind = EntryKind::Kernel;
   std::string kernel_name;
   bool hit = false;                   // the key is in the cache after all
   std::optional<std::string> nearest; // key of the nearest entry
-  bool same_kernel = false;           // the nearest entry has the same kernel name
+  bool same_kernel = false;           // the nearest entry has the same name
   std::vector<std::string> changed;   // key parts that differ from it
   std::string message() const;
 };
@@ -86,13 +99,19 @@ public:
   const std::string &secretPath() const { return secret_.path; }
   CacheMode mode() const { return mode_; }
 
-  // The entry, checked; nullopt on a miss. Any problem reading the cache is a
-  // miss, never an error: compiling again is always correct. A bad entry
-  // (truncated, corrupt, failing its HMAC, not the user's, writable by group
-  // or others) is evicted with a warning.
-  std::optional<CacheEntry> lookup(const CacheKey &key);
+  // The entry of `key` (of key.kind), checked; nullopt on a miss. Any problem
+  // reading the cache is a miss, never an error: compiling again is always
+  // correct. A bad entry (truncated, corrupt, failing its HMAC, not the
+  // user's, writable by group or others) is evicted with a warning. With
+  // `count` false the caller counts the lookup (countLookup) once it knows
+  // whether the entry served: a program whose kernels are gone is a miss.
+  std::optional<CacheEntry> lookup(const CacheKey &key, bool count = true);
+  void countLookup(EntryKind kind, bool hit);
   Status store(const CacheKey &key, std::string_view object,
                const nlohmann::json &metadata = nlohmann::json::object());
+  // Evicts the entry of `key` with a warning: one that authenticated but
+  // whose payload its reader refuses.
+  void evict(const CacheKey &key, const std::string &reason);
   MissExplanation explainMiss(const CacheKey &key) const;
 
   // Entries, oldest use first; unreadable headers are skipped (verify finds them).
@@ -109,7 +128,7 @@ public:
   // Adds this instance's counters to stats.json.
   Status flushStats();
 
-  std::string entryPath(const std::string &key_hex) const;
+  std::string entryPath(const std::string &key_hex, EntryKind kind = EntryKind::Kernel) const;
 
 private:
   KernelCache(std::string dir, CacheMode mode, uint64_t max_bytes);

@@ -258,6 +258,7 @@ Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Targe
       representative[k.object] = &k;
 
   out.objects.resize(unique_inputs.size());
+  out.object_keys.resize(unique_inputs.size());
   std::vector<std::string> errors(unique_inputs.size());
   std::vector<char> hit(unique_inputs.size(), 0);
   std::vector<std::string> explanations(unique_inputs.size());
@@ -266,7 +267,7 @@ Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Targe
   std::mutex cache_mutex; // KernelCache instances are not shared between threads
   parallelFor(unique_inputs.size(), threads, [&](size_t i) {
     const CompiledKernel &k = *representative[i];
-    const cache::CacheKey key = cache::makeCacheKey(unique_inputs[i]);
+    const cache::CacheKey &key = out.object_keys[i] = cache::makeCacheKey(unique_inputs[i]);
     if (options.cache) {
       std::lock_guard<std::mutex> lock(cache_mutex);
       if (std::optional<cache::CacheEntry> entry = options.cache->lookup(key)) {

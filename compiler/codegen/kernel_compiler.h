@@ -70,6 +70,9 @@ struct CompiledKernels {
   OverflowMode overflow = OverflowMode::InfNan; // the rounding built into every kernel
   std::vector<CompiledKernel> kernels;          // in execution order
   std::vector<std::string> objects;             // one object per distinct kernel
+  // The cache key each object was compiled under, with its parts (empty for
+  // kernels loaded from an artifact).
+  std::vector<cache::CacheKey> object_keys;
   KernelStats stats;
   std::vector<std::string> miss_explanations; // with explain_misses
   std::vector<KernelFallback> fallbacks;      // with OnCompileError::Fallback

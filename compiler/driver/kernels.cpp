@@ -7,28 +7,35 @@
 
 namespace kiln::driver {
 
+std::unique_ptr<cache::KernelCache> openKernelCache(const KernelSettings &settings,
+                                                    std::string &dir) {
+  dir.clear();
+  if (settings.mode == cache::CacheMode::Disable)
+    return nullptr;
+  auto opened = [&]() -> Expected<std::unique_ptr<cache::KernelCache>> {
+    KILN_ASSIGN_OR_RETURN(dir, cache::resolveCacheDir(settings.dir));
+    KILN_ASSIGN_OR_RETURN(uint64_t max_bytes, cache::maxSizeFromEnv());
+    return cache::KernelCache::open(dir, settings.mode, max_bytes);
+  }();
+  if (opened)
+    return std::move(*opened);
+  spdlog::warn("kernel cache: {}; compiling without it", opened.message());
+  return nullptr;
+}
+
 Expected<JobKernels> compileJobKernels(const Graph &graph, const ResolvedJob &job,
                                        const KernelSettings &settings,
-                                       codegen::KernelCompileFailure *failure) {
+                                       codegen::KernelCompileFailure *failure,
+                                       cache::KernelCache *cache) {
   JobKernels result;
-  std::unique_ptr<cache::KernelCache> cache;
-  // The cache only saves time: a cache that cannot be opened, read or written
-  // (a read-only mount, a full disk, no key folder, a bad size setting) is a
-  // warning, and the kernels are compiled without it.
-  if (settings.mode != cache::CacheMode::Disable) {
-    auto opened = [&]() -> Expected<std::unique_ptr<cache::KernelCache>> {
-      KILN_ASSIGN_OR_RETURN(result.cache_dir, cache::resolveCacheDir(settings.dir));
-      KILN_ASSIGN_OR_RETURN(uint64_t max_bytes, cache::maxSizeFromEnv());
-      return cache::KernelCache::open(result.cache_dir, settings.mode, max_bytes);
-    }();
-    if (opened)
-      cache = std::move(*opened);
-    else
-      spdlog::warn("kernel cache: {}; compiling without it", opened.message());
-  }
+  std::unique_ptr<cache::KernelCache> own;
+  if (cache)
+    result.cache_dir = cache->dir();
+  else
+    cache = (own = openKernelCache(settings, result.cache_dir)).get();
   codegen::KernelCompileOptions options;
   options.object.overflow = job.overflow;
-  options.cache = cache.get();
+  options.cache = cache;
   options.explain_misses = settings.explain_misses;
   options.on_error = settings.on_compile_error;
   options.dump_dir = settings.dump_dir;

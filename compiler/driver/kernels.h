@@ -2,10 +2,12 @@
 // and compile every kernel of the passes' result through it.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "compiler/cache/cache_config.h"
+#include "compiler/cache/kernel_cache.h"
 #include "compiler/codegen/kernel_compiler.h"
 #include "compiler/driver/job.h"
 
@@ -26,12 +28,21 @@ struct JobKernels {
   std::string cache_dir; // empty when the cache is disabled
 };
 
-// Compiles `graph`'s kernels for the job's target and overflow mode. A
-// kernel the target cannot hold fails the compile; `failure` then has every
-// diagnostic.
+// The cache `settings` ask for, opened; null when it is disabled, and when it
+// cannot be opened (a read-only mount, a full disk, no key folder, a bad
+// size setting), which is a warning: the cache only saves time. `dir`
+// receives its folder (empty when disabled or unresolvable).
+std::unique_ptr<cache::KernelCache> openKernelCache(const KernelSettings &settings,
+                                                    std::string &dir);
+
+// Compiles `graph`'s kernels for the job's target and overflow mode, through
+// `cache` when given (the caller's, opened by openKernelCache), else through
+// the cache `settings` ask for. A kernel the target cannot hold fails the
+// compile; `failure` then has every diagnostic.
 Expected<JobKernels> compileJobKernels(const Graph &graph, const ResolvedJob &job,
                                        const KernelSettings &settings,
-                                       codegen::KernelCompileFailure *failure = nullptr);
+                                       codegen::KernelCompileFailure *failure = nullptr,
+                                       cache::KernelCache *cache = nullptr);
 
 // The kernels the target cannot hold once the job's passes have run over
 // `graph`, found without compiling any (codegen::checkKernels): what debug

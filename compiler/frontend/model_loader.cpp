@@ -40,19 +40,24 @@ Expected<LoadedModel> loadConfigFile(const nlohmann::json &doc, const std::strin
 
 } // namespace
 
-Expected<LoadedModel> loadModel(const std::string &path, const ModelOptions &options) {
+Expected<std::string> modelFile(const std::string &path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::string file = path;
   if (fs::is_directory(path, ec)) {
-    file = (fs::path(path) / "config.json").string();
+    std::string file = (fs::path(path) / "config.json").string();
     if (!fs::exists(file, ec))
       return Error(path + ": a model folder must hold config.json (a Hugging Face "
                           "QWenLMHeadModel config); none found");
-  } else if (!fs::exists(path, ec)) {
+    return file;
+  }
+  if (!fs::exists(path, ec))
     return Error(path + ": no such file or folder (expected a config.json, a folder holding "
                         "one, or a kiln graph JSON)");
-  }
+  return path;
+}
+
+Expected<LoadedModel> loadModel(const std::string &path, const ModelOptions &options) {
+  KILN_ASSIGN_OR_RETURN(std::string file, modelFile(path));
   KILN_ASSIGN_OR_RETURN(nlohmann::json doc, readJsonFile(file));
   if (!doc.is_object())
     return Error(file + ": expected a JSON object (a Hugging Face config or a kiln graph)");

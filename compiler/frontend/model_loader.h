@@ -26,4 +26,8 @@ struct LoadedModel {
 // for tensor parallelism). Errors name the path.
 Expected<LoadedModel> loadModel(const std::string &path, const ModelOptions &options);
 
+// The file loadModel reads for `path`: `path` itself, or the config.json of
+// the folder it names. Errors as loadModel's.
+Expected<std::string> modelFile(const std::string &path);
+
 } // namespace kiln::frontend

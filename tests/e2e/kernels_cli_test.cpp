@@ -44,9 +44,13 @@ TEST_F(KernelsCli, SecondCompileOfQwen14bComesFromTheCache) {
   Result stats = run("cache stats --format json --cache-dir " + path("cache"));
   ASSERT_EQ(stats.exit_code, 0) << stats.err;
   json s = json::parse(stats.out);
-  EXPECT_EQ(s["entries"], c["unique"]);
+  // The kernels, and the whole program that names them.
+  EXPECT_EQ(s["entries"], c["unique"].get<int64_t>() + 1);
+  EXPECT_EQ(s["programs"], 1);
   EXPECT_EQ(s["hits"], c["unique"]);
   EXPECT_EQ(s["misses"], c["unique"]);
+  EXPECT_EQ(s["program_hits"], 1);
+  EXPECT_EQ(s["program_misses"], 1);
 }
 
 TEST_F(KernelsCli, ExplainedMissesNameTheChangedPart) {

@@ -26,10 +26,12 @@ protected:
   std::string compile(const std::string &out) {
     return "compile " + kTiny + " --seq 8 --cache-dir " + path("cache") + " -o " + path(out);
   }
-  std::vector<fs::path> entries() const {
+  // The kernel entries (.kce), or with `programs` the program entries (.kpe) too.
+  std::vector<fs::path> entries(bool programs = false) const {
     std::vector<fs::path> found;
     for (const auto &e : fs::recursive_directory_iterator(dir_ / "cache" / "entries"))
-      if (e.is_regular_file())
+      if (e.is_regular_file() &&
+          (e.path().extension() == ".kce" || (programs && e.path().extension() == ".kpe")))
         found.push_back(e.path());
     std::sort(found.begin(), found.end());
     return found;
@@ -66,7 +68,7 @@ TEST_F(SecurityCli, TheCacheDirectoryIsCreated0700) {
   ASSERT_EQ(run(compile("job.kiln")).exit_code, 0);
   for (const fs::path &d : {dir_ / "cache", dir_ / "cache" / "entries"})
     EXPECT_EQ(modeOf(d), fs::perms::owner_all) << d;
-  for (const fs::path &e : entries())
+  for (const fs::path &e : entries(/*programs=*/true))
     EXPECT_EQ(modeOf(e.parent_path()), fs::perms::owner_all) << e.parent_path();
   // Every missing folder of the path, not only the last.
   Result r = run("cache stats --cache-dir " + path("new/deeper/cache"));

@@ -1,4 +1,5 @@
-// `kiln cache stats|list|clean|verify|prune`: look after the kernel cache.
+// `kiln cache stats|list|clean|verify|prune`: look after the kernel cache
+// (kernel entries and whole-program entries alike).
 #include <ctime>
 #include <iomanip>
 #include <iostream>
@@ -43,8 +44,8 @@ int runStats(cache::KernelCache &c, const CacheOptions &opts) {
     return 0;
   }
   std::cout << "cache directory: " << c.dir() << "\n";
-  for (const char *name :
-       {"entries", "bytes", "max_bytes", "hits", "misses", "stores", "evictions"})
+  for (const char *name : {"entries", "programs", "bytes", "max_bytes", "hits", "misses", "stores",
+                           "program_hits", "program_misses", "program_stores", "evictions"})
     std::cout << std::left << std::setw(16) << (std::string(name) + ":") << j[name] << "\n";
   return 0;
 }
@@ -57,19 +58,20 @@ int runList(cache::KernelCache &c, const CacheOptions &opts) {
     nlohmann::json list = nlohmann::json::array();
     for (const cache::EntryInfo &e : *entries)
       list.push_back({{"key", e.key},
+                      {"kind", std::string(cache::entryKindName(e.kind))},
                       {"kernel", e.kernel_name},
                       {"bytes", e.bytes},
                       {"last_use", isoTime(e.last_use)}});
     std::cout << nlohmann::json{{"dir", c.dir()}, {"entries", list}}.dump(2) << "\n";
     return 0;
   }
-  std::cout << std::left << std::setw(14) << "KEY" << std::setw(32) << "KERNEL" << std::setw(12)
-            << "BYTES"
+  std::cout << std::left << std::setw(14) << "KEY" << std::setw(9) << "KIND" << std::setw(32)
+            << "KERNEL OR PROGRAM" << std::setw(12) << "BYTES"
             << "LAST USE\n";
   for (const cache::EntryInfo &e : *entries)
-    std::cout << std::left << std::setw(14) << e.key.substr(0, 12) << std::setw(32)
-              << printableName(e.kernel_name) << std::setw(12) << e.bytes << isoTime(e.last_use)
-              << "\n";
+    std::cout << std::left << std::setw(14) << e.key.substr(0, 12) << std::setw(9)
+              << cache::entryKindName(e.kind) << std::setw(32) << printableName(e.kernel_name)
+              << std::setw(12) << e.bytes << isoTime(e.last_use) << "\n";
   return 0;
 }
 
@@ -161,7 +163,8 @@ void addCacheSubcommand(CLI::App &cmd, Action &action, const std::string &name,
 } // namespace
 
 void registerCacheCommand(CLI::App &app, Action &action) {
-  CLI::App *cmd = app.add_subcommand("cache", "Look after the kernel cache");
+  CLI::App *cmd =
+      app.add_subcommand("cache", "Look after the kernel cache (kernels and whole programs)");
   cmd->require_subcommand(1);
   addCacheSubcommand(*cmd, action, "stats", "Entries, bytes, hits, misses, evictions", runStats);
   addCacheSubcommand(*cmd, action, "list", "Every entry, least recently used first", runList);

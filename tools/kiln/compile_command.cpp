@@ -1,16 +1,18 @@
 // `kiln compile`: build a model's graph, run a job's passes over it and
-// compile its kernels (through the kernel cache); write the rewritten graph
-// or an artifact (one bucket per --seq), and a report of what every pass did
-// and what every kernel needed.
+// compile its kernels (through the kernel cache), or read the whole compiled
+// program back from the program cache; write the rewritten graph or an
+// artifact (one bucket per --seq), and a report of what every pass did and
+// what every kernel needed.
+#include <algorithm>
 #include <iostream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
-#include "compiler/artifact/artifact_builder.h"
-#include "compiler/driver/compile.h"
-#include "compiler/driver/kernels.h"
+#include "compiler/artifact/artifact.h"
+#include "compiler/artifact/manifest.h"
+#include "compiler/driver/program_compile.h"
 #include "ir/file_io.h"
-#include "ir/graph_json.h"
 #include "ir/printable_text.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
@@ -28,98 +30,27 @@ struct CompileOptions {
   bool passes_only = false;
 };
 
-nlohmann::json kernelsToJson(const codegen::CompiledKernels &compiled) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const codegen::CompiledKernel &k : compiled.kernels) {
-    nlohmann::json entry = {{"name", k.spec.name},
-                            {"kind", k.spec.kind},
-                            {"key", k.key},
-                            {"members", k.spec.members.size()},
-                            {"ub_bytes", k.tiling.ub_bytes},
-                            {"vector_tile_elements", k.tiling.vector_tile_elements}};
-    if (!k.spec.formed_by.empty())
-      entry["formed_by"] = k.spec.formed_by;
-    if (k.build.gemm) {
-      entry["cube_out_tile"] = k.tiling.cube_out_tile;
-      entry["l0c_bytes"] = k.tiling.l0c_bytes;
-    }
-    list.push_back(std::move(entry));
-  }
-  nlohmann::json j = compiled.stats.toJson();
-  j["list"] = std::move(list);
-  return j;
-}
-
-// One sequence length compiled: the graph after the passes, what the passes
-// did and the kernels.
-struct CompiledSeq {
-  Graph graph;
-  size_t nodes_before = 0;
-  passes::PipelineReport report;
-  std::optional<driver::JobKernels> kernels;
-};
-
 bool endsWith(const std::string &s, std::string_view suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-void writeReport(const std::string &path, const nlohmann::json &report) {
-  if (!path.empty())
-    (void)writeFileAtomic(path, report.dump(2) + "\n");
+Status writeReport(const std::string &path, const nlohmann::json &report) {
+  KILN_ASSIGN_OR_RETURN(std::string text, jsonText(report, path, 2));
+  return writeFileAtomic(path, text + "\n");
 }
 
-// Builds and compiles the model at `seq` (0: the config's). On a failed
-// kernel compile `report_json` still says what failed, with every diagnostic.
-Expected<CompiledSeq> compileSeq(const CompileOptions &opts, const driver::ResolvedJob &job,
-                                 int64_t seq, nlohmann::json &report_json) {
-  driver::ModelRequest request = opts.model;
-  request.seq = seq;
-  CompiledSeq out;
-  KILN_ASSIGN_OR_RETURN(out.graph, driver::buildModelGraph(request, job.dtype));
-  out.nodes_before = out.graph.numNodes();
-  KILN_ASSIGN_OR_RETURN(out.report,
-                        driver::compileGraph(out.graph, job, instrumentationOf(opts.job)));
-  report_json = passes::reportToJson(out.report, out.graph);
-  if (opts.passes_only)
-    return out;
-  codegen::KernelCompileFailure failure;
-  auto compiled = driver::compileJobKernels(out.graph, job, opts.cache, &failure);
-  if (!compiled && !failure.diagnostics.empty()) {
-    nlohmann::json errors = nlohmann::json::array();
-    for (const codegen::KernelDiagnostic &d : failure.diagnostics)
-      errors.push_back(d.toJson());
-    report_json["errors"] = std::move(errors);
-  }
-  if (!compiled)
-    return compiled.error();
-  out.kernels = std::move(*compiled);
-  report_json["kernels"] = kernelsToJson(out.kernels->kernels);
-  for (const std::string &line : out.kernels->kernels.miss_explanations)
-    note("cache miss: " + line);
-  if (!out.kernels->kernels.fallbacks.empty()) {
-    note(codegen::fallbackSummary(out.kernels->kernels.fallbacks));
-    nlohmann::json fallbacks = nlohmann::json::array();
-    for (const codegen::KernelFallback &f : out.kernels->kernels.fallbacks)
-      fallbacks.push_back(f.toJson());
-    report_json["fallbacks"] = std::move(fallbacks);
-  }
-  return out;
-}
-
-void printSummary(const CompiledSeq &c, const driver::ResolvedJob &job, const std::string &seq) {
-  std::cout << "kiln: compiled '" << printableName(c.graph.name()) << "'" << seq << " for "
+void printSummary(const driver::ProgramCompile &c, const driver::ResolvedJob &job,
+                  const std::string &seq) {
+  const driver::ProgramSummary &s = c.program.summary;
+  std::cout << "kiln: compiled '" << printableName(s.graph) << "'" << seq << " for "
             << job.target.name << " (" << dtypeName(job.dtype) << " model, "
-            << passes::precisionModeName(job.context->precision().mode) << "): " << c.nodes_before
-            << " nodes -> " << c.graph.numNodes() << " nodes, " << c.graph.groups().size()
-            << " fused groups\n";
-  for (const passes::PassRecord &r : c.report.passes) {
-    if (!r.enabled || !r.not_applicable.empty() || r.result.effect_times == 0)
-      continue;
-    std::cout << "  " << printableName(r.name) << ": match_times " << r.result.match_times
-              << ", effect_times " << r.result.effect_times << "\n";
-  }
-  for (const passes::SettingMatch &m : c.report.settings) {
+            << passes::precisionModeName(job.context->precision().mode) << "): " << s.nodes_before
+            << " nodes -> " << s.nodes << " nodes, " << s.groups << " fused groups\n";
+  for (const driver::PassLine &p : s.passes)
+    std::cout << "  " << printableName(p.name) << ": match_times " << p.match_times
+              << ", effect_times " << p.effect_times << "\n";
+  for (const passes::SettingMatch &m : s.settings) {
     std::string ops;
     for (const std::string &op : m.op_types)
       ops += (ops.empty() ? "" : ", ") + op;
@@ -127,13 +58,16 @@ void printSummary(const CompiledSeq &c, const driver::ResolvedJob &job, const st
               << (ops.empty() || m.setting == "attention_fp32_layers" ? "" : " (" + ops + ")")
               << ": " << m.nodes << (m.nodes == 1 ? " node" : " nodes") << "\n";
   }
-  if (c.kernels) {
-    const codegen::KernelStats &st = c.kernels->kernels.stats;
+  if (c.has_kernels) {
+    const codegen::KernelStats &st = c.kernel_stats;
     std::cout << "  kernels: " << st.total << " (" << st.unique << " unique), " << st.compiled
               << " compiled, " << st.cache_hits << " from the cache"
-              << (c.kernels->cache_dir.empty() ? "" : " " + c.kernels->cache_dir) << ", "
+              << (c.cache_dir.empty() ? "" : " " + c.cache_dir) << ", "
               << static_cast<int64_t>(st.seconds * 1000) << " ms\n";
   }
+  if (c.from_cache)
+    std::cout << "  program: from the cache (key " << c.program_key.substr(0, 12)
+              << "): graph, passes and kernel plan not rebuilt\n";
 }
 
 int runCompile(const CompileOptions &opts) {
@@ -153,67 +87,95 @@ int runCompile(const CompileOptions &opts) {
   if (!job)
     return fail(job.error());
 
-  std::optional<artifact::ArtifactBuilder> builder;
+  std::vector<artifact::EncodedBucket> buckets;
+  std::optional<artifact::Manifest> manifest;
   nlohmann::json reports = nlohmann::json::array();
+  auto reportOf = [&] {
+    return seqs.size() == 1 ? reports.back() : nlohmann::json{{"buckets", reports}};
+  };
   for (int64_t seq : seqs) {
-    nlohmann::json report_json;
-    auto compiled = compileSeq(opts, *job, seq, report_json);
-    if (seqs.size() > 1 && !report_json.is_null())
-      report_json["seq"] = seq;
-    if (!report_json.is_null())
-      reports.push_back(std::move(report_json));
+    driver::ProgramRequest request;
+    request.model = opts.model;
+    request.model.seq = seq;
+    request.kernels = opts.cache;
+    request.instrumentation = instrumentationOf(opts.job);
+    request.passes_only = opts.passes_only;
+    request.for_artifact = to_artifact;
+    nlohmann::json failure_report;
+    auto compiled = driver::compileProgram(request, *job, &failure_report);
     if (!compiled) {
       // The report still says which kernels failed, with every diagnostic.
-      if (!reports.empty() && reports.back().contains("errors"))
-        writeReport(opts.report,
-                    seqs.size() == 1 ? reports.back() : nlohmann::json{{"buckets", reports}});
+      if (!failure_report.is_null() && !opts.report.empty()) {
+        if (seqs.size() > 1)
+          failure_report["seq"] = seq;
+        reports.push_back(std::move(failure_report));
+        (void)writeReport(opts.report, reportOf());
+      }
       return fail(compiled.error());
+    }
+    for (const std::string &line : compiled->miss_explanations)
+      note("cache miss: " + line);
+    if (!compiled->fallbacks.empty())
+      note(codegen::fallbackSummary(compiled->fallbacks));
+    if (!opts.report.empty()) {
+      auto report = compiled->report();
+      if (!report)
+        return fail(report.error());
+      if (seqs.size() > 1)
+        (*report)["seq"] = seq;
+      reports.push_back(std::move(*report));
     }
     printSummary(*compiled, *job, seqs.size() > 1 ? " at seq " + std::to_string(seq) : "");
     if (to_artifact) {
-      const auto shape = artifact::tokenShape(compiled->graph);
-      const int64_t batch = shape ? shape->first : opts.model.batch;
-      const int64_t bucket_seq = shape ? shape->second : seq;
-      if (!builder) {
+      if (compiled->program.bucket.text.empty())
+        return fail(opts.output + ": " + compiled->bucket_error);
+      if (!manifest) {
         codegen::ObjectOptions object; // as driver::compileJobKernels compiles
         object.overflow = job->overflow;
-        builder.emplace(artifact::makeManifest(
-            *job, object, {opts.model.model, compiled->graph.name(), opts.model.training, batch}));
+        manifest = artifact::makeManifest(*job, object,
+                                          {opts.model.model, compiled->program.summary.graph,
+                                           opts.model.training, compiled->program.bucket.batch});
       }
-      Status added = builder->addBucket(bucket_seq, batch, std::move(compiled->graph),
-                                        compiled->kernels->kernels);
-      if (!added)
-        return fail(opts.output + ": " + added.message());
+      buckets.push_back(std::move(compiled->program.bucket));
     } else if (!opts.output.empty()) {
-      Status s = writeFileAtomic(opts.output, graphToJson(compiled->graph).dump(1) + "\n");
+      auto text = compiled->graphJson();
+      Status s = text ? writeFileAtomic(opts.output, *text + "\n") : Status(text.error());
       if (!s)
         return fail(s.error());
     }
   }
   if (!opts.report.empty()) {
-    const nlohmann::json &report =
-        seqs.size() == 1 ? reports.back() : nlohmann::json{{"buckets", reports}};
-    Status s = writeFileAtomic(opts.report, report.dump(2) + "\n");
+    Status s = writeReport(opts.report, reportOf());
     if (!s)
       return fail(s.error());
   }
-  if (builder) {
-    const artifact::Artifact a = std::move(*builder).finish();
+  if (manifest) {
+    // What the artifact holds, for the line that names it.
+    size_t kernels = 0;
+    std::set<std::string> objects;
+    std::vector<int64_t> bucket_seqs;
+    for (const artifact::EncodedBucket &b : buckets) {
+      kernels += static_cast<size_t>(b.kernels);
+      bucket_seqs.push_back(b.seq);
+      for (const artifact::ArtifactObject &o : b.objects)
+        objects.insert(o.key);
+    }
+    std::sort(bucket_seqs.begin(), bucket_seqs.end());
+    std::string seq_list;
+    for (int64_t s : bucket_seqs)
+      seq_list += (seq_list.empty() ? "" : ", ") + std::to_string(s);
     auto key = artifact::SigningKey::loadOrCreate();
     if (!key)
       return fail(key.error());
-    auto bytes = artifact::encodeArtifact(a, *key);
+    auto bytes = artifact::encodeArtifact(*manifest, std::move(buckets), *key);
     if (!bytes)
       return fail(bytes.error().withContext(opts.output));
     Status s = writeFileAtomic(opts.output, *bytes);
     if (!s)
       return fail(s.error());
-    size_t kernels = 0;
-    for (const artifact::Bucket &b : a.buckets)
-      kernels += b.kernels.size();
-    std::cout << "kiln: wrote " << opts.output << ": " << a.buckets.size() << " bucket"
-              << (a.buckets.size() == 1 ? "" : "s") << " (seq " << a.seqList() << "), " << kernels
-              << " kernels, " << a.objects.size() << " objects, " << bytes->size()
+    std::cout << "kiln: wrote " << opts.output << ": " << seqs.size() << " bucket"
+              << (seqs.size() == 1 ? "" : "s") << " (seq " << seq_list << "), " << kernels
+              << " kernels, " << objects.size() << " objects, " << bytes->size()
               << " bytes, signed by key " << artifact::keyFingerprint(key->publicKey()) << "\n";
   }
   return 0;

@@ -144,7 +144,7 @@ void addKernelFlags(CLI::App &cmd, driver::KernelSettings &settings) {
          "op_compiler_cache_mode")
       ->group("Kernel cache");
   cmd.add_flag("--explain-cache-misses", settings.explain_misses,
-               "say which key part differs for every kernel that missed")
+               "say which key part differs for every kernel (and program) that missed")
       ->group("Kernel cache");
   cmd.add_option_function<std::string>(
          "--on-compile-error",

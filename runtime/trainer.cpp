@@ -7,7 +7,6 @@
 #include <limits>
 #include <utility>
 
-#include "compiler/autodiff/training_step.h"
 #include "ir/float16.h"
 #include "ir/float_status.h"
 #include "runtime/checkpoint.h"
@@ -127,8 +126,8 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const auto &[name, type] = program_.params[i];
     const TensorSplit &split = program_.splits[i];
-    split_of_[name] = split_of_[autodiff::adamMomentName(name)] =
-        split_of_[autodiff::adamVelocityName(name)] = split;
+    const std::string &m = program_.signature.moment[i], &v = program_.signature.velocity[i];
+    split_of_[name] = split_of_[m] = split_of_[v] = split;
     auto it = weights.find(name);
     if (resume_path.empty()) {
       if (it == weights.end())
@@ -148,11 +147,10 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
       KILN_RETURN_IF_ERROR(memory_[d].allocate(name, bytesOf(type)));
       const int owner = program_.owner[i];
       if (owner == -1 || owner == replicaOf(d)) {
-        moments_[d][autodiff::adamMomentName(name)] = Tensor(moment);
-        moments_[d][autodiff::adamVelocityName(name)] = Tensor(moment);
-        KILN_RETURN_IF_ERROR(memory_[d].allocate(autodiff::adamMomentName(name), bytesOf(moment)));
-        KILN_RETURN_IF_ERROR(
-            memory_[d].allocate(autodiff::adamVelocityName(name), bytesOf(moment)));
+        moments_[d][m] = Tensor(moment);
+        moments_[d][v] = Tensor(moment);
+        KILN_RETURN_IF_ERROR(memory_[d].allocate(m, bytesOf(moment)));
+        KILN_RETURN_IF_ERROR(memory_[d].allocate(v, bytesOf(moment)));
       }
     }
   }
@@ -248,7 +246,7 @@ Expected<StepRecord> Trainer::step() {
       inputs[t] = weights_[first + t];
       inputs[t]["input_ids"] = ids;
       inputs[t]["labels"] = ids;
-      inputs[t][autodiff::kLossScaleName] = scalarF32(scale);
+      inputs[t][program_.signature.loss_scale] = scalarF32(scale);
       group.push_back(&inputs[t]);
       memory.push_back(&memory_[first + t]);
       status.push_back(&float_status_[first + t]);
@@ -269,7 +267,7 @@ Expected<StepRecord> Trainer::step() {
     losses[r] = static_cast<float>(outputs->front().at("loss").getFloat(0));
     for (int t = 0; t < T; ++t)
       for (size_t i = 0; i < program_.params.size(); ++i) {
-        const std::string grad = autodiff::gradientName(program_.params[i].first);
+        const std::string &grad = program_.signature.gradient[i];
         Tensor &g = (*outputs)[t].at(grad);
         Tensor &mine = grads_[first + t][i];
         mine = g.dtype() == DType::F32 ? std::move(g) : g.castTo(DType::F32);
@@ -370,8 +368,8 @@ Expected<StepRecord> Trainer::step() {
     ++updates_;
   }
   for (int d = 0; d < devices; ++d)
-    for (const auto &[name, type] : program_.params)
-      memory_[d].release(autodiff::gradientName(name));
+    for (const std::string &grad : program_.signature.gradient)
+      memory_[d].release(grad);
   KILN_RETURN_IF_ERROR(scaler_.update(overflow));
   const auto finished = std::chrono::steady_clock::now();
   if (profiler_)
@@ -391,15 +389,15 @@ Status Trainer::update(int device, double grad_scale, double lr) {
   const int rank = replicaOf(device);
   const size_t which = program_.optimizers.size() == 1 ? 0 : static_cast<size_t>(rank);
   ops::TensorMap inputs = moments_[device];
-  inputs[autodiff::kAdamStepName] = Tensor::fromInts(DType::I64, {}, {updates_});
-  inputs[autodiff::kLearningRateName] = scalarF32(lr);
-  inputs[autodiff::kGradScaleName] = scalarF32(grad_scale);
+  inputs[program_.signature.adam_step] = Tensor::fromInts(DType::I64, {}, {updates_});
+  inputs[program_.signature.learning_rate] = scalarF32(lr);
+  inputs[program_.signature.grad_scale] = scalarF32(grad_scale);
   for (size_t i = 0; i < program_.params.size(); ++i) {
     if (program_.owner[i] != -1 && program_.owner[i] != rank)
       continue;
     const std::string &name = program_.params[i].first;
     inputs[name] = weights_[device][name];
-    inputs[autodiff::gradientName(name)] = grads_[device][i];
+    inputs[program_.signature.gradient[i]] = grads_[device][i];
   }
   profileHost(device, "update inputs", clock);
   if (profiler_)
@@ -409,7 +407,7 @@ Status Trainer::update(int device, double grad_scale, double lr) {
   if (!outputs)
     return outputs.error().withContext(deviceName(device) + ", update");
   for (auto &[name, t] : *outputs) {
-    if (name == autodiff::kAdamStepName)
+    if (name == program_.signature.adam_step)
       continue;
     if (moments_[device].count(name))
       moments_[device][name] = std::move(t);
@@ -444,9 +442,8 @@ Status Trainer::checkpoint() {
     state.weights.emplace(name, gather(weights_, 0, name));
   const int replicas = comm_->localSize();
   for (size_t i = 0; i < program_.params.size(); ++i) {
-    const auto &[param, type] = program_.params[i];
-    for (const std::string &name :
-         {autodiff::adamMomentName(param), autodiff::adamVelocityName(param)}) {
+    const TensorType &type = program_.params[i].second;
+    for (const std::string &name : {program_.signature.moment[i], program_.signature.velocity[i]}) {
       if (program_.owner[i] == -1) {
         state.moments.emplace(name, gather(moments_, 0, name));
         continue;

@@ -47,6 +47,16 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
       program.splits.push_back(split == loaded.splits.end() ? TensorSplit{} : split->second);
     }
   KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings));
+  parallel::TrainingSignature &sig = program.signature;
+  sig.loss_scale = autodiff::kLossScaleName;
+  sig.learning_rate = autodiff::kLearningRateName;
+  sig.grad_scale = autodiff::kGradScaleName;
+  sig.adam_step = autodiff::kAdamStepName;
+  for (const auto &[name, type] : program.params) {
+    sig.gradient.push_back(autodiff::gradientName(name));
+    sig.moment.push_back(autodiff::adamMomentName(name));
+    sig.velocity.push_back(autodiff::adamVelocityName(name));
+  }
 
   std::vector<int64_t> sizes;
   for (const auto &[name, type] : program.params)

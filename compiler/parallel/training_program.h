@@ -34,6 +34,17 @@ struct DeviceMemoryEstimate {
   std::string toText() const;
 };
 
+// The names the compiled step and update take and give their tensors by:
+// the runtime drives the graphs through these, knowing nothing of how the
+// compiler named them.
+struct TrainingSignature {
+  std::string loss_scale;                           // step input
+  std::string learning_rate, grad_scale, adam_step; // update inputs (adam_step also an output)
+  // Per parameter, in TrainingProgram::params order: its gradient (a step
+  // output, an update input) and its AdamW moments (update inputs and outputs).
+  std::vector<std::string> gradient, moment, velocity;
+};
+
 struct TrainingProgram {
   ParallelConfig parallel;
   int64_t batch_per_replica = 1;
@@ -45,6 +56,7 @@ struct TrainingProgram {
   std::vector<std::pair<std::string, TensorType>> params;
   std::vector<TensorSplit> splits;
   std::vector<int> owner;
+  TrainingSignature signature;
   // optimizers[r]: rank r's update (one shared entry without ZeRO).
   std::vector<CompiledGraph> optimizers;
   DeviceMemoryEstimate memory;

@@ -57,17 +57,6 @@ json bucketToJson(int64_t seq, int64_t batch, const Graph &graph,
           {"memory", memoryPlanToJson(memory)}};
 }
 
-Expected<std::vector<std::string>> stringList(const JsonFields &f, std::string_view key) {
-  KILN_ASSIGN_OR_RETURN(const json *list, f.array(key));
-  std::vector<std::string> out;
-  for (const json &s : *list) {
-    if (!s.is_string())
-      return f.error(key, "must be an array of strings");
-    out.push_back(s.get<std::string>());
-  }
-  return out;
-}
-
 // Reads the sections after the header, each a u64 size and its bytes.
 class SectionReader {
 public:
@@ -182,8 +171,8 @@ Expected<Bucket> parseBucket(std::string_view text, size_t index,
     if (p.symbol != objects[p.object].symbol)
       return Error(kn.where() + ": symbol '" + p.symbol + "' is not that of object " +
                    std::to_string(object) + " ('" + objects[p.object].symbol + "')");
-    KILN_ASSIGN_OR_RETURN(p.inputs, stringList(kn, "inputs"));
-    KILN_ASSIGN_OR_RETURN(p.outputs, stringList(kn, "outputs"));
+    KILN_ASSIGN_OR_RETURN(p.inputs, kn.stringArray("inputs"));
+    KILN_ASSIGN_OR_RETURN(p.outputs, kn.stringArray("outputs"));
     for (const auto *list : {&p.inputs, &p.outputs})
       for (const std::string &v : *list)
         if (!values.count(v))

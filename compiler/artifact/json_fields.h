@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +54,16 @@ public:
     if (!j || !j->is_array())
       return error(key, "must be an array");
     return j;
+  }
+  Expected<std::vector<std::string>> stringArray(std::string_view key) const {
+    KILN_ASSIGN_OR_RETURN(const nlohmann::json *list, array(key));
+    std::vector<std::string> out;
+    for (const nlohmann::json &s : *list) {
+      if (!s.is_string())
+        return error(key, "must be an array of strings");
+      out.push_back(s.get<std::string>());
+    }
+    return out;
   }
 
 private:

@@ -59,8 +59,22 @@ public:
     fn_->addParamAttr(0, llvm::Attribute::NoAlias);
     fn_->addParamAttr(1, llvm::Attribute::NoAlias);
     fn_->addParamAttr(4, llvm::Attribute::NoAlias);
-    if (!program_.library.empty())
-      return emitLibraryCall(name);
+    if (program_.library.empty())
+      emitRowLoops();
+    else
+      emitLibraryCall(name);
+    std::string problems;
+    llvm::raw_string_ostream os(problems);
+    if (llvm::verifyFunction(*fn_, &os))
+      return Error("generated kernel '" + name + "' is not valid LLVM IR: " + os.str());
+    return Status::ok();
+  }
+
+private:
+  // The rows [row_begin, row_end), then the float status published.
+  void emitRowLoops() {
+    llvm::Type *ptr = b_.getPtrTy();
+    llvm::Type *i64 = b_.getInt64Ty();
     llvm::Value *buffers = fn_->getArg(0);
     scratch_ = fn_->getArg(1);
     Value *row_begin = fn_->getArg(2), *row_end = fn_->getArg(3);
@@ -99,18 +113,11 @@ public:
     b_.CreateBr(ret);
     b_.SetInsertPoint(ret);
     b_.CreateRetVoid();
-
-    std::string problems;
-    llvm::raw_string_ostream os(problems);
-    if (llvm::verifyFunction(*fn_, &os))
-      return Error("generated kernel '" + name + "' is not valid LLVM IR: " + os.str());
-    return Status::ok();
   }
 
-private:
   // The whole kernel is a call of its library routine (library_kernels.h)
   // with the lowering's arguments and the overflow mode, as a constant array.
-  Status emitLibraryCall(const std::string &name) {
+  void emitLibraryCall(const std::string &name) {
     llvm::Type *ptr = b_.getPtrTy();
     llvm::Type *i64 = b_.getInt64Ty();
     std::vector<llvm::Constant *> values;
@@ -126,11 +133,6 @@ private:
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
     b_.CreateCall(routine, {fn_->getArg(0), fn_->getArg(2), fn_->getArg(3), fn_->getArg(4), args});
     b_.CreateRetVoid();
-    std::string problems;
-    llvm::raw_string_ostream os(problems);
-    if (llvm::verifyFunction(*fn_, &os))
-      return Error("generated kernel '" + name + "' is not valid LLVM IR: " + os.str());
-    return Status::ok();
   }
 
   // One row: the materialised stages into scratch, then the stored outputs.

@@ -45,17 +45,6 @@ json summaryToJson(const ProgramSummary &s) {
           {"unique_kernels", s.unique_kernels}};
 }
 
-Expected<std::vector<std::string>> strings(const JsonFields &f, std::string_view key) {
-  KILN_ASSIGN_OR_RETURN(const json *list, f.array(key));
-  std::vector<std::string> out;
-  for (const json &s : *list) {
-    if (!s.is_string())
-      return f.error(key, "must be an array of strings");
-    out.push_back(s.get<std::string>());
-  }
-  return out;
-}
-
 Expected<ProgramSummary> summaryFromJson(const json &j) {
   const JsonFields f(j, "summary");
   ProgramSummary s;
@@ -81,7 +70,7 @@ Expected<ProgramSummary> summaryFromJson(const json &j) {
     KILN_ASSIGN_OR_RETURN(match.setting, mf.string("setting"));
     KILN_ASSIGN_OR_RETURN(match.source, mf.string("source"));
     KILN_ASSIGN_OR_RETURN(match.entry, mf.string("entry"));
-    KILN_ASSIGN_OR_RETURN(match.op_types, strings(mf, "op_types"));
+    KILN_ASSIGN_OR_RETURN(match.op_types, mf.stringArray("op_types"));
     KILN_ASSIGN_OR_RETURN(match.nodes, mf.integer("nodes"));
     s.settings.push_back(std::move(match));
   }

@@ -153,8 +153,8 @@ TEST_F(ProfileCli, RunProfilesOneStep) {
 
 TEST_F(ProfileCli, AnUnwritableProfileFolderIsAClearError) {
   write("file", "x");
-  Result r =
-      run("train " + kTiny + " --data train.bin --batch 4 --seq 16 --steps 1 --devices 1 --profile file/prof");
+  Result r = run("train " + kTiny +
+                 " --data train.bin --batch 4 --seq 16 --steps 1 --devices 1 --profile file/prof");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--profile"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("file/prof"), std::string::npos) << r.err;

@@ -30,11 +30,6 @@ struct CompileOptions {
   bool passes_only = false;
 };
 
-bool endsWith(const std::string &s, std::string_view suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 Status writeReport(const std::string &path, const nlohmann::json &report) {
   KILN_ASSIGN_OR_RETURN(std::string text, jsonText(report, path, 2));
   return writeFileAtomic(path, text + "\n");
@@ -71,7 +66,7 @@ void printSummary(const driver::ProgramCompile &c, const driver::ResolvedJob &jo
 }
 
 int runCompile(const CompileOptions &opts) {
-  const bool to_artifact = endsWith(opts.output, ".kiln");
+  const bool to_artifact = opts.output.ends_with(".kiln");
   std::vector<int64_t> seqs = opts.seqs.empty() ? std::vector<int64_t>{0} : opts.seqs;
   for (size_t i = 0; i < seqs.size(); ++i)
     for (size_t j = 0; j < i; ++j)

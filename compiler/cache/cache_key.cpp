@@ -6,24 +6,29 @@
 
 namespace kiln::cache {
 
-CacheKey makeCacheKey(const CacheKeyInputs &in) {
-  const std::array<const std::string *, kKeyPartNames.size()> values = {
-      &in.kernel_ir,        &in.target,       &in.host_features,  &in.kiln_version,
-      &in.kiln_source_hash, &in.llvm_version, &in.codegen_options};
+CacheKey hashKeyParts(std::string_view domain, const std::vector<std::string_view> &names,
+                      const std::vector<const std::string *> &values) {
   CacheKey key;
-  key.kernel_name = in.kernel_name;
-  // Bump the domain string when the key's make-up changes, so old entries miss.
   Sha256 whole;
-  whole.update("kiln-kernel-cache-key/1\n");
+  whole.update(std::string(domain) + "\n");
   for (size_t i = 0; i < values.size(); ++i) {
     std::string part_hex = sha256Hex(*values[i]);
-    whole.update(kKeyPartNames[i]);
+    whole.update(names[i]);
     whole.update("=");
     whole.update(part_hex);
     whole.update("\n");
-    key.parts.emplace_back(std::string(kKeyPartNames[i]), std::move(part_hex));
+    key.parts.emplace_back(std::string(names[i]), std::move(part_hex));
   }
   key.hex = toHex(whole.finish());
+  return key;
+}
+
+CacheKey makeCacheKey(const CacheKeyInputs &in) {
+  CacheKey key =
+      hashKeyParts("kiln-kernel-cache-key/1", {kKeyPartNames.begin(), kKeyPartNames.end()},
+                   {&in.kernel_ir, &in.target, &in.host_features, &in.kiln_version,
+                    &in.kiln_source_hash, &in.llvm_version, &in.codegen_options});
+  key.kernel_name = in.kernel_name;
   return key;
 }
 

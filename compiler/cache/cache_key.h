@@ -44,6 +44,12 @@ struct CacheKey {
 
 CacheKey makeCacheKey(const CacheKeyInputs &inputs);
 
+// The key of named parts under `domain` (kernel and program keys alike):
+// each part's SHA-256, then the SHA-256 of "domain\nname=hex\n..." in order.
+// Bump the domain when the key's make-up changes, so old entries miss.
+CacheKey hashKeyParts(std::string_view domain, const std::vector<std::string_view> &names,
+                      const std::vector<const std::string *> &values);
+
 // True for 64 lower-case hex digits.
 bool isKeyHex(std::string_view text);
 

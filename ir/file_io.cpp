@@ -148,27 +148,30 @@ Expected<std::string> readFile(const std::string &path, size_t max_bytes) {
   // to a cap, so that one that never ends is an error, not all of memory.
   if (!S_ISREG(st.st_mode))
     max_bytes = std::min(max_bytes, kMaxStreamBytes);
-  std::string out;
+  const uint64_t size_hint = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+  Expected<std::string> out = readFd(fd, path, max_bytes, size_hint);
+  ::close(fd);
+  return out;
+}
+
+Expected<std::string> readFd(int fd, const std::string &path, size_t max_bytes,
+                             uint64_t size_hint) {
   auto tooLarge = [&] {
-    ::close(fd);
     return Error(path + ": cannot read: larger than " + std::to_string(max_bytes) +
                  " bytes, the most kiln reads from such a file");
   };
+  if (size_hint > max_bytes)
+    return tooLarge();
+  std::string out;
   try {
-    if (S_ISREG(st.st_mode)) {
-      if (static_cast<uint64_t>(st.st_size) > max_bytes)
-        return tooLarge();
-      out.reserve(static_cast<size_t>(st.st_size));
-    }
+    out.reserve(static_cast<size_t>(size_hint));
     char buf[1 << 16];
     for (;;) {
       ssize_t n = ::read(fd, buf, sizeof(buf));
       if (n < 0) {
         if (errno == EINTR)
           continue;
-        std::string why = std::strerror(errno);
-        ::close(fd);
-        return Error(path + ": read failed: " + why);
+        return Error(path + ": read failed: " + std::strerror(errno));
       }
       if (n == 0)
         break;
@@ -177,13 +180,10 @@ Expected<std::string> readFile(const std::string &path, size_t max_bytes) {
       out.append(buf, static_cast<size_t>(n));
     }
   } catch (const std::bad_alloc &) {
-    ::close(fd);
     return Error(path + ": cannot read: its " +
-                 std::to_string(S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size)
-                                                    : uint64_t(out.size())) +
+                 std::to_string(std::max<uint64_t>(size_hint, out.size())) +
                  " bytes do not fit in this machine's memory");
   }
-  ::close(fd);
   return out;
 }
 

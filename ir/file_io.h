@@ -16,6 +16,12 @@ namespace kiln {
 // ends (/dev/zero, a pipe) or a huge one named where a small one belongs is
 // refused before it fills memory.
 Expected<std::string> readFile(const std::string &path, size_t max_bytes = SIZE_MAX);
+// The rest of open descriptor `fd` (named `path` in errors), read to its end
+// with interrupted reads retried, at most `max_bytes`; `size_hint` bytes are
+// reserved up front (a regular file's size; more than max_bytes is an error).
+// The caller closes `fd`.
+Expected<std::string> readFd(int fd, const std::string &path, size_t max_bytes = SIZE_MAX,
+                             uint64_t size_hint = 0);
 // What readFile reads at most from a stream (a pipe, a device): it has no
 // size to check before reading.
 inline constexpr size_t kMaxStreamBytes = size_t{1} << 30;

@@ -28,22 +28,6 @@ template <typename F> void forEachName(const std::string &dir, F &&f) {
   ::closedir(d);
 }
 
-Expected<std::string> readAll(int fd, const std::string &path) {
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return Error(path + ": read failed: " + errnoText());
-    }
-    if (n == 0)
-      return out;
-    out.append(buf, size_t(n));
-  }
-}
-
 } // namespace
 
 std::string errnoText() { return std::strerror(errno); }
@@ -185,7 +169,7 @@ std::optional<CacheEntry> loadChecked(const std::string &path, const std::string
     bad = "writable by group or others";
     return std::nullopt;
   }
-  auto bytes = readAll(fd, path);
+  auto bytes = readFd(fd, path);
   if (!bytes) {
     bad = bytes.message();
     return std::nullopt;

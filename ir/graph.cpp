@@ -14,13 +14,15 @@ std::string_view inputRoleName(InputRole role) {
     return "state";
   case InputRole::Hyperparameter:
     return "hyper";
+  case InputRole::Frozen:
+    return "frozen";
   }
   return "?";
 }
 
 std::optional<InputRole> parseInputRole(std::string_view name) {
   for (InputRole r : {InputRole::Data, InputRole::Parameter, InputRole::OptimizerState,
-                      InputRole::Hyperparameter})
+                      InputRole::Hyperparameter, InputRole::Frozen})
     if (inputRoleName(r) == name)
       return r;
   return std::nullopt;
@@ -103,7 +105,7 @@ std::string Graph::valueName(ValueId id) const {
 int64_t Graph::parameterCount() const {
   int64_t count = 0;
   for (const GraphInput &in : inputs_)
-    if (in.role == InputRole::Parameter)
+    if (isWeight(in.role))
       count += values_[in.value].type.numElements();
   return count;
 }

@@ -27,7 +27,14 @@ inline constexpr NodeId kNoNode = -1;
 inline constexpr GroupId kNoGroup = -1;
 
 // What a graph input stands for; it decides where the runtime gets its data.
-enum class InputRole : uint8_t { Data, Parameter, OptimizerState, Hyperparameter };
+// A Frozen input is a weight that is not trained (the base model under
+// LoRA): bound like a Parameter, but no gradient, master copy or moments.
+enum class InputRole : uint8_t { Data, Parameter, OptimizerState, Hyperparameter, Frozen };
+
+// Weights, trained or frozen: what a model's weights file supplies.
+inline bool isWeight(InputRole role) {
+  return role == InputRole::Parameter || role == InputRole::Frozen;
+}
 
 std::string_view inputRoleName(InputRole role);
 std::optional<InputRole> parseInputRole(std::string_view name);
@@ -119,7 +126,7 @@ public:
   // The printable, stable name of a value: the input's name, the producing
   // node's name, or "<node name>#<index>" for the outputs of a multi-output node.
   std::string valueName(ValueId id) const;
-  // Number of values of role Parameter times their element counts.
+  // Number of elements of the weights (Parameter and Frozen inputs).
   int64_t parameterCount() const;
 
   // For each value, the nodes that read it (one entry per use).

@@ -4,10 +4,16 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <set>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -301,8 +307,30 @@ Expected<SafetensorsFile> parseSafetensors(std::string_view bytes, std::string_v
 }
 
 Expected<SafetensorsFile> readSafetensors(const std::string &path) {
-  KILN_ASSIGN_OR_RETURN(std::string bytes, readFile(path));
-  return parseSafetensors(bytes, path);
+  // A regular file is mapped, so a 28 GB checkpoint costs its tensors once,
+  // not a second copy of the whole file; anything else (a pipe, a device) is
+  // read up to readFile's cap for streams.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+  if (!regular) {
+    ::close(fd);
+    KILN_ASSIGN_OR_RETURN(std::string bytes, readFile(path));
+    return parseSafetensors(bytes, path);
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void *mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);
+  if (mapped == MAP_FAILED)
+    return Error(path + ": cannot map: " + std::strerror(map_errno));
+  ::madvise(mapped, size, MADV_SEQUENTIAL);
+  Expected<SafetensorsFile> file =
+      parseSafetensors(std::string_view(static_cast<const char *>(mapped), size), path);
+  ::munmap(mapped, size);
+  return file;
 }
 
 std::string serializeSafetensors(const SafetensorsFile &file) {

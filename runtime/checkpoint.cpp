@@ -202,9 +202,17 @@ Expected<int> pruneCheckpoints(const std::string &dir, int64_t keep) {
     if (!fs::remove(steps[i].second, ec))
       return Error(steps[i].second.string() + ": cannot remove an old checkpoint (" +
                    (ec ? ec.message() : std::string("gone")) + ")");
+    const std::string exported = checkpointExportDir(steps[i].second.string());
+    if (fs::remove_all(exported, ec) == static_cast<std::uintmax_t>(-1))
+      return Error(exported + ": cannot remove an old checkpoint's folder (" + ec.message() + ")");
     ++removed;
   }
   return removed;
+}
+
+std::string checkpointExportDir(const std::string &checkpoint) {
+  fs::path p(checkpoint);
+  return (p.parent_path() / (p.stem().string() + "-adapter")).string();
 }
 
 std::string settingsDiffer(const std::map<std::string, std::string> &recorded,

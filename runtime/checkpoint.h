@@ -45,8 +45,12 @@ Expected<TrainingState> readCheckpoint(const std::string &path);
 Expected<TrainingState> checkpointFromSafetensors(SafetensorsFile file, const std::string &path);
 // The checkpoint of the highest step in `dir`; nothing when there is none.
 Expected<std::optional<std::string>> latestCheckpoint(const std::string &dir);
-// Removes all but the `keep` newest step files of `dir`; returns how many it removed.
+// Removes all but the `keep` newest step files of `dir`, each with its
+// export folder; returns how many it removed.
 Expected<int> pruneCheckpoints(const std::string &dir, int64_t keep);
+// The folder beside checkpoint file `checkpoint` that holds what a run
+// exports with it (a LoRA run's PEFT adapter): "DIR/step-000020-adapter".
+std::string checkpointExportDir(const std::string &checkpoint);
 // The settings of `state` that differ from `now`, as "model 'a' (now 'b')";
 // empty when they agree. Keys either side lacks are not compared.
 std::string settingsDiffer(const std::map<std::string, std::string> &recorded,

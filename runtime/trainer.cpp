@@ -123,27 +123,39 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
                    "' to resume from; check the folder, drop --resume to start afresh, or use "
                    "--resume-if-exists");
   }
+  // Every device's piece of weight `name` from `weights`, in its dtype.
+  auto place = [&](const std::string &name, const TensorType &type,
+                   const TensorSplit &split) -> Status {
+    auto it = weights.find(name);
+    if (it == weights.end())
+      return Error("no initial value for parameter '" + name + "'");
+    const Expected<Shape> piece = splitShape(it->second.shape(), split, tp());
+    if (!piece || *piece != type.shape)
+      return Error("parameter '" + name + "': the weights have shape " +
+                   shapeToString(it->second.shape()) + ", the model needs " +
+                   shapeToString(joinedShape(type.shape, split, tp())));
+    for (int d = 0; d < devices; ++d) {
+      Tensor mine = takeShard(it->second, split, d % tp(), tp());
+      weights_[d][name] = mine.dtype() == type.dtype ? mine : mine.castTo(type.dtype);
+    }
+    return Status::ok();
+  };
+  // Checkpoints hold what is trained; the frozen base always comes from `weights`.
+  for (size_t i = 0; i < program_.frozen.size(); ++i) {
+    const auto &[name, type] = program_.frozen[i];
+    KILN_RETURN_IF_ERROR(place(name, type, program_.frozen_splits[i]));
+    for (int d = 0; d < devices; ++d)
+      KILN_RETURN_IF_ERROR(memory_[d].allocate(name, bytesOf(type)));
+  }
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const auto &[name, type] = program_.params[i];
     const TensorSplit &split = program_.splits[i];
     const std::string &m = program_.signature.moment[i], &v = program_.signature.velocity[i];
     split_of_[name] = split_of_[m] = split_of_[v] = split;
-    auto it = weights.find(name);
-    if (resume_path.empty()) {
-      if (it == weights.end())
-        return Error("no initial value for parameter '" + name + "'");
-      const Expected<Shape> piece = splitShape(it->second.shape(), split, tp());
-      if (!piece || *piece != type.shape)
-        return Error("parameter '" + name + "': the weights have shape " +
-                     shapeToString(it->second.shape()) + ", the model needs " +
-                     shapeToString(joinedShape(type.shape, split, tp())));
-    }
+    if (resume_path.empty())
+      KILN_RETURN_IF_ERROR(place(name, type, split));
     const TensorType moment{DType::F32, type.shape};
     for (int d = 0; d < devices; ++d) {
-      if (resume_path.empty()) {
-        Tensor piece = takeShard(it->second, split, d % tp(), tp());
-        weights_[d][name] = piece.dtype() == type.dtype ? piece : piece.castTo(type.dtype);
-      }
       KILN_RETURN_IF_ERROR(memory_[d].allocate(name, bytesOf(type)));
       const int owner = program_.owner[i];
       if (owner == -1 || owner == replicaOf(d)) {
@@ -471,7 +483,9 @@ Status Trainer::checkpoint() {
   }
   if (comm_->firstLocalRank() != 0)
     return Status::ok();
-  KILN_RETURN_IF_ERROR(writeCheckpoint(options_.checkpoint_dir, state).status());
+  KILN_ASSIGN_OR_RETURN(std::string path, writeCheckpoint(options_.checkpoint_dir, state));
+  if (options_.after_checkpoint)
+    KILN_RETURN_IF_ERROR(options_.after_checkpoint(path, state));
   if (options_.keep_checkpoints > 0)
     KILN_RETURN_IF_ERROR(
         pruneCheckpoints(options_.checkpoint_dir, options_.keep_checkpoints).status());

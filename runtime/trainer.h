@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/parallel/training_program.h"
+#include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
@@ -49,6 +50,9 @@ struct TrainerOptions {
   bool resume_if_exists = false;    // with resume: an empty folder starts afresh, not an error
   bool resume_any_settings = false; // resume from a checkpoint of other settings
   int64_t keep_checkpoints = 0;     // > 0: only the newest N step files stay
+  // Called after each checkpoint is written, with its path and state: what
+  // the run exports beside it (a LoRA run's PEFT adapter folder).
+  std::function<Status(const std::string &, const TrainingState &)> after_checkpoint;
   // What the run trains (model, layout, batch, dtype, data): written into
   // each checkpoint; a resumed run must have the same (checkpoint.h).
   std::map<std::string, std::string> settings;

@@ -2,6 +2,7 @@
 #include "compiler/artifact/artifact_run.h"
 
 #include "compiler/driver/reference_run.h"
+#include "ir/hf_checkpoint.h"
 #include "ir/safetensors.h"
 
 namespace kiln::artifact {
@@ -55,9 +56,9 @@ Expected<PreparedArtifactRun> prepareArtifactRun(const Artifact &artifact,
   }
 
   KILN_ASSIGN_OR_RETURN(LoadedBucket loaded, loadBucket(artifact, *bucket));
-  KILN_ASSIGN_OR_RETURN(SafetensorsFile weights, readSafetensors(request.weights_path));
+  KILN_ASSIGN_OR_RETURN(ops::TensorMap weights, readHfWeights(request.weights_path));
   KILN_ASSIGN_OR_RETURN(ops::TensorMap bound,
-                        driver::bindModelInputs(loaded.graph, weights.tensors, request.weights_path,
+                        driver::bindModelInputs(loaded.graph, weights, request.weights_path,
                                                 data.tensors, request.inputs_path, m.overflow));
   return PreparedArtifactRun{std::move(loaded), std::move(bound), m.overflow};
 }

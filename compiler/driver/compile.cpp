@@ -11,6 +11,7 @@ Expected<Graph> buildModelGraph(const ModelRequest &request, DType dtype) {
   options.batch = request.batch;
   options.seq = request.seq;
   options.dtype = dtype;
+  options.lora = request.lora;
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel model, frontend::loadModel(request.model, options));
   if (!request.training)
     return std::move(model.graph);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "compiler/driver/job.h"
+#include "compiler/frontend/lora_config.h"
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "passes/pass_manager.h"
@@ -15,7 +16,8 @@ struct ModelRequest {
   std::string model;     // config.json, a folder holding it, or a kiln graph JSON
   bool training = false; // forward, loss, backward and AdamW
   int64_t batch = 1;
-  int64_t seq = 0; // 0: the config's seq_length
+  int64_t seq = 0;           // 0: the config's seq_length
+  frontend::LoraConfig lora; // with a rank: adapters trained, the base frozen
 };
 
 // The model's graph in `dtype`.

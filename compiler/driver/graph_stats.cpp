@@ -10,7 +10,7 @@ nlohmann::json graphStats(const Graph &graph) {
     ++ops[n.op];
   int64_t parameter_bytes = 0;
   for (const GraphInput &in : graph.inputs())
-    if (in.role == InputRole::Parameter)
+    if (isWeight(in.role))
       parameter_bytes += graph.type(in.value).numElements() *
                          static_cast<int64_t>(dtypeSize(graph.type(in.value).dtype));
   return nlohmann::json{{"name", graph.name()},

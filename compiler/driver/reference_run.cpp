@@ -5,6 +5,7 @@
 #include "compiler/autodiff/training_step.h"
 #include "compiler/driver/compile.h"
 #include "compiler/frontend/model_loader.h"
+#include "ir/hf_checkpoint.h"
 
 namespace kiln::driver {
 
@@ -15,7 +16,7 @@ Expected<ops::TensorMap> bindModelInputs(const Graph &graph, const ops::TensorMa
   ops::TensorMap bound;
   for (const GraphInput &in : graph.inputs()) {
     const TensorType &want = graph.type(in.value);
-    const bool is_param = in.role == InputRole::Parameter;
+    const bool is_param = isWeight(in.role);
     const ops::TensorMap &from = is_param ? weights : data;
     const std::string &source = is_param ? weights_source : data_source;
     auto it = from.find(in.name);
@@ -72,9 +73,9 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
     KILN_RETURN_IF_ERROR(compileGraph(graph, *request.job, request.instrumentation).status());
   }
 
-  KILN_ASSIGN_OR_RETURN(SafetensorsFile weights, readSafetensors(request.weights_path));
+  KILN_ASSIGN_OR_RETURN(ops::TensorMap weights, readHfWeights(request.weights_path));
   KILN_ASSIGN_OR_RETURN(ops::TensorMap bound,
-                        bindModelInputs(graph, weights.tensors, request.weights_path, data.tensors,
+                        bindModelInputs(graph, weights, request.weights_path, data.tensors,
                                         request.inputs_path, overflow));
   return PreparedRun{std::move(graph), std::move(bound), overflow};
 }

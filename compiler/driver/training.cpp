@@ -31,6 +31,7 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
   options.seq = model.seq;
   options.dtype = job.dtype;
   options.tensor_parallel = config.tp;
+  options.lora = model.lora;
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel loaded, frontend::loadModel(model.model, options));
   program.seq = model.seq > 0 ? model.seq : loaded.config ? loaded.config->seq_length : 0;
 
@@ -40,12 +41,15 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
   step_options.loss_scale_input = true;
   step_options.grad_norm = false;
   KILN_ASSIGN_OR_RETURN(Graph step, autodiff::buildTrainingStep(loaded.graph, step_options));
-  for (const GraphInput &in : loaded.graph.inputs())
-    if (in.role == InputRole::Parameter) {
-      program.params.emplace_back(in.name, loaded.graph.type(in.value));
-      auto split = loaded.splits.find(in.name);
-      program.splits.push_back(split == loaded.splits.end() ? TensorSplit{} : split->second);
-    }
+  for (const GraphInput &in : loaded.graph.inputs()) {
+    if (!isWeight(in.role))
+      continue;
+    auto found = loaded.splits.find(in.name);
+    const TensorSplit split = found == loaded.splits.end() ? TensorSplit{} : found->second;
+    const bool trained = in.role == InputRole::Parameter;
+    (trained ? program.params : program.frozen).emplace_back(in.name, loaded.graph.type(in.value));
+    (trained ? program.splits : program.frozen_splits).push_back(split);
+  }
   KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings));
   parallel::TrainingSignature &sig = program.signature;
   sig.loss_scale = autodiff::kLossScaleName;

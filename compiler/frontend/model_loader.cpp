@@ -35,6 +35,12 @@ Expected<LoadedModel> loadConfigFile(const nlohmann::json &doc, const std::strin
   LoadedModel loaded{std::move(graph).value(), std::move(config), {}};
   for (const ParamSpec &p : qwenParameters(*loaded.config))
     loaded.splits[p.name] = p.split;
+  if (options.lora.enabled()) {
+    KILN_ASSIGN_OR_RETURN(std::vector<ParamSpec> adapters,
+                          loraParameters(*loaded.config, options.lora));
+    for (const ParamSpec &p : adapters)
+      loaded.splits[p.name] = p.split;
+  }
   return loaded;
 }
 

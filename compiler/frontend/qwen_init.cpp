@@ -13,33 +13,57 @@
 
 namespace kiln::frontend {
 
-std::map<std::string, Tensor> initQwenWeights(const QwenConfig &config, uint64_t seed) {
-  const double std_dev = config.initializer_range;
-  const double proj_std =
-      config.initializer_range / std::sqrt(2.0 * static_cast<double>(config.num_hidden_layers));
-  std::map<std::string, Tensor> weights;
-  for (const ParamSpec &p : qwenParameters(config)) {
-    Tensor t(TensorType{DType::F32, p.shape});
-    float *data = t.dataAs<float>();
-    const int64_t n = t.numElements();
-    switch (p.kind) {
-    case ParamKind::Norm:
-      std::fill(data, data + n, 1.0f);
-      break;
-    case ParamKind::Bias:
-      break; // zero-filled already
-    case ParamKind::Embedding:
-    case ParamKind::Weight: {
-      std::mt19937_64 rng = generatorFor(seed, p.name);
-      std::normal_distribution<double> dist(0.0,
-                                            p.name.ends_with("c_proj.weight") ? proj_std : std_dev);
-      for (int64_t i = 0; i < n; ++i)
-        data[i] = static_cast<float>(dist(rng));
-      break;
-    }
-    }
-    weights.emplace(p.name, std::move(t));
+namespace {
+
+Tensor initialValue(const ParamSpec &p, const QwenConfig &config, uint64_t seed) {
+  Tensor t(TensorType{DType::F32, p.shape});
+  float *data = t.dataAs<float>();
+  const int64_t n = t.numElements();
+  std::mt19937_64 rng = generatorFor(seed, p.name);
+  switch (p.kind) {
+  case ParamKind::Norm:
+    std::fill(data, data + n, 1.0f);
+    break;
+  case ParamKind::Bias:
+  case ParamKind::LoraB:
+    break; // zero-filled already
+  case ParamKind::Embedding:
+  case ParamKind::Weight: {
+    const double proj_std =
+        config.initializer_range / std::sqrt(2.0 * static_cast<double>(config.num_hidden_layers));
+    std::normal_distribution<double> dist(
+        0.0, p.name.ends_with("c_proj.weight") ? proj_std : config.initializer_range);
+    for (int64_t i = 0; i < n; ++i)
+      data[i] = static_cast<float>(dist(rng));
+    break;
   }
+  case ParamKind::LoraA: {
+    // nn.init.kaiming_uniform_(a=sqrt(5)), PEFT's default: U(-1/sqrt(in), 1/sqrt(in)).
+    const double bound = 1.0 / std::sqrt(static_cast<double>(p.shape.at(1)));
+    std::uniform_real_distribution<double> dist(-bound, bound);
+    for (int64_t i = 0; i < n; ++i)
+      data[i] = static_cast<float>(dist(rng));
+    break;
+  }
+  }
+  return t;
+}
+
+} // namespace
+
+std::map<std::string, Tensor> initQwenWeights(const QwenConfig &config, uint64_t seed) {
+  std::map<std::string, Tensor> weights;
+  for (const ParamSpec &p : qwenParameters(config))
+    weights.emplace(p.name, initialValue(p, config, seed));
+  return weights;
+}
+
+Expected<std::map<std::string, Tensor>> initLoraWeights(const QwenConfig &config,
+                                                        const LoraConfig &lora, uint64_t seed) {
+  KILN_ASSIGN_OR_RETURN(std::vector<ParamSpec> adapters, loraParameters(config, lora));
+  std::map<std::string, Tensor> weights;
+  for (const ParamSpec &p : adapters)
+    weights.emplace(p.name, initialValue(p, config, seed));
   return weights;
 }
 

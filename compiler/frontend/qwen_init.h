@@ -5,7 +5,9 @@
 #include <map>
 #include <string>
 
+#include "compiler/frontend/lora_config.h"
 #include "compiler/frontend/qwen_config.h"
+#include "ir/error.h"
 #include "ir/tensor.h"
 
 namespace kiln::frontend {
@@ -17,6 +19,12 @@ namespace kiln::frontend {
 // by `seed` and its name, so adding or removing a parameter leaves the others
 // unchanged.
 std::map<std::string, Tensor> initQwenWeights(const QwenConfig &config, uint64_t seed);
+
+// Fresh LoRA adapters for the linears `lora` targets, as PEFT initialises
+// them: A Kaiming-uniform (U(-1/sqrt(in), 1/sqrt(in))), B zero, so training
+// starts from the base model's outputs. f32, seeded per tensor as above.
+Expected<std::map<std::string, Tensor>> initLoraWeights(const QwenConfig &config,
+                                                        const LoraConfig &lora, uint64_t seed);
 
 // Multiplies every tensor whose name matches the glob `pattern` (fnmatch:
 // "transformer.h.*.attn.c_attn.weight") by `factor`, for experiments such as

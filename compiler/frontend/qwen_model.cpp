@@ -25,7 +25,10 @@ public:
       : b_(graph), config_(config), dt_(options.dtype), B_(options.batch), S_(seq),
         H_(config.hidden_size), tp_(options.tensor_parallel),
         heads_(config.num_attention_heads / tp_), hd_(config.kv_channels), A_(H_ / tp_),
-        F_(config.mlpWidth() / tp_), rot_(config.rotaryDim()), params_(std::move(params)) {
+        F_(config.mlpWidth() / tp_), rot_(config.rotaryDim()), lora_scale_(0),
+        params_(std::move(params)) {
+    if (options.lora.enabled())
+      lora_scale_ = options.lora.scale();
     b_.setProvenance(Provenance{"frontend", {}});
   }
 
@@ -84,6 +87,33 @@ private:
     if (bias != kNoValue)
       y = b_.create("BiasAdd", name + ".bias_add", {y, bias});
     return reshape(y, {B_, S_, out}, name + ".unflatten");
+  }
+
+  // y [B,S,out] of the linear `module` plus its LoRA term, when it has
+  // adapters: (alpha / r) * x A^T B^T, in the model's dtype. `x` is the
+  // layer's input as this rank holds it: a column-parallel layer's whole
+  // input before its TensorParallelCopy (A is replicated, B split with the
+  // weight, so the low-rank activation is copied in and its gradient summed
+  // over the ranks), a row-parallel layer's piece (A split with the weight,
+  // so the partial low-rank activation is summed, B replicated). The term is
+  // added after the bias, as PEFT adds it to the base layer's output.
+  ValueId withLora(const std::string &module, std::string_view name, ValueId y, ValueId x,
+                   int64_t in, int64_t out, bool row_parallel) {
+    auto a = params_.find(loraAName(module));
+    if (a == params_.end())
+      return y;
+    const std::string n(name);
+    ValueId flat = reshape(x, {B_ * S_, in}, n + ".lora_flatten");
+    ValueId a_w = cast(a->second, DType::F32, dt_, n + ".lora_A.cast");
+    ValueId low = b_.create("MatMul", n + ".lora_A", {flat, a_w}, {{"transpose_b", true}});
+    low = tensorParallel(row_parallel ? "TensorParallelReduce" : "TensorParallelCopy", low,
+                         n + ".lora_tp");
+    ValueId b_w = cast(param(loraBName(module)), DType::F32, dt_, n + ".lora_B.cast");
+    ValueId d = b_.create("MatMul", n + ".lora_B", {low, b_w}, {{"transpose_b", true}});
+    d = b_.create("Mul", n + ".lora_scaling",
+                  {d, b_.constant(lora_scale_, dt_, n + ".lora_alpha")});
+    d = reshape(d, {B_, S_, out}, n + ".lora_unflatten");
+    return b_.create("Add", n + ".lora_add", {y, d});
   }
 
   // Megatron's f and g around a tensor-parallel layer; nothing on one rank.
@@ -161,9 +191,11 @@ private:
   ValueId attention(int64_t i, ValueId x) {
     auto s = b_.scope("attn");
     const std::string p = layerPrefix(i) + "attn.";
+    const ValueId input = x;
     x = tensorParallel("TensorParallelCopy", x, "tp_copy");
     ValueId qkv =
         linear("c_attn", x, H_, 3 * A_, param(p + "c_attn.weight"), param(p + "c_attn.bias"));
+    qkv = withLora(p + "c_attn", "c_attn", qkv, input, H_, 3 * A_, false);
     std::vector<ValueId> parts =
         b_.createMulti("Split", "split", {qkv},
                        {{"axis", int64_t{2}}, {"sizes", std::vector<int64_t>{A_, A_, A_}}});
@@ -196,20 +228,25 @@ private:
     ValueId ctx = b_.create("BatchMatMul", "context", {probs, v});
     ctx = b_.create("Transpose", "context_transpose", {ctx}, to_bhsd);
     ctx = reshape(ctx, {B_, S_, A_}, "merge_heads");
-    return rowParallelLinear("c_proj", ctx, A_, H_, param(p + "c_proj.weight"),
-                             optionalParam(p + "c_proj.bias"));
+    ValueId y = rowParallelLinear("c_proj", ctx, A_, H_, param(p + "c_proj.weight"),
+                                  optionalParam(p + "c_proj.bias"));
+    return withLora(p + "c_proj", "c_proj", y, ctx, A_, H_, true);
   }
 
   // w1(x) * silu(w2(x)), then c_proj.
   ValueId mlp(int64_t i, ValueId x) {
     auto s = b_.scope("mlp");
     const std::string p = layerPrefix(i) + "mlp.";
+    const ValueId input = x;
     x = tensorParallel("TensorParallelCopy", x, "tp_copy");
     ValueId a = linear("w1", x, H_, F_, param(p + "w1.weight"), optionalParam(p + "w1.bias"));
+    a = withLora(p + "w1", "w1", a, input, H_, F_, false);
     ValueId g = linear("w2", x, H_, F_, param(p + "w2.weight"), optionalParam(p + "w2.bias"));
+    g = withLora(p + "w2", "w2", g, input, H_, F_, false);
     ValueId m = b_.create("Mul", "mul", {a, b_.create("Silu", "act", {g})});
-    return rowParallelLinear("c_proj", m, F_, H_, param(p + "c_proj.weight"),
-                             optionalParam(p + "c_proj.bias"));
+    ValueId y = rowParallelLinear("c_proj", m, F_, H_, param(p + "c_proj.weight"),
+                                  optionalParam(p + "c_proj.bias"));
+    return withLora(p + "c_proj", "c_proj", y, m, F_, H_, true);
   }
 
   ValueId block(int64_t i, ValueId x) {
@@ -244,6 +281,7 @@ private:
   int64_t A_;     // this rank's attention width: heads_ * hd_
   int64_t F_;     // this rank's MLP width
   int64_t rot_;
+  double lora_scale_; // alpha / r
   std::unordered_map<std::string, ValueId> params_;
   ValueId cos_ = kNoValue, sin_ = kNoValue;
 };
@@ -280,6 +318,47 @@ std::vector<ParamSpec> qwenParameters(const QwenConfig &config) {
   return params;
 }
 
+Expected<std::vector<ParamSpec>> loraParameters(const QwenConfig &config, const LoraConfig &lora) {
+  KILN_RETURN_IF_ERROR(validateLoraConfig(lora, "LoRA"));
+  const int64_t H = config.hidden_size, F = config.mlpWidth(), r = lora.rank;
+  const TensorSplit replicated, rows{0}, columns{1}, qkv_rows{0, 3};
+  struct Linear {
+    const char *module; // under transformer.h.<i>.
+    int64_t out, in;
+    TensorSplit split; // the base weight's
+  };
+  const Linear linears[] = {{"attn.c_attn", 3 * H, H, qkv_rows},
+                            {"attn.c_proj", H, H, columns},
+                            {"mlp.w1", F, H, rows},
+                            {"mlp.w2", F, H, rows},
+                            {"mlp.c_proj", H, F, columns}};
+  for (const std::string &t : lora.targets) {
+    LoraConfig one = lora;
+    one.targets = {t};
+    bool found = false;
+    for (int64_t i = 0; i < config.num_hidden_layers && !found; ++i)
+      for (const Linear &l : linears)
+        found = found || isLoraTarget(one, layerPrefix(i) + l.module);
+    if (!found)
+      return Error("LoRA target '" + t +
+                   "' matches no linear layer of the model; Qwen's are attn.c_attn, "
+                   "attn.c_proj, mlp.w1, mlp.w2 and mlp.c_proj (lm_head takes no adapter)");
+  }
+  std::vector<ParamSpec> params;
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i)
+    for (const Linear &l : linears) {
+      const std::string module = layerPrefix(i) + l.module;
+      if (!isLoraTarget(lora, module))
+        continue;
+      const bool row_parallel = l.split == columns;
+      params.push_back(
+          {loraAName(module), {r, l.in}, ParamKind::LoraA, row_parallel ? columns : replicated});
+      params.push_back(
+          {loraBName(module), {l.out, r}, ParamKind::LoraB, row_parallel ? replicated : l.split});
+    }
+  return params;
+}
+
 Expected<Graph> buildQwenForward(const QwenConfig &config, const ModelOptions &options) {
   KILN_RETURN_IF_ERROR(validateQwenConfig(config, "Qwen config"));
   if (!isFloat(options.dtype))
@@ -308,9 +387,18 @@ Expected<Graph> buildQwenForward(const QwenConfig &config, const ModelOptions &o
   ValueId input_ids = graph.addInput("input_ids", {DType::I64, tokens}, InputRole::Data);
   ValueId labels = graph.addInput("labels", {DType::I64, tokens}, InputRole::Data);
   std::unordered_map<std::string, ValueId> params;
+  const bool lora = options.lora.enabled();
   for (ParamSpec &p : qwenParameters(config)) {
     KILN_ASSIGN_OR_RETURN(Shape shape, splitShape(p.shape, p.split, tp));
-    params[p.name] = graph.addInput(p.name, {options.dtype, shape}, InputRole::Parameter);
+    params[p.name] = graph.addInput(p.name, {options.dtype, shape},
+                                    lora ? InputRole::Frozen : InputRole::Parameter);
+  }
+  if (lora) {
+    KILN_ASSIGN_OR_RETURN(std::vector<ParamSpec> adapters, loraParameters(config, options.lora));
+    for (ParamSpec &p : adapters) {
+      KILN_ASSIGN_OR_RETURN(Shape shape, splitShape(p.shape, p.split, tp));
+      params[p.name] = graph.addInput(p.name, {DType::F32, shape}, InputRole::Parameter);
+    }
   }
 
   ForwardBuilder builder(graph, config, options, seq, std::move(params));

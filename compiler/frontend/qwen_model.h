@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/frontend/lora_config.h"
 #include "compiler/frontend/qwen_config.h"
 #include "ir/dtype.h"
 #include "ir/error.h"
@@ -20,10 +21,13 @@ struct ModelOptions {
   // Tensor-parallel ranks: > 1 builds one rank's shard of the model
   // (Megatron: heads and MLP width split, collectives between the layers).
   int tensor_parallel = 1;
+  // With a rank: LoRA adapters on the targeted linears, the base weights
+  // frozen (lora_config.h).
+  LoraConfig lora;
 };
 
 // What a parameter is, which decides its initialisation.
-enum class ParamKind { Embedding, Weight, Norm, Bias };
+enum class ParamKind { Embedding, Weight, Norm, Bias, LoraA, LoraB };
 
 struct ParamSpec {
   std::string name; // the Hugging Face state-dict name
@@ -40,10 +44,19 @@ struct ParamSpec {
 // no_bias is false; c_attn always has one.
 std::vector<ParamSpec> qwenParameters(const QwenConfig &config);
 
+// The LoRA adapters of every linear layer `lora` targets, in model order (A
+// then B of each; PEFT's names). Tensor parallelism splits them with their
+// base weight: a column-parallel layer's B by rows as its weight, a
+// row-parallel layer's A by columns, the other factor replicated. A target
+// that matches no linear layer is an error (lm_head is not adaptable).
+Expected<std::vector<ParamSpec>> loraParameters(const QwenConfig &config, const LoraConfig &lora);
+
 // Inputs: "input_ids" and "labels" (i64 [B,S], data), then every parameter of
 // qwenParameters() in options.dtype (with tensor_parallel > 1, each rank's
 // piece of it; a TensorParallelCopy feeds every column-parallel layer and a
-// TensorParallelReduce follows every row-parallel one). Outputs: "logits" (f32 [B,S,V]) and
+// TensorParallelReduce follows every row-parallel one). With LoRA the base
+// weights are Frozen inputs and the adapters f32 Parameters (their master
+// copy), cast to options.dtype where used. Outputs: "logits" (f32 [B,S,V]) and
 // "loss" (f32 [], next-token cross entropy). Node names are the Hugging Face
 // module paths ("transformer.h.3.attn.softmax"). Builds types only; no tensor
 // is allocated.

@@ -26,7 +26,11 @@ artifact::MemoryPlan planOf(const CompiledGraph &g) {
 } // namespace
 
 std::string DeviceMemoryEstimate::toText() const {
-  return "per device: peak " + formatBytes(peak) + " (step " + formatBytes(step_peak) +
+  const std::string frozen = frozen_weights == 0
+                                 ? ""
+                                 : ", of which frozen base weights " + formatBytes(frozen_weights) +
+                                       " and trainable weights " + formatBytes(trainable_weights);
+  return "per device: peak " + formatBytes(peak) + " (step " + formatBytes(step_peak) + frozen +
          " + optimizer state " + formatBytes(optimizer_state) + "; update " +
          formatBytes(update_peak) + ")";
 }
@@ -42,6 +46,10 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
     DeviceMemoryEstimate e;
     e.rank = r * program.parallel.tp; // the replica's first device
     e.step_peak = step.peak_bytes;
+    for (const auto &[name, type] : program.frozen)
+      e.frozen_weights = saturatingAdd(e.frozen_weights, bytesOf(type));
+    for (const auto &[name, type] : program.params)
+      e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(type));
     // Weights and f32 gradients of the parameters the update does not read
     // stay on the device while it runs.
     int64_t elsewhere = 0;

@@ -24,13 +24,16 @@ struct CompiledGraph {
 
 // What one device holds at its peak, from the compile-time memory plans.
 struct DeviceMemoryEstimate {
-  int rank = 0;                // a device with the highest peak
-  int64_t step_peak = 0;       // the forward+backward arena: weights, activations, gradients
-  int64_t optimizer_state = 0; // AdamW moments the device keeps between steps
-  int64_t update_peak = 0;     // during its update, with the weights and gradients it holds
-  int64_t peak = 0;            // the larger of step_peak + optimizer_state and update_peak
+  int rank = 0;                  // a device with the highest peak
+  int64_t step_peak = 0;         // the forward+backward arena: weights, activations, gradients
+  int64_t frozen_weights = 0;    // of step_peak: the frozen base weights (LoRA)
+  int64_t trainable_weights = 0; // of step_peak: the weights the update trains
+  int64_t optimizer_state = 0;   // AdamW moments the device keeps between steps
+  int64_t update_peak = 0;       // during its update, with the weights and gradients it holds
+  int64_t peak = 0;              // the larger of step_peak + optimizer_state and update_peak
   std::vector<std::pair<std::string, int64_t>> largest; // the step's largest buffers
-  // "per device: peak 1.20 GiB (step 0.90 GiB + optimizer state 0.30 GiB; update 0.70 GiB)"
+  // "per device: peak 1.20 GiB (step 0.90 GiB + optimizer state 0.30 GiB; update 0.70 GiB)",
+  // with LoRA also what of the step is frozen base and trainable weights.
   std::string toText() const;
 };
 
@@ -56,6 +59,11 @@ struct TrainingProgram {
   std::vector<std::pair<std::string, TensorType>> params;
   std::vector<TensorSplit> splits;
   std::vector<int> owner;
+  // Weights the step reads but nothing trains (the base model under LoRA):
+  // each device holds its piece, in the model's dtype, and no gradient,
+  // master copy or moments of it.
+  std::vector<std::pair<std::string, TensorType>> frozen;
+  std::vector<TensorSplit> frozen_splits;
   TrainingSignature signature;
   // optimizers[r]: rank r's update (one shared entry without ZeRO).
   std::vector<CompiledGraph> optimizers;

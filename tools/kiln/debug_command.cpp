@@ -318,7 +318,10 @@ void registerBisect(CLI::App &debug, Action &action) {
 void addModelRunFlags(CLI::App &cmd, driver::ReferenceRunRequest &request) {
   cmd.add_option("MODEL", request.model, "config.json, a folder holding it, or a kiln graph JSON")
       ->required();
-  cmd.add_option("--weights", request.weights_path, "safetensors with the parameters")->required();
+  cmd.add_option(
+         "--weights", request.weights_path,
+         "the parameters: a safetensors file, a sharded checkpoint's index, or the model folder")
+      ->required();
   cmd.add_option("--inputs", request.inputs_path,
                  "safetensors with input_ids (i64 [B,S]) and optional labels")
       ->required();

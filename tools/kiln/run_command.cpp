@@ -145,7 +145,9 @@ void registerRunCommand(CLI::App &app, Action &action) {
                   "config.json, a folder holding it, a kiln graph JSON, or an artifact "
                   "(FILE.kiln, from kiln compile -o; run without compiling)")
       ->required();
-  cmd->add_option("--weights", opts->request.weights_path, "safetensors with the parameters")
+  cmd->add_option(
+         "--weights", opts->request.weights_path,
+         "the parameters: a safetensors file, a sharded checkpoint's index, or the model folder")
       ->required();
   cmd->add_option("--inputs", opts->request.inputs_path,
                   "safetensors with input_ids (i64 [B,S]) and optional labels")

@@ -9,12 +9,13 @@
 #include "compiler/driver/training.h"
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/qwen_init.h"
-#include "ir/safetensors.h"
+#include "ir/hf_checkpoint.h"
 #include "runtime/checkpoint_lock.h"
 #include "runtime/mpi_communicator.h"
 #include "runtime/trainer.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
+#include "tools/kiln/lora_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -33,6 +34,7 @@ struct TrainOptions {
   std::string schedule = "cosine", loss_scale = "dynamic";
   std::string log_json;
   bool compile_only = false;
+  LoraFlags lora;
   runtime::TrainerOptions trainer;
 };
 
@@ -49,17 +51,27 @@ std::map<std::string, std::string> runSettings(const frontend::QwenConfig &c,
                                                DType dtype) {
   std::error_code ec;
   const std::filesystem::path data = std::filesystem::weakly_canonical(opts.data, ec);
-  return {{"model", "qwen hidden " + std::to_string(c.hidden_size) + ", " +
-                        std::to_string(c.num_hidden_layers) + " layers, " +
-                        std::to_string(c.num_attention_heads) + " heads of " +
-                        std::to_string(c.kv_channels) + ", ffn " +
-                        std::to_string(c.intermediate_size) + ", vocab " +
-                        std::to_string(c.vocab_size) + ", seq " + std::to_string(opts.model.seq)},
-          {"layout", layout.toString()},
-          {"batch", std::to_string(opts.model.batch)},
-          {"dtype", std::string(dtypeName(dtype))},
-          {"data",
-           (ec ? std::filesystem::path(opts.data) : data).string() + " (" + opts.data_dtype + ")"}};
+  std::map<std::string, std::string> settings = {
+      {"model",
+       "qwen hidden " + std::to_string(c.hidden_size) + ", " + std::to_string(c.num_hidden_layers) +
+           " layers, " + std::to_string(c.num_attention_heads) + " heads of " +
+           std::to_string(c.kv_channels) + ", ffn " + std::to_string(c.intermediate_size) +
+           ", vocab " + std::to_string(c.vocab_size) + ", seq " + std::to_string(opts.model.seq)},
+      {"layout", layout.toString()},
+      {"batch", std::to_string(opts.model.batch)},
+      {"dtype", std::string(dtypeName(dtype))},
+      {"data",
+       (ec ? std::filesystem::path(opts.data) : data).string() + " (" + opts.data_dtype + ")"}};
+  // A LoRA run's checkpoints hold the adapters only: resuming needs the same
+  // adapters on the same frozen base.
+  if (opts.model.lora.enabled()) {
+    settings["lora"] = opts.model.lora.toString();
+    const std::filesystem::path base = std::filesystem::weakly_canonical(opts.weights, ec);
+    settings["base"] = opts.weights.empty()
+                           ? "initialised from seed " + std::to_string(opts.trainer.seed)
+                           : (ec ? opts.weights : base.string());
+  }
+  return settings;
 }
 
 int runTrain(TrainOptions opts) {
@@ -114,6 +126,17 @@ int runTrain(TrainOptions opts) {
     return fail(opts.model.model + ": kiln train needs a Hugging Face config.json (a Qwen model)");
   if (opts.model.seq == 0)
     opts.model.seq = loaded->config->seq_length;
+  auto adapter = resolveLoraFlags(opts.lora, *loaded->config, t.seed);
+  if (!adapter)
+    return fail(adapter.error());
+  if (*adapter) {
+    if ((*adapter)->config.dropout > 0)
+      return fail("LoRA dropout " + number((*adapter)->config.dropout) +
+                  " is not implemented yet: kiln trains adapters without dropout (give "
+                  "--lora-dropout 0, or an adapter whose lora_dropout is 0)");
+    (*adapter)->config.base_model = opts.model.model;
+    opts.model.lora = (*adapter)->config;
+  }
   if (opts.compile_only) {
     auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel);
     if (!program)
@@ -152,12 +175,22 @@ int runTrain(TrainOptions opts) {
     return fail(data.error());
   std::map<std::string, Tensor> weights;
   if (!opts.weights.empty()) {
-    auto file = readSafetensors(opts.weights);
+    auto file = readHfWeights(opts.weights);
     if (!file)
       return fail(file.error());
-    weights = std::move(file->tensors);
+    weights = std::move(*file);
   } else {
     weights = frontend::initQwenWeights(*loaded->config, t.seed);
+  }
+  if (*adapter) {
+    // A LoRA run's checkpoints hold the adapters only; each is also written
+    // as a PEFT adapter folder beside it.
+    weights.insert((*adapter)->tensors.begin(), (*adapter)->tensors.end());
+    t.after_checkpoint = [config = (*adapter)->config](const std::string &path,
+                                                       const runtime::TrainingState &state) {
+      return frontend::writeLoraAdapter(runtime::checkpointExportDir(path),
+                                        frontend::LoraAdapter{config, state.weights});
+    };
   }
 
   auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel);
@@ -309,7 +342,8 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_flag("--resume-any-settings", opts->trainer.resume_any_settings,
                 "resume even from a checkpoint of another model, layout, batch, dtype or data");
   cmd->add_option("--weights", opts->weights,
-                  "initial weights (safetensors, HF names); default: initialised from --seed");
+                  "initial weights by HF names: a safetensors file, a sharded checkpoint's index, "
+                  "or the model folder; default: initialised from --seed");
   cmd->add_option("--seed", opts->trainer.seed, "initialisation and data seed (default 0)");
   cmd->add_option("--log-json", opts->log_json, "one JSON line per step");
   cmd->add_option("--trace", opts->trainer.trace_path,
@@ -321,6 +355,7 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--inject-overflow-at", opts->trainer.inject_overflow_step,
                   "testing: make one replica's gradient inf at this 0-based step")
       ->group("");
+  addLoraFlags(*cmd, opts->lora, /*new_adapters=*/true);
   addJobFlags(*cmd, opts->job);
   addKernelFlags(*cmd, opts->kernels);
   cmd->callback([opts, &action] { action = [opts] { return runTrain(*opts); }; });

@@ -1,0 +1,38 @@
+// Hugging Face checkpoints as they ship: one `model.safetensors`, or shards
+// named by `model.safetensors.index.json`
+//   {"metadata": {"total_size": <bytes>},
+//    "weight_map": {"<tensor name>": "model-00001-of-00003.safetensors", ...}}
+// (shards in the index's folder), or the model folder holding either. The
+// same layout is written back, so `transformers` loads what kiln writes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/tensor.h"
+
+namespace kiln {
+
+inline constexpr const char *kHfWeightsFile = "model.safetensors";
+inline constexpr const char *kHfWeightsIndex = "model.safetensors.index.json";
+
+// The tensors of `path`: a safetensors file, an index (every shard it names
+// read, each mapped rather than copied whole), or a folder holding an index
+// or model.safetensors. Errors name the file: a missing shard, a tensor the
+// index lists but its shard lacks, a tensor in two shards, a shard name
+// that leaves the folder.
+Expected<std::map<std::string, Tensor>> readHfWeights(const std::string &path);
+
+// Writes `tensors` into folder `dir` (created when missing): one
+// model.safetensors when they fit in `max_shard_bytes`, else
+// model-0000K-of-0000N.safetensors shards of at most that size (a larger
+// tensor alone in its shard) plus the index, tensors in name order. Each
+// file is written atomically; returns the files written.
+Expected<std::vector<std::string>> writeHfWeights(const std::string &dir,
+                                                  const std::map<std::string, Tensor> &tensors,
+                                                  uint64_t max_shard_bytes);
+
+} // namespace kiln

@@ -1,9 +1,12 @@
 #include "compiler/driver/reference_run.h"
 
+#include <optional>
+
 #include <spdlog/spdlog.h>
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/driver/compile.h"
+#include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/model_loader.h"
 #include "ir/hf_checkpoint.h"
 
@@ -57,8 +60,20 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
     model_options.batch = ids->second.shape()[0];
     model_options.seq = ids->second.shape()[1];
   }
+  std::optional<frontend::LoraAdapter> adapter;
+  if (!request.lora_path.empty()) {
+    KILN_ASSIGN_OR_RETURN(adapter, frontend::readLoraAdapter(request.lora_path));
+    model_options.lora = adapter->config;
+  }
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel model,
                         frontend::loadModel(request.model, model_options));
+  if (adapter) {
+    if (!model.config)
+      return Error(request.lora_path + ": a LoRA adapter applies to a Hugging Face Qwen model, "
+                                       "not a kiln graph");
+    KILN_RETURN_IF_ERROR(frontend::checkLoraAdapter(
+        *model.config, *adapter, request.lora_path + "/" + frontend::kAdapterWeightsFile));
+  }
   if (model.config && ids == data.tensors.end())
     return Error(request.inputs_path + ": no tensor 'input_ids'");
   Graph graph = std::move(model.graph);
@@ -74,6 +89,8 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
   }
 
   KILN_ASSIGN_OR_RETURN(ops::TensorMap weights, readHfWeights(request.weights_path));
+  if (adapter)
+    weights.insert(adapter->tensors.begin(), adapter->tensors.end());
   KILN_ASSIGN_OR_RETURN(ops::TensorMap bound,
                         bindModelInputs(graph, weights, request.weights_path, data.tensors,
                                         request.inputs_path, overflow));

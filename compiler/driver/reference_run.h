@@ -16,6 +16,9 @@ struct ReferenceRunRequest {
   std::string model;        // config.json, a folder holding it, or a kiln graph JSON
   std::string weights_path; // safetensors with the parameters by their HF names
   std::string inputs_path;  // safetensors with input_ids (i64 [B,S]) and optional labels
+  // A PEFT LoRA adapter folder: its adapters applied, the base frozen (with
+  // training, grad.<adapter> only). Dropout is not applied, as in eval mode.
+  std::string lora_path;
   bool training = false;    // also compute grad.<param> for every parameter
   DType dtype = DType::F32; // compute dtype of the model
   OverflowMode overflow = OverflowMode::InfNan;

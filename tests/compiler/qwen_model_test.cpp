@@ -11,6 +11,7 @@
 #include "ops/interpreter.h"
 #include "ops/op_verifier.h"
 #include "tests/support/random.h"
+#include "tests/support/reference_qwen.h"
 
 namespace kiln::frontend {
 namespace {
@@ -208,153 +209,6 @@ TEST(QwenModelTest, TinyFreshInitLossIsLogVocab) {
   }
 }
 
-// modeling_qwen.py's forward written out with plain loops in double precision.
-class ReferenceQwen {
-public:
-  using Mat = std::vector<double>; // row-major
-  ReferenceQwen(const QwenConfig &c, const std::map<std::string, Tensor> &w) : c_(c), w_(w) {}
-
-  // Returns logits [B*S, V] and the shifted cross-entropy loss.
-  std::pair<Mat, double> forward(const Tensor &ids) {
-    B_ = ids.shape()[0], S_ = ids.shape()[1];
-    const int64_t R = B_ * S_, H = c_.hidden_size, V = c_.vocab_size, F = c_.mlpWidth();
-    const bool bias = !c_.no_bias;
-    Mat x(R * H);
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t h = 0; h < H; ++h)
-        x[r * H + h] = w("transformer.wte.weight")[ids.getInt(r) * H + h];
-    for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
-      const std::string p = "transformer.h." + std::to_string(i) + ".";
-      Mat n = rmsNorm(x, p + "ln_1.weight");
-      Mat qkv = linear(n, H, 3 * H, p + "attn.c_attn.weight", p + "attn.c_attn.bias");
-      Mat a = linear(attention(qkv), H, H, p + "attn.c_proj.weight",
-                     bias ? p + "attn.c_proj.bias" : "");
-      for (size_t k = 0; k < x.size(); ++k)
-        x[k] += a[k];
-      n = rmsNorm(x, p + "ln_2.weight");
-      Mat g1 = linear(n, H, F, p + "mlp.w1.weight", bias ? p + "mlp.w1.bias" : "");
-      Mat g2 = linear(n, H, F, p + "mlp.w2.weight", bias ? p + "mlp.w2.bias" : "");
-      for (size_t k = 0; k < g1.size(); ++k)
-        g1[k] *= g2[k] / (1.0 + std::exp(-g2[k]));
-      Mat m = linear(g1, F, H, p + "mlp.c_proj.weight", bias ? p + "mlp.c_proj.bias" : "");
-      for (size_t k = 0; k < x.size(); ++k)
-        x[k] += m[k];
-    }
-    x = rmsNorm(x, "transformer.ln_f.weight");
-    Mat logits =
-        linear(x, H, V, c_.tie_word_embeddings ? "transformer.wte.weight" : "lm_head.weight", "");
-    double loss = 0;
-    for (int64_t b = 0; b < B_; ++b)
-      for (int64_t s = 0; s + 1 < S_; ++s) {
-        const double *row = &logits[(b * S_ + s) * V];
-        double mx = *std::max_element(row, row + V), sum = 0;
-        for (int64_t v = 0; v < V; ++v)
-          sum += std::exp(row[v] - mx);
-        loss += mx + std::log(sum) - row[ids.getInt(b * S_ + s + 1)];
-      }
-    return {logits, loss / static_cast<double>(B_ * (S_ - 1))};
-  }
-
-private:
-  const float *w(const std::string &name) const { return w_.at(name).dataAs<float>(); }
-
-  Mat linear(const Mat &x, int64_t in, int64_t out, const std::string &weight,
-             const std::string &bias) const {
-    const int64_t rows = static_cast<int64_t>(x.size()) / in;
-    const float *W = w(weight);
-    Mat y(rows * out);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < out; ++o) {
-        double acc = bias.empty() ? 0.0 : w(bias)[o];
-        for (int64_t i = 0; i < in; ++i)
-          acc += x[r * in + i] * W[o * in + i];
-        y[r * out + o] = acc;
-      }
-    return y;
-  }
-
-  Mat rmsNorm(const Mat &x, const std::string &weight) const {
-    const int64_t H = c_.hidden_size;
-    Mat y(x.size());
-    for (size_t r = 0; r < x.size() / H; ++r) {
-      double ms = 0;
-      for (int64_t h = 0; h < H; ++h)
-        ms += x[r * H + h] * x[r * H + h];
-      double inv = 1.0 / std::sqrt(ms / H + c_.layer_norm_epsilon);
-      for (int64_t h = 0; h < H; ++h)
-        y[r * H + h] = x[r * H + h] * inv * w(weight)[h];
-    }
-    return y;
-  }
-
-  // Rotary on the first D channels of one head vector at position s (rotate_half, non-interleaved).
-  void rotate(double *v, int64_t s) const {
-    const int64_t D = c_.rotaryDim(), half = D / 2;
-    std::vector<double> out(D);
-    for (int64_t d = 0; d < D; ++d) {
-      double angle = s * std::pow(c_.rotary_emb_base, -2.0 * (d % half) / D);
-      double rotated = d < half ? -v[d + half] : v[d - half];
-      out[d] = v[d] * std::cos(angle) + rotated * std::sin(angle);
-    }
-    std::copy(out.begin(), out.end(), v);
-  }
-
-  // qkv [B*S, 3H] -> context [B*S, H], causal, per head.
-  Mat attention(Mat qkv) const {
-    const int64_t H = c_.hidden_size, hd = c_.kv_channels;
-    auto at = [&](int64_t b, int64_t s, int64_t part, int64_t head) {
-      return &qkv[(b * S_ + s) * 3 * H + part * H + head * hd];
-    };
-    for (int64_t b = 0; b < B_; ++b)
-      for (int64_t s = 0; s < S_; ++s)
-        for (int64_t head = 0; head < c_.num_attention_heads; ++head)
-          for (int64_t part : {0, 1})
-            rotate(at(b, s, part, head), s);
-    const double scale = c_.scale_attn_weights ? 1.0 / std::sqrt(static_cast<double>(hd)) : 1.0;
-    Mat ctx(B_ * S_ * H, 0.0);
-    for (int64_t b = 0; b < B_; ++b)
-      for (int64_t head = 0; head < c_.num_attention_heads; ++head)
-        for (int64_t i = 0; i < S_; ++i) {
-          std::vector<double> p(i + 1);
-          for (int64_t j = 0; j <= i; ++j) {
-            double dot = 0;
-            for (int64_t d = 0; d < hd; ++d)
-              dot += at(b, i, 0, head)[d] * at(b, j, 1, head)[d];
-            p[j] = dot * scale;
-          }
-          double mx = *std::max_element(p.begin(), p.end()), sum = 0;
-          for (double &e : p)
-            sum += (e = std::exp(e - mx));
-          for (int64_t j = 0; j <= i; ++j)
-            for (int64_t d = 0; d < hd; ++d)
-              ctx[(b * S_ + i) * H + head * hd + d] += p[j] / sum * at(b, j, 2, head)[d];
-        }
-    return ctx;
-  }
-
-  const QwenConfig &c_;
-  const std::map<std::string, Tensor> &w_;
-  int64_t B_ = 0, S_ = 0;
-};
-
-// Weights large enough that attention, rotary and the gate all shape the output.
-std::map<std::string, Tensor> largeRandomWeights(const QwenConfig &config) {
-  std::map<std::string, Tensor> weights;
-  uint64_t seed = 100;
-  for (const ParamSpec &p : qwenParameters(config)) {
-    TensorType type{DType::F32, p.shape};
-    float lo = -0.25f, hi = 0.25f;
-    if (p.kind == ParamKind::Norm)
-      lo = 0.5f, hi = 1.5f;
-    else if (p.kind == ParamKind::Bias)
-      lo = -0.2f, hi = 0.2f;
-    else if (p.kind == ParamKind::Embedding)
-      lo = -1.0f, hi = 1.0f;
-    weights[p.name] = testing::randomTensor(type, seed++, lo, hi);
-  }
-  return weights;
-}
-
 struct Variant {
   const char *name;
   double rotary_pct;
@@ -370,13 +224,13 @@ TEST_P(QwenReferenceTest, MatchesPlainLoopForward) {
   config.no_bias = v.no_bias;
   config.tie_word_embeddings = v.tie;
   config.scale_attn_weights = v.scale;
-  auto weights = largeRandomWeights(config);
+  auto weights = testing::largeRandomQwenWeights(config);
   Tensor ids = randomIds(2, 9, config.vocab_size, 5);
 
   Graph g = build(config, ModelOptions{2, 9, DType::F32});
   auto out = ops::interpret(g, bindInputs(g, weights, DType::F32, ids));
   ASSERT_TRUE(out.isOk()) << out.message();
-  auto [logits, loss] = ReferenceQwen(config, weights).forward(ids);
+  auto [logits, loss] = testing::ReferenceQwen(config, weights).forward(ids);
 
   const Tensor &got = out->at("logits");
   ASSERT_EQ(got.numElements(), static_cast<int64_t>(logits.size()));

@@ -85,5 +85,6 @@ void registerDebugOverflow(CLI::App &debug, Action &action); // under `kiln debu
 void registerInspectCommand(CLI::App &app, Action &action);
 void registerTrainCommand(CLI::App &app, Action &action);
 void registerKeysCommand(CLI::App &app, Action &action);
+void registerMergeCommand(CLI::App &app, Action &action);
 
 } // namespace kiln::cli

@@ -84,6 +84,9 @@ int runArtifact(const RunOptions &opts, const CLI::App &cmd) {
       return fail(o->get_name() + ": " + opts.request.model +
                   " is an artifact: its job and kernels were fixed by kiln compile (kiln inspect "
                   "shows them); drop the flag or recompile");
+  if (!opts.request.lora_path.empty())
+    return fail("--lora: " + opts.request.model +
+                " is an artifact, compiled without adapters; run the model's config with --lora");
   auto loaded = artifact::readArtifact(opts.request.model);
   if (!loaded)
     return fail(loaded.error());
@@ -155,6 +158,9 @@ void registerRunCommand(CLI::App &app, Action &action) {
   cmd->add_option("--outputs", opts->outputs, "safetensors to write logits, loss (and grads) to")
       ->required();
   cmd->add_flag("--training", opts->request.training, "also compute grad.<param> per parameter");
+  cmd->add_option("--lora", opts->request.lora_path,
+                  "a PEFT LoRA adapter folder: the adapters applied (without dropout), the base "
+                  "frozen; with --training the gradients are the adapters'");
   cmd->add_flag(
       "--trust-artifact", opts->trust_artifact,
       "run an artifact whose signer is not trusted (kiln keys trust KEY trusts it for good)");

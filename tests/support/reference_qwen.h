@@ -1,0 +1,52 @@
+// modeling_qwen.py's forward (and PEFT's LoRA on its linears) written out
+// with plain loops in double precision: an implementation independent of
+// the graph builder, the ops and the kernels, to test them against.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/frontend/lora_config.h"
+#include "compiler/frontend/qwen_config.h"
+#include "ir/tensor.h"
+
+namespace kiln::testing {
+
+// Weights large enough that attention, rotary and the gate all shape the
+// output (f32, by HF name); with `lora`, also its adapters, B non-zero so
+// that every adapter gradient is.
+std::map<std::string, Tensor> largeRandomQwenWeights(const frontend::QwenConfig &config,
+                                                     const frontend::LoraConfig &lora = {});
+
+class ReferenceQwen {
+public:
+  using Mat = std::vector<double>; // row-major
+
+  // `weights` by Hugging Face name; with a LoRA config, `weights` also holds
+  // the adapters by PEFT name and every targeted linear adds
+  // (alpha / r) x A^T B^T (no dropout).
+  ReferenceQwen(const frontend::QwenConfig &config, const std::map<std::string, Tensor> &weights,
+                frontend::LoraConfig lora = {})
+      : c_(config), w_(weights), lora_(std::move(lora)) {}
+
+  // Logits [B*S, V] and the shifted cross-entropy loss.
+  std::pair<Mat, double> forward(const Tensor &ids);
+
+private:
+  const float *w(const std::string &name) const { return w_.at(name).dataAs<float>(); }
+  // nn.Linear `module` (weight "<module>.weight"), bias "<module>.bias" when `bias`.
+  Mat linear(const Mat &x, int64_t in, int64_t out, const std::string &module, bool bias) const;
+  Mat rmsNorm(const Mat &x, const std::string &weight) const;
+  void rotate(double *v, int64_t s) const;
+  Mat attention(Mat qkv) const;
+
+  const frontend::QwenConfig &c_;
+  const std::map<std::string, Tensor> &w_;
+  frontend::LoraConfig lora_;
+  int64_t B_ = 0, S_ = 0;
+};
+
+} // namespace kiln::testing

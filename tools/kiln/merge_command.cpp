@@ -1,0 +1,88 @@
+// `kiln merge`: fold a LoRA adapter into its base weights and write the
+// result as a Hugging Face model folder (config.json, shards and index).
+#include <filesystem>
+
+#include "compiler/frontend/lora_adapter.h"
+#include "compiler/frontend/model_loader.h"
+#include "ir/byte_size.h"
+#include "ir/hf_checkpoint.h"
+#include "tools/kiln/cli_common.h"
+
+namespace kiln::cli {
+namespace {
+
+struct MergeOptions {
+  std::string model, weights, lora, output;
+  std::string shard_size = "5GB"; // transformers' save_pretrained default
+};
+
+int runMerge(const MergeOptions &opts) {
+  auto shard_bytes = parseByteSize(opts.shard_size);
+  if (!shard_bytes || *shard_bytes == 0)
+    return fail("--shard-size: " + (shard_bytes
+                                        ? "'" + opts.shard_size + "' is not a size above zero"
+                                        : shard_bytes.message()));
+  frontend::ModelOptions probe;
+  probe.seq = 2; // the config only
+  auto loaded = frontend::loadModel(opts.model, probe);
+  if (!loaded)
+    return fail(loaded.error());
+  if (!loaded->config)
+    return fail(opts.model + ": kiln merge needs a Hugging Face config.json (a Qwen model)");
+  auto config = frontend::modelFile(opts.model);
+  if (!config)
+    return fail(config.error());
+  std::error_code ec;
+  if (std::filesystem::equivalent(std::filesystem::path(*config).parent_path(), opts.output, ec))
+    return fail("-o " + opts.output +
+                " is the base model's folder: the merged weights would "
+                "replace the base; write them to a new folder");
+  auto adapter = frontend::readLoraAdapter(opts.lora);
+  if (!adapter)
+    return fail(adapter.error());
+  const std::string adapter_file =
+      (std::filesystem::path(opts.lora) / frontend::kAdapterWeightsFile).string();
+  if (Status ok = frontend::checkLoraAdapter(*loaded->config, *adapter, adapter_file); !ok)
+    return fail(ok.error());
+  auto base = readHfWeights(opts.weights);
+  if (!base)
+    return fail(base.error());
+  auto merged =
+      frontend::mergeLoraAdapter(*loaded->config, std::move(*base), *adapter, opts.weights);
+  if (!merged)
+    return fail(merged.error());
+  auto files = writeHfWeights(opts.output, *merged, *shard_bytes);
+  if (!files)
+    return fail(files.error());
+  // The config beside the weights, so the folder loads as a model.
+  std::filesystem::copy_file(*config, std::filesystem::path(opts.output) / "config.json",
+                             std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec)
+    return fail(opts.output + "/config.json: cannot copy the model's config: " + ec.message());
+  note("merged " + std::to_string(adapter->tensors.size() / 2) + " adapted layers (" +
+       adapter->config.toString() + ") into " + std::to_string(merged->size()) +
+       " tensors; wrote " + std::to_string(files->size()) + " file(s) to " + opts.output);
+  return 0;
+}
+
+} // namespace
+
+void registerMergeCommand(CLI::App &app, Action &action) {
+  auto opts = std::make_shared<MergeOptions>();
+  CLI::App *cmd = app.add_subcommand(
+      "merge", "Merge a LoRA adapter into its base weights (W + alpha/r * B A, in the base "
+               "dtype) and write a Hugging Face model folder");
+  cmd->add_option("MODEL", opts->model, "config.json or a folder holding it")->required();
+  cmd->add_option("--weights", opts->weights,
+                  "the base weights: a safetensors file, a sharded checkpoint's index, or the "
+                  "model folder")
+      ->required();
+  cmd->add_option("--lora", opts->lora, "the PEFT adapter folder")->required();
+  cmd->add_option("-o,--output", opts->output, "the model folder to write")->required();
+  cmd->add_option("--shard-size", opts->shard_size,
+                  "the largest shard (default 5GB, as transformers writes them)");
+  cmd->callback([opts, &action] { action = [opts] { return runMerge(*opts); }; });
+  suggestOnUnknownArguments(*cmd);
+}
+
+} // namespace kiln::cli

@@ -80,3 +80,19 @@ echo "== the same for 20 steps as 2-way tensor parallel x 4 replicas"
 "$kiln" train examples/qwen-tiny/config.json --data "$work/train.bin" --steps 20 --batch 32 \
   --seq 64 --devices 8 --tp 2 --zero 1 --dtype f16 --lr 3e-3 --warmup 5 --loss-scale dynamic \
   --clip-grad-norm 1.0 | awk 'NR <= 2 || NR % 10 == 1'
+echo "== Qwen-14B LoRA fine-tune (Qwen's recipe: r 64, alpha 16) on 8 x ascend910 (32 GB),"
+echo "   8-way tensor parallel: the base frozen in f16, only the adapters trained; the plan fits"
+"$kiln" train examples/qwen-14b/config.json --compile-only --devices 8 --tp 8 --batch 1 \
+  --lora-rank 64 --lora-alpha 16 --seq 2048 --dtype f16 --target ascend910 --device-memory 32GiB
+echo "== LoRA fine-tune of the tiny Qwen trained above to a new task (another token rule): its"
+echo "   weights frozen, rank-8 adapters on 8 devices (2-way tensor parallel x 4), a PEFT adapter"
+echo "   folder beside each checkpoint, then the adapters merged into a Hugging Face model folder"
+"$kiln" make-inputs examples/qwen-tiny/config.json --tokens 200000 --token-rule 7,1 \
+  -o "$work/task.bin"
+"$kiln" train examples/qwen-tiny/config.json --data "$work/task.bin" --steps 60 --batch 32 \
+  --seq 64 --devices 8 --tp 2 --dtype f16 --lr 3e-3 --clip-grad-norm 1.0 \
+  --weights "$work/ckpt/step-000100.safetensors" --lora-rank 8 --lora-alpha 16 \
+  --checkpoint-dir "$work/lora" --checkpoint-every 30 | awk 'NR <= 2 || NR % 10 == 1'
+ls "$work/lora" "$work/lora/step-000060-adapter"
+"$kiln" merge examples/qwen-tiny/config.json --weights "$work/ckpt/step-000100.safetensors" \
+  --lora "$work/lora/step-000060-adapter" -o "$work/merged"

@@ -105,6 +105,14 @@ Expected<std::map<std::string, Tensor>> mergeLoraAdapter(const QwenConfig &confi
                                                          const LoraAdapter &adapter,
                                                          const std::string &weights_source) {
   KILN_ASSIGN_OR_RETURN(std::vector<ParamSpec> specs, loraParameters(config, adapter.config));
+  std::map<std::string, Tensor> model;
+  for (const ParamSpec &p : qwenParameters(config)) {
+    auto it = base.find(p.name);
+    if (it == base.end())
+      return Error(weights_source + ": no tensor '" + p.name + "' (a parameter of the model)");
+    model.emplace(p.name, std::move(it->second));
+  }
+  base = std::move(model);
   const double scale = adapter.config.scale();
   const int64_t r = adapter.config.rank;
   for (size_t k = 0; k + 1 < specs.size(); k += 2) {

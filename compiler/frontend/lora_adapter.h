@@ -44,7 +44,9 @@ Expected<LoraAdapter> startingAdapter(const QwenConfig &config, const std::strin
 // The base weights with every adapted linear's weight replaced by
 //   W + (alpha / r) * B A
 // summed in double (B A by a double GEMM), stored in W's dtype (through f32).
-// Other tensors pass through unchanged.
+// The result holds the model's parameters only, the others unchanged; what
+// else `base` holds (a kiln checkpoint's moments) is left out, and a
+// missing parameter is an error naming `weights_source`.
 Expected<std::map<std::string, Tensor>> mergeLoraAdapter(const QwenConfig &config,
                                                          std::map<std::string, Tensor> base,
                                                          const LoraAdapter &adapter,

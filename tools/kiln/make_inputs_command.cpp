@@ -19,13 +19,17 @@ struct MakeInputsOptions {
   int64_t seq = 16;
   uint64_t seed = 0;
   int64_t tokens = 0; // > 0: a token file for kiln train instead
-  JobFlags job;       // a graph's custom ops
+  // The corpus' rule: each token is the one before times `multiplier` plus `offset`, plus noise.
+  std::vector<int64_t> rule = {5, 3};
+  JobFlags job; // a graph's custom ops
 };
 
 // A pre-tokenised corpus in nanoGPT's format (uint16 ids, uint32 past 65535)
-// that a model can learn: each token follows from the one before (times 5
-// plus 3) with a little noise, so the loss falls well below log(vocab).
-int writeTokenFile(const std::string &path, int64_t vocab, int64_t count, uint64_t seed) {
+// that a model can learn: each token follows from the one before (by
+// default times 5 plus 3) with a little noise, so the loss falls well below
+// log(vocab). Another rule makes another task to fine-tune on.
+int writeTokenFile(const std::string &path, int64_t vocab, int64_t count, uint64_t seed,
+                   const std::vector<int64_t> &rule) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int64_t> noise(0, 3);
   const size_t width = vocab > 65536 ? 4 : 2;
@@ -35,7 +39,7 @@ int writeTokenFile(const std::string &path, int64_t vocab, int64_t count, uint64
   for (int64_t i = 0; i < count; ++i) {
     for (size_t b = 0; b < width; ++b)
       bytes.push_back(static_cast<char>((token >> (8 * b)) & 0xff));
-    token = (token * 5 + 3 + noise(rng)) % vocab;
+    token = (token * rule[0] + rule[1] + noise(rng)) % vocab;
   }
   Status written = writeFileAtomic(path, bytes);
   if (!written)
@@ -61,7 +65,8 @@ int runMakeInputs(const MakeInputsOptions &opts) {
     return written ? 0 : fail(written.error());
   }
   if (opts.tokens > 0)
-    return writeTokenFile(opts.output, model->config->vocab_size, opts.tokens, opts.seed);
+    return writeTokenFile(opts.output, model->config->vocab_size, opts.tokens, opts.seed,
+                          opts.rule);
   std::mt19937_64 rng(opts.seed);
   std::uniform_int_distribution<int64_t> token(0, model->config->vocab_size - 1);
   std::vector<int64_t> ids(static_cast<size_t>(opts.batch * opts.seq));
@@ -89,7 +94,12 @@ void registerMakeInputsCommand(CLI::App &app, Action &action) {
                   "write a learnable token file of this many tokens for kiln train --data "
                   "(nanoGPT's flat uint16 format) instead")
       ->check(PositiveInteger);
-  addJobFlags(*cmd, opts->job);
+  cmd->add_option("--token-rule", opts->rule,
+                  "with --tokens: MUL,ADD, each token the one before times MUL plus ADD, plus "
+                  "noise (default 5,3; another rule is another task)")
+      ->expected(2)
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->callback([opts, &action] { action = [opts] { return runMakeInputs(*opts); }; });
   suggestOnUnknownArguments(*cmd);
 }

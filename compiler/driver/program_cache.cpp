@@ -75,7 +75,8 @@ Expected<cache::CacheKey> programKey(const ModelRequest &model, const ResolvedJo
   KILN_ASSIGN_OR_RETURN(std::string file, frontend::modelFile(model.model));
   KILN_ASSIGN_OR_RETURN(in.model, readFile(file, kMaxKeyedFileBytes));
   in.request = "training=" + std::to_string(model.training) +
-               ";batch=" + std::to_string(model.batch) + ";seq=" + std::to_string(model.seq);
+               ";batch=" + std::to_string(model.batch) + ";seq=" + std::to_string(model.seq) +
+               (model.lora.enabled() ? ";lora=" + model.lora.toString() : "");
   KILN_ASSIGN_OR_RETURN(
       in.job, jsonText({{"job", artifact::jobToJson(job)}, {"places", jobPlaces(job)}}, "the job"));
   const JobSettings &e = job.effective;

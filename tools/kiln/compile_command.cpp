@@ -16,6 +16,7 @@
 #include "ir/printable_text.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
+#include "tools/kiln/lora_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -187,6 +188,7 @@ void registerCompileCommand(CLI::App &app, Action &action) {
   cmd->add_flag("--training", opts->model.training,
                 "the whole training step: forward, loss, backward, AdamW");
   cmd->add_option("--batch", opts->model.batch, "batch size")->check(PositiveInteger);
+  addLoraShapeFlags(*cmd, opts->model.lora);
   cmd->add_option("--seq", opts->seqs,
                   "sequence length (default: the config's seq_length); with -o FILE.kiln a list "
                   "S1,S2,... compiles one bucket per length into the artifact")

@@ -16,15 +16,18 @@ namespace kiln::cli {
 struct LoraFlags {
   std::string dir;
   frontend::LoraConfig fresh; // rank 0: no new adapters
-  std::string targets;        // comma-separated; empty: Qwen's recipe
 };
 
-// --lora DIR, and with `new_adapters` the flags that start fresh ones.
+// --lora-rank, --lora-alpha and --lora-targets: the adapters' shape, for
+// commands that build a LoRA graph without weights (kiln compile).
+void addLoraShapeFlags(CLI::App &cmd, frontend::LoraConfig &lora);
+// --lora DIR, and with `new_adapters` the flags that start fresh ones (the
+// shape flags and --lora-dropout).
 void addLoraFlags(CLI::App &cmd, LoraFlags &flags, bool new_adapters);
 
 // The adapters the command starts from, or nothing when no LoRA flag is
 // given; a folder and a rank together are an error.
 Expected<std::optional<frontend::LoraAdapter>>
-resolveLoraFlags(LoraFlags flags, const frontend::QwenConfig &config, uint64_t seed);
+resolveLoraFlags(const LoraFlags &flags, const frontend::QwenConfig &config, uint64_t seed);
 
 } // namespace kiln::cli

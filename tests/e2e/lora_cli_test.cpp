@@ -6,6 +6,7 @@
 // model; bad LoRA flags are clear errors.
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -219,6 +220,24 @@ TEST_F(LoraCli, MergeWritesAShardedFolderThatRunsLikeTheAdaptedModel) {
   expectError(run("run " + kTiny +
                   " --weights sharded --inputs inputs.safetensors --outputs o.safetensors"),
               {kHfWeightsIndex, second, "missing"});
+}
+
+// The corpus a LoRA run fine-tunes to in the main job: another rule of the
+// same kind, each token the one before times MUL plus ADD plus noise 0-3.
+TEST_F(LoraCli, MakeInputsWritesATokenFileOfTheRuleGiven) {
+  for (const auto &[rule, mul, add] :
+       std::vector<std::tuple<std::string, int, int>>{{"", 5, 3}, {"--token-rule 7,1", 7, 1}}) {
+    ASSERT_EQ(run("make-inputs " + kTiny + " --tokens 1000 -o t.bin " + rule).exit_code, 0);
+    const std::string bytes = slurp(path("t.bin"));
+    ASSERT_EQ(bytes.size(), 2000u);
+    const auto *t = reinterpret_cast<const uint16_t *>(bytes.data());
+    for (size_t i = 1; i < 1000; ++i) {
+      const int step = (t[i] - (t[i - 1] * mul + add) % 512 + 512) % 512;
+      ASSERT_LE(step, 3) << rule << " token " << i;
+    }
+  }
+  expectError(run("make-inputs " + kTiny + " --tokens 10 --token-rule 7 -o t.bin"),
+              {"--token-rule"});
 }
 
 TEST_F(LoraCli, BadLoraFlagsAreClearErrors) {

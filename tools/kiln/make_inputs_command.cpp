@@ -100,6 +100,7 @@ void registerMakeInputsCommand(CLI::App &app, Action &action) {
       ->expected(2)
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  addJobFlags(*cmd, opts->job);
   cmd->callback([opts, &action] { action = [opts] { return runMakeInputs(*opts); }; });
   suggestOnUnknownArguments(*cmd);
 }

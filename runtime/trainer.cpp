@@ -9,6 +9,7 @@
 
 #include "ir/float16.h"
 #include "ir/float_status.h"
+#include "ir/splitmix.h"
 #include "runtime/checkpoint.h"
 #include "runtime/gradient_norm.h"
 
@@ -250,6 +251,13 @@ Expected<StepRecord> Trainer::step() {
     const int first = r * T;
     auto clock = Profiler::Clock::now();
     Tensor ids = data_.batch(options_.seed, step_, replicaOf(first) * per_replica, per_replica);
+    // Dropout's masks: new every step and replica, the same on the ranks of
+    // a replica (they see the same activations), as a resumed run draws them.
+    const Tensor dropout_seed = Tensor::fromInts(
+        DType::I64, {},
+        {static_cast<int64_t>(
+            splitmix64(options_.seed ^
+                       splitmix64(static_cast<uint64_t>(step_) ^ splitmix64(replicaOf(first)))))});
     std::vector<ops::TensorMap> inputs(T);
     std::vector<const ops::TensorMap *> group;
     std::vector<DeviceMemory *> memory;
@@ -259,6 +267,8 @@ Expected<StepRecord> Trainer::step() {
       inputs[t]["input_ids"] = ids;
       inputs[t]["labels"] = ids;
       inputs[t][program_.signature.loss_scale] = scalarF32(scale);
+      if (!program_.signature.dropout_seed.empty())
+        inputs[t][program_.signature.dropout_seed] = dropout_seed;
       group.push_back(&inputs[t]);
       memory.push_back(&memory_[first + t]);
       status.push_back(&float_status_[first + t]);

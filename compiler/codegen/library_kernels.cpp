@@ -1,8 +1,10 @@
 #include "compiler/codegen/library_kernels.h"
 
 #include <atomic>
+#include <bit>
 #include <cstring>
 
+#include "ir/dropout_mask.h"
 #include "ir/dtype.h"
 #include "ir/float16.h"
 #include "ir/float_status.h"
@@ -82,11 +84,47 @@ extern "C" void kilnEmbeddingGrad(void **buffers, int64_t row_begin, int64_t row
   publish(status, takeFloatStatus());
 }
 
+// Rounds and stores value `v` as element i of `out` (of `dtype`), as the
+// generated kernels' store does.
+void storeFloat(void *out, DType dtype, int64_t i, float v, OverflowMode overflow) {
+  switch (dtype) {
+  case DType::F16:
+    static_cast<uint16_t *>(out)[i] = floatToHalf(v, overflow);
+    break;
+  case DType::BF16:
+    static_cast<uint16_t *>(out)[i] = floatToBFloat16(v, overflow);
+    break;
+  default:
+    static_cast<float *>(out)[i] = roundToDType(v, DType::F32, overflow);
+  }
+}
+
+extern "C" void kilnDropout(void **buffers, int64_t row_begin, int64_t row_end, uint32_t *status,
+                            const int64_t *args) {
+  const void *x = buffers[args[0]];
+  const auto seed = static_cast<uint64_t>(*static_cast<const int64_t *>(buffers[args[1]]));
+  void *y = buffers[args[2]];
+  const auto x_dtype = static_cast<DType>(args[3]);
+  const auto y_dtype = static_cast<DType>(args[4]);
+  const int64_t cols = args[5];
+  const double p = std::bit_cast<double>(args[6]);
+  const int64_t stream = args[7];
+  const auto overflow = static_cast<OverflowMode>(args[8]);
+  const float scale = dropoutScale(p);
+  takeFloatStatus();
+  for (int64_t i = row_begin * cols; i < row_end * cols; ++i)
+    storeFloat(y, y_dtype, i,
+               dropoutKeeps(seed, stream, i, p) ? loadFloat(x, x_dtype, i) * scale : 0.0f,
+               overflow);
+  publish(status, takeFloatStatus());
+}
+
 } // namespace
 
 const std::vector<LibraryKernel> &libraryKernels() {
   static const std::vector<LibraryKernel> kernels = {
       {kEmbeddingGradRoutine, &kilnEmbeddingGrad},
+      {kDropoutRoutine, &kilnDropout},
   };
   return kernels;
 }

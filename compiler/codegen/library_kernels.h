@@ -41,4 +41,11 @@ const std::vector<LibraryKernel> &libraryKernels();
 // indices and dtable (DType), tokens, elements per row.
 inline constexpr char kEmbeddingGradRoutine[] = "kiln_embedding_grad";
 
+// y = dropout(x) of a [rows, cols] tensor (ops/lib/dropout.cpp): each element
+// kept by ir/dropout_mask.h's hash and scaled in f32, or zero, rounded to y's
+// dtype. The hash has no form in kernel expressions (no xor or shifts).
+// args: x buffer, seed buffer (i64 scalar), y buffer, the dtypes of x and y,
+// cols, p (a double's bits), stream.
+inline constexpr char kDropoutRoutine[] = "kiln_dropout";
+
 } // namespace kiln::codegen

@@ -64,6 +64,7 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
   if (!request.lora_path.empty()) {
     KILN_ASSIGN_OR_RETURN(adapter, frontend::readLoraAdapter(request.lora_path));
     model_options.lora = adapter->config;
+    model_options.lora.dropout = 0; // as PEFT in eval mode
   }
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel model,
                         frontend::loadModel(request.model, model_options));

@@ -53,6 +53,8 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
   KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings));
   parallel::TrainingSignature &sig = program.signature;
   sig.loss_scale = autodiff::kLossScaleName;
+  if (program.step.graph.findInput(frontend::kLoraDropoutSeedName))
+    sig.dropout_seed = frontend::kLoraDropoutSeedName;
   sig.learning_rate = autodiff::kLearningRateName;
   sig.grad_scale = autodiff::kGradScaleName;
   sig.adam_step = autodiff::kAdamStepName;

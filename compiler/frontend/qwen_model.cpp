@@ -29,6 +29,11 @@ public:
         params_(std::move(params)) {
     if (options.lora.enabled())
       lora_scale_ = options.lora.scale();
+    if (options.lora.enabled() && options.lora.dropout > 0) {
+      lora_dropout_ = options.lora.dropout;
+      dropout_seed_ = graph.addInput(kLoraDropoutSeedName, TensorType{DType::I64, {}},
+                                     InputRole::Hyperparameter);
+    }
     b_.setProvenance(Provenance{"frontend", {}});
   }
 
@@ -104,6 +109,10 @@ private:
       return y;
     const std::string n(name);
     ValueId flat = reshape(x, {B_ * S_, in}, n + ".lora_flatten");
+    const int64_t stream = lora_sites_++;
+    if (dropout_seed_ != kNoValue)
+      flat = b_.create("Dropout", n + ".lora_dropout", {flat, dropout_seed_},
+                       {{"p", lora_dropout_}, {"stream", stream}});
     ValueId a_w = cast(a->second, DType::F32, dt_, n + ".lora_A.cast");
     ValueId low = b_.create("MatMul", n + ".lora_A", {flat, a_w}, {{"transpose_b", true}});
     low = tensorParallel(row_parallel ? "TensorParallelReduce" : "TensorParallelCopy", low,
@@ -281,7 +290,10 @@ private:
   int64_t A_;     // this rank's attention width: heads_ * hd_
   int64_t F_;     // this rank's MLP width
   int64_t rot_;
-  double lora_scale_; // alpha / r
+  double lora_scale_;       // alpha / r
+  double lora_dropout_ = 0; // its probability, with dropout_seed_
+  ValueId dropout_seed_ = kNoValue;
+  int64_t lora_sites_ = 0; // adapted linears so far: each one's dropout stream
   std::unordered_map<std::string, ValueId> params_;
   ValueId cos_ = kNoValue, sin_ = kNoValue;
 };

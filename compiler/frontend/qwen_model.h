@@ -39,6 +39,10 @@ struct ParamSpec {
   TensorSplit split;
 };
 
+// With LoRA dropout, the step's input holding the dropout seed (i64 scalar,
+// Hyperparameter): the trainer feeds a new one every step.
+inline constexpr const char *kLoraDropoutSeedName = "lora.dropout_seed";
+
 // Every parameter of the model in Hugging Face order (wte, the layers, ln_f,
 // lm_head unless tied). Biases of attn.c_proj and the MLP exist only when
 // no_bias is false; c_attn always has one.
@@ -56,7 +60,10 @@ Expected<std::vector<ParamSpec>> loraParameters(const QwenConfig &config, const 
 // piece of it; a TensorParallelCopy feeds every column-parallel layer and a
 // TensorParallelReduce follows every row-parallel one). With LoRA the base
 // weights are Frozen inputs and the adapters f32 Parameters (their master
-// copy), cast to options.dtype where used. Outputs: "logits" (f32 [B,S,V]) and
+// copy), cast to options.dtype where used; with LoRA dropout, each adapted
+// linear's adapter input goes through its own Dropout (stream: the linear's
+// number in the model), seeded by the input kLoraDropoutSeedName. Outputs:
+// "logits" (f32 [B,S,V]) and
 // "loss" (f32 [], next-token cross entropy). Node names are the Hugging Face
 // module paths ("transformer.h.3.attn.softmax"). Builds types only; no tensor
 // is allocated.

@@ -42,6 +42,7 @@ struct DeviceMemoryEstimate {
 // compiler named them.
 struct TrainingSignature {
   std::string loss_scale;                           // step input
+  std::string dropout_seed; // step input (i64), new every step; empty without dropout
   std::string learning_rate, grad_scale, adam_step; // update inputs (adam_step also an output)
   // Per parameter, in TrainingProgram::params order: its gradient (a step
   // output, an update input) and its AdamW moments (update inputs and outputs).

@@ -222,6 +222,36 @@ TEST_F(LoraCli, MergeWritesAShardedFolderThatRunsLikeTheAdaptedModel) {
               {kHfWeightsIndex, second, "missing"});
 }
 
+// Dropout on the adapters' input: a run is repeatable, resumes bit for bit
+// (the masks follow the seed and the step), trains otherwise than without
+// dropout, and its PEFT folder records the probability.
+TEST_F(LoraCli, DropoutIsRepeatableAndResumesExactly) {
+  writeBaseAndAdapter(loraOfRank(4));
+  const std::string flags = "--devices 2 --lora-dropout 0.1";
+  const std::vector<json> a = trainLog("a", flags), b = trainLog("b", flags);
+  const std::vector<json> none = trainLog("none", "--devices 2");
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), 20u);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i]["loss"], b[i]["loss"]) << "step " << i + 1;
+  EXPECT_NE(a.back()["loss"], none.back()["loss"]);
+  fs::create_directories(dir_ / "c");
+  fs::copy_file(dir_ / "a" / "step-000010.safetensors", dir_ / "c" / "step-000010.safetensors");
+  Result resumed = run("train " + kTiny +
+                       " --data train.bin --batch 8 --seq 16 --lr 1e-2 --steps 20 --lora-rank 4 "
+                       "--weights base.safetensors --checkpoint-dir c --resume " +
+                       flags);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  auto unbroken = readSafetensors(path("a/step-000020.safetensors"));
+  auto again = readSafetensors(path("c/step-000020.safetensors"));
+  ASSERT_TRUE(unbroken.isOk() && again.isOk());
+  for (const auto &[tensor, t] : unbroken->tensors)
+    EXPECT_TRUE(again->tensors.at(tensor) == t) << tensor << " differs after resuming";
+  auto peft = frontend::readLoraAdapter(path("a/step-000020-adapter"));
+  ASSERT_TRUE(peft.isOk()) << peft.message();
+  EXPECT_EQ(peft->config.dropout, 0.1);
+}
+
 // The corpus a LoRA run fine-tunes to in the main job: another rule of the
 // same kind, each token the one before times MUL plus ADD plus noise 0-3.
 TEST_F(LoraCli, MakeInputsWritesATokenFileOfTheRuleGiven) {
@@ -247,7 +277,7 @@ TEST_F(LoraCli, BadLoraFlagsAreClearErrors) {
   expectError(run(train + "--lora-rank 4 --lora adapter"), {"--lora adapter", "give one"});
   expectError(run(train + "--lora-rank 4 --lora-targets c_attn,c_atn"),
               {"'c_atn' matches no linear layer"});
-  expectError(run(train + "--lora-rank 4 --lora-dropout 0.05"), {"dropout", "not implemented yet"});
+  expectError(run(train + "--lora-rank 4 --lora-dropout 1"), {"LoRA dropout 1", "[0, 1)"});
   expectError(run(train + "--lora missing-folder"), {"missing-folder", "adapter_config.json"});
   expectError(run("merge " + kTiny + " --weights base.safetensors --lora adapter -o " + kSource +
                   "/examples/qwen-tiny"),

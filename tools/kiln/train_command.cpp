@@ -130,10 +130,6 @@ int runTrain(TrainOptions opts) {
   if (!adapter)
     return fail(adapter.error());
   if (*adapter) {
-    if ((*adapter)->config.dropout > 0)
-      return fail("LoRA dropout " + number((*adapter)->config.dropout) +
-                  " is not implemented yet: kiln trains adapters without dropout (give "
-                  "--lora-dropout 0, or an adapter whose lora_dropout is 0)");
     (*adapter)->config.base_model = opts.model.model;
     opts.model.lora = (*adapter)->config;
   }

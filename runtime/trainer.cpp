@@ -230,34 +230,28 @@ void Trainer::profileHost(int device, const char *what, Profiler::Clock::time_po
     profiler_->host(step_ + 1, globalDevice(device), what, start, Profiler::Clock::now());
 }
 
-Expected<StepRecord> Trainer::step() {
-  const auto started = std::chrono::steady_clock::now();
-  const uint64_t copied_before = Tensor::bytesCopied();
-  const int replicas = comm_->localSize();
+// Local replica `r`'s forward and backward over its micro-batches, its
+// ranks in lockstep: the micro-batches' losses summed into `loss`, their
+// gradients summed in f32 into grads_ of the replica's devices.
+Status Trainer::forwardBackward(int r, double scale, float &loss) {
   const int T = tp();
-  const int devices = replicas * T;
-  const int64_t per_replica = program_.batch_per_replica;
-  const double scale = scaler_.scale();
-  const double lr = options_.schedule.at(step_);
-
-  // Forward and backward on every replica, one after another; the ranks of
-  // a replica in lockstep.
-  std::vector<float> losses(replicas);
-  // NPUClearFloatStatus before the step, NPUGetFloatStatus after it.
-  for (FloatStatus &status : float_status_)
-    status.clear();
-  for (int r = 0; r < replicas; ++r) {
-    const int64_t t0 = trace_ ? trace_->now() : 0;
-    const int first = r * T;
+  const int first = r * T;
+  const int64_t t0 = trace_ ? trace_->now() : 0;
+  loss = 0;
+  for (int k = 0; k < program_.parallel.grad_accum; ++k) {
     auto clock = Profiler::Clock::now();
-    Tensor ids = data_.batch(options_.seed, step_, replicaOf(first) * per_replica, per_replica);
-    // Dropout's masks: new every step and replica, the same on the ranks of
-    // a replica (they see the same activations), as a resumed run draws them.
-    const Tensor dropout_seed = Tensor::fromInts(
-        DType::I64, {},
-        {static_cast<int64_t>(
-            splitmix64(options_.seed ^
-                       splitmix64(static_cast<uint64_t>(step_) ^ splitmix64(replicaOf(first)))))});
+    const int64_t micro = program_.micro_batch;
+    Tensor ids = data_.batch(options_.seed, step_,
+                             replicaOf(first) * program_.batch_per_replica + k * micro, micro);
+    // Dropout's masks: new every step, replica and micro-batch, the same on
+    // the ranks of a replica (they see the same activations), as a resumed
+    // run draws them.
+    const uint64_t site =
+        splitmix64(static_cast<uint64_t>(replicaOf(first)) << 32 | static_cast<uint64_t>(k));
+    const Tensor dropout_seed =
+        Tensor::fromInts(DType::I64, {},
+                         {static_cast<int64_t>(splitmix64(
+                             options_.seed ^ splitmix64(static_cast<uint64_t>(step_) ^ site)))});
     std::vector<ops::TensorMap> inputs(T);
     std::vector<const ops::TensorMap *> group;
     std::vector<DeviceMemory *> memory;
@@ -286,20 +280,49 @@ Expected<StepRecord> Trainer::step() {
       return outputs.error().withContext(
           (T == 1 ? deviceName(first) : deviceName(first) + ".." + deviceName(first + T - 1)) +
           ", step " + std::to_string(step_ + 1));
-    losses[r] = static_cast<float>(outputs->front().at("loss").getFloat(0));
+    loss += static_cast<float>(outputs->front().at("loss").getFloat(0));
     for (int t = 0; t < T; ++t)
       for (size_t i = 0; i < program_.params.size(); ++i) {
         const std::string &grad = program_.signature.gradient[i];
         Tensor &g = (*outputs)[t].at(grad);
-        Tensor &mine = grads_[first + t][i];
-        mine = g.dtype() == DType::F32 ? std::move(g) : g.castTo(DType::F32);
-        KILN_RETURN_IF_ERROR(memory_[first + t].allocate(grad, mine.byteSize()));
+        Tensor f32 = g.dtype() == DType::F32 ? std::move(g) : g.castTo(DType::F32);
+        Tensor &sum = grads_[first + t][i];
+        if (k == 0) {
+          sum = std::move(f32);
+          KILN_RETURN_IF_ERROR(memory_[first + t].allocate(grad, sum.byteSize()));
+          continue;
+        }
+        float *to = sum.dataAs<float>();
+        const float *from = std::as_const(f32).dataAs<float>();
+        for (int64_t j = 0; j < sum.numElements(); ++j)
+          to[j] += from[j];
       }
     profileHost(first, "gradients out", clock);
-    if (trace_)
-      for (int t = 0; t < T; ++t)
-        trace_->add(first + t, "forward+backward", t0, trace_->now(), step_ + 1);
   }
+  if (trace_)
+    for (int t = 0; t < T; ++t)
+      trace_->add(first + t, "forward+backward", t0, trace_->now(), step_ + 1);
+  return Status::ok();
+}
+
+Expected<StepRecord> Trainer::step() {
+  const auto started = std::chrono::steady_clock::now();
+  const uint64_t copied_before = Tensor::bytesCopied();
+  const int replicas = comm_->localSize();
+  const int T = tp();
+  const int devices = replicas * T;
+  const int64_t per_replica = program_.batch_per_replica;
+  const double scale = scaler_.scale();
+  const double lr = options_.schedule.at(step_);
+
+  // Forward and backward on every replica, one after another; the ranks of
+  // a replica in lockstep.
+  std::vector<float> losses(replicas);
+  // NPUClearFloatStatus before the step, NPUGetFloatStatus after it.
+  for (FloatStatus &status : float_status_)
+    status.clear();
+  for (int r = 0; r < replicas; ++r)
+    KILN_RETURN_IF_ERROR(forwardBackward(r, scale, losses[r]));
   if (step_ == options_.inject_overflow_step &&
       comm_->firstLocalRank() + replicas == comm_->worldSize()) {
     // As a kernel of that device would overflow: inf in INFNAN mode; in
@@ -348,7 +371,8 @@ Expected<StepRecord> Trainer::step() {
 
   // Every replica holds the same sums: one look at the first replica's ranks
   // decides for all of them. A replicated parameter counts once.
-  const double dp = program_.parallel.dp;
+  // The gradients and losses are sums of one mean per micro-batch of every replica.
+  const double means = program_.parallel.dp * program_.parallel.grad_accum;
   std::vector<const Tensor *> counted;
   for (int t = 0; t < T; ++t)
     for (size_t i = 0; i < program_.params.size(); ++i)
@@ -361,18 +385,18 @@ Expected<StepRecord> Trainer::step() {
   profileHost(0, "gradient norm", clock);
   StepRecord rec;
   rec.step = step_ + 1;
-  rec.loss = losses[0] / dp;
+  rec.loss = losses[0] / means;
   rec.loss_scale = scale;
   rec.lr = lr;
   rec.overflow = overflow;
   rec.grad_norm =
-      overflow ? std::numeric_limits<double>::infinity() : std::sqrt(sum_squares) / (scale * dp);
+      overflow ? std::numeric_limits<double>::infinity() : std::sqrt(sum_squares) / (scale * means);
   if (!overflow) {
     const double clip = options_.clip_grad_norm > 0 && rec.grad_norm > options_.clip_grad_norm
                             ? options_.clip_grad_norm / (rec.grad_norm + 1e-6)
                             : 1.0;
     for (int d = 0; d < devices; ++d)
-      KILN_RETURN_IF_ERROR(update(d, clip / (scale * dp), lr));
+      KILN_RETURN_IF_ERROR(update(d, clip / (scale * means), lr));
     // ZeRO-1: each parameter's owner sends the updated weights to the others.
     clock = Profiler::Clock::now();
     for (int t = 0; t < T; ++t)

@@ -105,6 +105,7 @@ private:
   Status start(std::map<std::string, Tensor> weights);
   Status resume(const std::string &path);
   Expected<StepRecord> step();
+  Status forwardBackward(int replica, double scale, float &loss);
   Status update(int device, double grad_scale, double lr);
   Status checkpoint();
   std::string deviceName(int device) const;

@@ -26,8 +26,9 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
   parallel::TrainingProgram program;
   program.parallel = config;
   program.batch_per_replica = model.batch / config.dp;
+  program.micro_batch = program.batch_per_replica / config.grad_accum;
   frontend::ModelOptions options;
-  options.batch = program.batch_per_replica;
+  options.batch = program.micro_batch;
   options.seq = model.seq;
   options.dtype = job.dtype;
   options.tensor_parallel = config.tp;

@@ -7,11 +7,12 @@ namespace kiln::parallel {
 
 std::string ParallelConfig::toString() const {
   return std::to_string(devices) + " device" + (devices == 1 ? "" : "s") + ": dp " +
-         std::to_string(dp) + " x tp " + std::to_string(tp) + ", zero " + std::to_string(zero);
+         std::to_string(dp) + " x tp " + std::to_string(tp) + ", zero " + std::to_string(zero) +
+         (grad_accum > 1 ? ", grad-accum " + std::to_string(grad_accum) : "");
 }
 
 Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,
-                                               int64_t global_batch) {
+                                               int64_t global_batch, int grad_accum) {
   ParallelConfig c;
   if (devices < 1)
     return Error("--devices must be at least 1, got " + std::to_string(devices));
@@ -35,10 +36,19 @@ Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int 
   if (zero != 0 && zero != 1)
     return Error("--zero " + std::to_string(zero) + ": expected 0 or 1");
   c.zero = zero;
+  if (grad_accum < 1 || grad_accum > kMaxGradAccum)
+    return Error("--grad-accum " + std::to_string(grad_accum) + ": expected 1 to " +
+                 std::to_string(kMaxGradAccum));
+  c.grad_accum = grad_accum;
   if (global_batch % c.dp != 0)
     return Error("--batch " + std::to_string(global_batch) + " does not split over " +
                  std::to_string(c.dp) + " data-parallel replicas: make it a multiple of " +
                  std::to_string(c.dp));
+  const int64_t pieces = static_cast<int64_t>(c.dp) * grad_accum;
+  if (global_batch % pieces != 0)
+    return Error("--batch " + std::to_string(global_batch) + " does not split over " +
+                 std::to_string(c.dp) + " replicas x " + std::to_string(grad_accum) +
+                 " micro-batches (--grad-accum): make it a multiple of " + std::to_string(pieces));
   return c;
 }
 

@@ -23,15 +23,21 @@ struct ParallelConfig {
   int dp = 8;
   int tp = 1;
   int zero = 0; // 0: every replica holds the whole optimizer state; 1: each holds its share
-  std::string toString() const; // "8 devices: dp 8 x tp 1, zero 1"
+  // Micro-batches per step: each replica's share of the batch runs in this
+  // many pieces whose gradients are summed before the update.
+  int grad_accum = 1;
+  std::string toString() const; // "8 devices: dp 8 x tp 1, zero 1[, grad-accum 4]"
 };
 
+inline constexpr int kMaxGradAccum = 65536;
+
 // Fills what was left out (dp = devices / tp) and checks the rest: D x T = N,
-// a global batch that splits evenly over the replicas, ZeRO 0 or 1 (whether
-// the model splits T ways is the model's to say), at most kMaxDevices
-// devices. `dp` and `tp` of 0 mean "not given".
+// a global batch that splits evenly over the replicas and their
+// `grad_accum` micro-batches, ZeRO 0 or 1 (whether the model splits T ways
+// is the model's to say), at most kMaxDevices devices. `dp` and `tp` of 0
+// mean "not given"; a global batch of 0 is not checked (one per micro-batch).
 Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,
-                                               int64_t global_batch);
+                                               int64_t global_batch, int grad_accum = 1);
 
 // ZeRO-1 ownership: which data-parallel rank updates (and holds the
 // optimizer state of) each parameter. Whole tensors, largest first to the

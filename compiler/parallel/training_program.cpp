@@ -30,8 +30,11 @@ std::string DeviceMemoryEstimate::toText() const {
                                  ? ""
                                  : ", of which frozen base weights " + formatBytes(frozen_weights) +
                                        " and trainable weights " + formatBytes(trainable_weights);
+  const std::string accumulated =
+      accumulated_gradients == 0 ? ""
+                                 : " + accumulated gradients " + formatBytes(accumulated_gradients);
   return "per device: peak " + formatBytes(peak) + " (step " + formatBytes(step_peak) + frozen +
-         " + optimizer state " + formatBytes(optimizer_state) + "; update " +
+         accumulated + " + optimizer state " + formatBytes(optimizer_state) + "; update " +
          formatBytes(update_peak) + ")";
 }
 
@@ -62,7 +65,15 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
         elsewhere = saturatingAdd(elsewhere, saturatingAdd(bytesOf(t), f32_bytes));
     }
     e.update_peak = saturatingAdd(update_peaks[update_peaks.size() == 1 ? 0 : r], elsewhere);
-    e.peak = std::max(saturatingAdd(e.step_peak, e.optimizer_state), e.update_peak);
+    // With micro-batches, each parameter's f32 gradient sum stays on the
+    // device while the next micro-batch runs.
+    if (program.parallel.grad_accum > 1)
+      for (const auto &[name, type] : program.params)
+        e.accumulated_gradients =
+            saturatingAdd(e.accumulated_gradients, saturatingMul(4, numElements(type.shape)));
+    e.peak = std::max(
+        saturatingAdd(saturatingAdd(e.step_peak, e.accumulated_gradients), e.optimizer_state),
+        e.update_peak);
     if (r == 0 || e.peak > best.peak)
       best = e;
   }

@@ -24,13 +24,14 @@ struct CompiledGraph {
 
 // What one device holds at its peak, from the compile-time memory plans.
 struct DeviceMemoryEstimate {
-  int rank = 0;                  // a device with the highest peak
-  int64_t step_peak = 0;         // the forward+backward arena: weights, activations, gradients
-  int64_t frozen_weights = 0;    // of step_peak: the frozen base weights (LoRA)
-  int64_t trainable_weights = 0; // of step_peak: the weights the update trains
-  int64_t optimizer_state = 0;   // AdamW moments the device keeps between steps
-  int64_t update_peak = 0;       // during its update, with the weights and gradients it holds
-  int64_t peak = 0;              // the larger of step_peak + optimizer_state and update_peak
+  int rank = 0;                      // a device with the highest peak
+  int64_t step_peak = 0;             // the forward+backward arena: weights, activations, gradients
+  int64_t frozen_weights = 0;        // of step_peak: the frozen base weights (LoRA)
+  int64_t trainable_weights = 0;     // of step_peak: the weights the update trains
+  int64_t optimizer_state = 0;       // AdamW moments the device keeps between steps
+  int64_t accumulated_gradients = 0; // f32 sums held over the micro-batches (grad_accum > 1)
+  int64_t update_peak = 0;           // during its update, with the weights and gradients it holds
+  int64_t peak = 0;                  // the larger of step_peak + optimizer_state and update_peak
   std::vector<std::pair<std::string, int64_t>> largest; // the step's largest buffers
   // "per device: peak 1.20 GiB (step 0.90 GiB + optimizer state 0.30 GiB; update 0.70 GiB)",
   // with LoRA also what of the step is frozen base and trainable weights.
@@ -41,7 +42,7 @@ struct DeviceMemoryEstimate {
 // the runtime drives the graphs through these, knowing nothing of how the
 // compiler named them.
 struct TrainingSignature {
-  std::string loss_scale;                           // step input
+  std::string loss_scale;   // step input
   std::string dropout_seed; // step input (i64), new every step; empty without dropout
   std::string learning_rate, grad_scale, adam_step; // update inputs (adam_step also an output)
   // Per parameter, in TrainingProgram::params order: its gradient (a step
@@ -51,7 +52,8 @@ struct TrainingSignature {
 
 struct TrainingProgram {
   ParallelConfig parallel;
-  int64_t batch_per_replica = 1;
+  int64_t batch_per_replica = 1; // sequences a replica trains on per step
+  int64_t micro_batch = 1;       // of them, what one run of the step takes (grad_accum runs)
   int64_t seq = 0;
   CompiledGraph step;
   // The parameters in graph order (each tensor-parallel rank's piece), how

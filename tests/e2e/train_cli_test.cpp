@@ -342,20 +342,80 @@ TEST_F(TrainCli, CompileOnlyExitsFourWhenThePlanDoesNotFit) {
 
 // The plan the check above uses is what the devices then hold: measured
 // while training, the peak stays within it.
+// The run's last line: "measured device memory peak 2.2 MiB (planned 2.2 MiB)".
+std::pair<std::string, std::string> measuredAndPlannedPeak(const std::string &out) {
+  const size_t at = out.find("measured device memory peak ");
+  char measured[32] = {}, planned[32] = {};
+  if (at == std::string::npos ||
+      std::sscanf(out.c_str() + at, "measured device memory peak %31[^(](planned %31[^)]", measured,
+                  planned) != 2)
+    return {"?", out};
+  std::string m = measured;
+  m.erase(m.find_last_not_of(' ') + 1);
+  return {m, planned};
+}
+
 TEST_F(TrainCli, TheMeasuredPeakStaysWithinThePlan) {
   Result r = run(train("--steps 2 --devices 4 --zero 1"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const size_t at = r.out.find("measured device memory peak ");
-  ASSERT_NE(at, std::string::npos) << r.out;
-  double measured = 0, planned = 0;
-  char unit_m[8] = {}, unit_p[8] = {};
-  ASSERT_EQ(std::sscanf(r.out.c_str() + at,
-                        "measured device memory peak %lf %7s (planned %lf %7[^)]", &measured,
-                        unit_m, &planned, unit_p),
-            4)
-      << r.out;
-  EXPECT_EQ(std::string(unit_m), std::string(unit_p));
-  EXPECT_LE(measured, planned);
+  const auto [measured, planned] = measuredAndPlannedPeak(r.out);
+  EXPECT_EQ(measured, planned) << r.out;
+}
+
+// Gradient accumulation: each replica's share of --batch in K micro-batches
+// trains as the whole batch does, on one device and across data and tensor
+// parallel ones; the plan adds the f32 sums the micro-batches leave on the
+// device, and the measured peak is the plan; a resumed run ends as an
+// unbroken one.
+TEST_F(TrainCli, GradientAccumulationTrainsAsTheWholeBatch) {
+  const std::string batch32 = "train " + kTiny + " --data train.bin --batch 32 --seq 16 --lr 1e-3 ";
+  auto trainAs = [&](const std::string &name, const std::string &flags) {
+    Result r = run(batch32 + "--steps 12 --checkpoint-every 6 --checkpoint-dir " + name +
+                   " --log-json " + name + ".jsonl " + flags);
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    const auto [measured, planned] = measuredAndPlannedPeak(r.out);
+    EXPECT_EQ(measured, planned) << name << ": " << r.out;
+    return log(path(name + ".jsonl"));
+  };
+  const std::vector<json> whole = trainAs("whole", "--devices 1");
+  ASSERT_EQ(whole.size(), 12u);
+  for (const auto &[name, flags] : std::vector<std::pair<std::string, std::string>>{
+           {"k4", "--devices 1 --grad-accum 4"},
+           {"dp2k4z", "--devices 2 --zero 1 --grad-accum 4"},
+           {"tp2dp2k2", "--devices 4 --tp 2 --grad-accum 2"}}) {
+    const std::vector<json> got = trainAs(name, flags);
+    ASSERT_EQ(got.size(), 12u) << name;
+    for (size_t i = 0; i < whole.size(); ++i)
+      for (const char *field : {"loss", "grad_norm"}) {
+        const double w = whole[i][field];
+        EXPECT_NEAR(got[i][field].get<double>(), w, 1e-5 * w)
+            << name << " step " << i + 1 << " " << field;
+      }
+  }
+  Result plan = run(batch32 + "--devices 1 --grad-accum 4 --compile-only");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("(32 per replica: 8 per micro-batch, 4 micro-batches)"),
+            std::string::npos)
+      << plan.out;
+  EXPECT_NE(plan.out.find("+ accumulated gradients "), std::string::npos) << plan.out;
+
+  fs::create_directories(dir_ / "resumed");
+  fs::copy_file(dir_ / "dp2k4z" / "step-000006.safetensors",
+                dir_ / "resumed" / "step-000006.safetensors");
+  Result resumed =
+      run(batch32 + "--steps 12 --devices 2 --zero 1 --grad-accum 4 --checkpoint-dir resumed "
+                    "--resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  auto unbroken = readSafetensors(path("dp2k4z/step-000012.safetensors"));
+  auto again = readSafetensors(path("resumed/step-000012.safetensors"));
+  ASSERT_TRUE(unbroken.isOk() && again.isOk());
+  for (const auto &[tensor, t] : unbroken->tensors)
+    EXPECT_TRUE(again->tensors.at(tensor) == t) << tensor << " differs after resuming";
+
+  expectError(run("train " + kTiny +
+                  " --data train.bin --steps 1 --batch 12 --devices 2 "
+                  "--grad-accum 4"),
+              {"--batch 12", "2 replicas x 4 micro-batches", "multiple of 8"});
 }
 
 TEST_F(TrainCli, BadInputIsAClearError) {

@@ -26,7 +26,7 @@ struct TrainOptions {
   driver::KernelSettings kernels;
   std::string data, data_dtype = "uint16";
   std::string weights;
-  int devices = 8, dp = 0, tp = 0, zero = 0;
+  int devices = 8, dp = 0, tp = 0, zero = 0, grad_accum = 1;
   int devices_per_process = 0; // under mpirun: the devices each process drives
   std::string device_memory;
   double lr = 3e-4, min_lr = -1;
@@ -74,16 +74,25 @@ std::map<std::string, std::string> runSettings(const frontend::QwenConfig &c,
   return settings;
 }
 
+// "(8 per replica)", or with micro-batches "(8 per replica: 2 per micro-batch, 4 micro-batches)".
+std::string batchSplit(const parallel::TrainingProgram &program) {
+  const std::string replica = "(" + std::to_string(program.batch_per_replica) + " per replica";
+  if (program.parallel.grad_accum == 1)
+    return replica + ")";
+  return replica + ": " + std::to_string(program.micro_batch) + " per micro-batch, " +
+         std::to_string(program.parallel.grad_accum) + " micro-batches)";
+}
+
 int runTrain(TrainOptions opts) {
   auto job = resolveJobFlags(opts.job, DType::F32);
   if (!job)
     return fail(job.error());
-  auto parallel =
-      parallel::resolveParallelConfig(opts.devices, opts.dp, opts.tp, opts.zero, opts.model.batch);
+  auto parallel = parallel::resolveParallelConfig(opts.devices, opts.dp, opts.tp, opts.zero,
+                                                  opts.model.batch, opts.grad_accum);
   if (!parallel)
     return fail(parallel.error());
   if (opts.model.batch == 0)
-    opts.model.batch = parallel->dp; // one sequence per replica
+    opts.model.batch = int64_t{parallel->dp} * parallel->grad_accum; // one per micro-batch
   runtime::TrainerOptions &t = opts.trainer;
   if (!opts.device_memory.empty()) {
     auto bytes = parseByteSize(opts.device_memory);
@@ -139,8 +148,8 @@ int runTrain(TrainOptions opts) {
       return fail(program.error());
     const parallel::DeviceMemoryEstimate &m = program->memory;
     std::cout << "kiln: compiled the training step for " << parallel->toString()
-              << ", global batch " << opts.model.batch << " (" << program->batch_per_replica
-              << " per replica), seq " << program->seq << ", " << dtypeName(job->dtype) << "\n"
+              << ", global batch " << opts.model.batch << " " << batchSplit(*program) << ", seq "
+              << program->seq << ", " << dtypeName(job->dtype) << "\n"
               << "  step kernels: " << program->step.kernels.stats.total << " ("
               << program->step.kernels.stats.unique
               << " unique); updates: " << program->optimizers.size() << "\n"
@@ -235,8 +244,8 @@ int runTrain(TrainOptions opts) {
     lock.emplace(std::move(*acquired));
   }
   if (speaker)
-    std::cout << "kiln: " << parallel->toString() << ", global batch " << opts.model.batch << " ("
-              << program->batch_per_replica << " per replica), seq " << program->seq << "; "
+    std::cout << "kiln: " << parallel->toString() << ", global batch " << opts.model.batch << " "
+              << batchSplit(*program) << ", seq " << program->seq << "; "
               << program->memory.toText() << " of " << formatBytes(t.device_memory) << "\n";
   std::ofstream log;
   if (!opts.log_json.empty()) {
@@ -316,6 +325,10 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--tp", opts->tp, "tensor-parallel shards (default 1)")
       ->check(NonNegativeInteger);
   cmd->add_option("--zero", opts->zero, "0, or 1: shard the optimizer state over the replicas");
+  cmd->add_option("--grad-accum", opts->grad_accum,
+                  "micro-batches per step: each replica's share of --batch runs in this many "
+                  "pieces whose gradients are summed before the update (default 1)")
+      ->check(PositiveInteger);
   cmd->add_option("--devices-per-process", opts->devices_per_process,
                   "under mpirun: the devices each process drives (processes x this = --devices)")
       ->check(PositiveInteger);

@@ -428,37 +428,40 @@ Expected<StepRecord> Trainer::step() {
 }
 
 // Device `device`'s AdamW update of (its piece of) the parameters its
-// replica owns.
+// replica owns, bucket by bucket: each bucket's new weights and moments
+// replace the old ones before the next bucket runs.
 Status Trainer::update(int device, double grad_scale, double lr) {
   const int64_t t0 = trace_ ? trace_->now() : 0;
-  const auto clock = Profiler::Clock::now();
-  const int rank = replicaOf(device);
-  const size_t which = program_.optimizers.size() == 1 ? 0 : static_cast<size_t>(rank);
-  ops::TensorMap inputs = moments_[device];
-  inputs[program_.signature.adam_step] = Tensor::fromInts(DType::I64, {}, {updates_});
-  inputs[program_.signature.learning_rate] = scalarF32(lr);
-  inputs[program_.signature.grad_scale] = scalarF32(grad_scale);
-  for (size_t i = 0; i < program_.params.size(); ++i) {
-    if (program_.owner[i] != -1 && program_.owner[i] != rank)
-      continue;
-    const std::string &name = program_.params[i].first;
-    inputs[name] = weights_[device][name];
-    inputs[program_.signature.gradient[i]] = grads_[device][i];
-  }
-  profileHost(device, "update inputs", clock);
-  if (profiler_)
-    update_executors_[which]->profileInto(
-        {profiler_.get(), update_programs_[which], step_ + 1, {globalDevice(device)}});
-  auto outputs = update_executors_[which]->run(inputs, &memory_[device]);
-  if (!outputs)
-    return outputs.error().withContext(deviceName(device) + ", update");
-  for (auto &[name, t] : *outputs) {
-    if (name == program_.signature.adam_step)
-      continue;
-    if (moments_[device].count(name))
-      moments_[device][name] = std::move(t);
-    else
-      weights_[device][name] = std::move(t);
+  const parallel::TrainingSignature &sig = program_.signature;
+  for (size_t b : program_.updatesOf(replicaOf(device))) {
+    const auto clock = Profiler::Clock::now();
+    ops::TensorMap inputs;
+    inputs[sig.adam_step] = Tensor::fromInts(DType::I64, {}, {updates_});
+    inputs[sig.learning_rate] = scalarF32(lr);
+    inputs[sig.grad_scale] = scalarF32(grad_scale);
+    for (size_t i : program_.bucket_params[b]) {
+      const std::string &name = program_.params[i].first;
+      inputs[name] = weights_[device][name];
+      inputs[sig.gradient[i]] = grads_[device][i];
+      inputs[sig.moment[i]] = moments_[device][sig.moment[i]];
+      inputs[sig.velocity[i]] = moments_[device][sig.velocity[i]];
+    }
+    profileHost(device, "update inputs", clock);
+    if (profiler_)
+      update_executors_[b]->profileInto(
+          {profiler_.get(), update_programs_[b], step_ + 1, {globalDevice(device)}});
+    auto outputs = update_executors_[b]->run(inputs, &memory_[device]);
+    if (!outputs)
+      return outputs.error().withContext(deviceName(device) + ", update");
+    inputs.clear(); // the old weights and moments go as they are replaced
+    for (auto &[name, t] : *outputs) {
+      if (name == sig.adam_step)
+        continue;
+      if (moments_[device].count(name))
+        moments_[device][name] = std::move(t);
+      else
+        weights_[device][name] = std::move(t);
+    }
   }
   if (trace_)
     trace_->add(device, "update", t0, trace_->now(), step_ + 1);

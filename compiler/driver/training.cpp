@@ -72,13 +72,21 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
                                    : std::vector<int>(sizes.size(), -1);
   const int updates = config.zero == 1 ? config.dp : 1;
   for (int r = 0; r < updates; ++r) {
-    std::vector<std::pair<std::string, TensorType>> mine;
+    std::vector<size_t> mine;
     for (size_t i = 0; i < program.params.size(); ++i)
       if (program.owner[i] == -1 || program.owner[i] == r)
-        mine.push_back(program.params[i]);
-    KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(mine, step_options));
-    KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c, compiled(std::move(update), job, settings));
-    program.optimizers.push_back(std::move(c));
+        mine.push_back(i);
+    program.replica_updates.emplace_back();
+    for (std::vector<size_t> &bucket : parallel::updateBuckets(sizes, mine)) {
+      std::vector<std::pair<std::string, TensorType>> params;
+      for (size_t i : bucket)
+        params.push_back(program.params[i]);
+      KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(params, step_options));
+      KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c, compiled(std::move(update), job, settings));
+      program.replica_updates.back().push_back(program.optimizers.size());
+      program.optimizers.push_back(std::move(c));
+      program.bucket_params.push_back(std::move(bucket));
+    }
   }
   program.memory = parallel::estimateDeviceMemory(program);
   return program;

@@ -67,4 +67,25 @@ std::vector<int> zeroOwners(const std::vector<int64_t> &param_bytes, int ranks) 
   return owner;
 }
 
+std::vector<std::vector<size_t>> updateBuckets(const std::vector<int64_t> &param_bytes,
+                                               const std::vector<size_t> &members) {
+  int64_t total = 0, largest = 0;
+  for (size_t i : members) {
+    total += param_bytes[i];
+    largest = std::max(largest, param_bytes[i]);
+  }
+  const int64_t cap = std::max(largest, (total + kUpdateBuckets - 1) / kUpdateBuckets);
+  std::vector<std::vector<size_t>> buckets;
+  int64_t filled = 0;
+  for (size_t i : members) {
+    if (buckets.empty() || filled + param_bytes[i] > cap) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+    buckets.back().push_back(i);
+    filled += param_bytes[i];
+  }
+  return buckets;
+}
+
 } // namespace kiln::parallel

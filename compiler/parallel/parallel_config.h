@@ -45,4 +45,13 @@ Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int 
 // one largest tensor of even.
 std::vector<int> zeroOwners(const std::vector<int64_t> &param_bytes, int ranks);
 
+// The update runs in buckets, one after another, each writing its new
+// weights and moments while the others' stay as they are: the update's peak
+// is the state plus one bucket, not twice the state. Splits the parameters
+// `members` (indices into `param_bytes`) in order into buckets of at most
+// max(largest member, total / kUpdateBuckets) bytes.
+inline constexpr int kUpdateBuckets = 16;
+std::vector<std::vector<size_t>> updateBuckets(const std::vector<int64_t> &param_bytes,
+                                               const std::vector<size_t> &members);
+
 } // namespace kiln::parallel

@@ -40,9 +40,15 @@ std::string DeviceMemoryEstimate::toText() const {
 
 DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
   const artifact::MemoryPlan step = planOf(program.step);
-  std::vector<int64_t> update_peaks;
-  for (const CompiledGraph &g : program.optimizers)
-    update_peaks.push_back(planOf(g).peak_bytes);
+  // What each bucket's update adds to the inputs it reads, which the
+  // device holds throughout.
+  std::vector<int64_t> bucket_extra;
+  for (const CompiledGraph &g : program.optimizers) {
+    int64_t inputs = 0;
+    for (const GraphInput &in : g.graph.inputs())
+      inputs = saturatingAdd(inputs, bytesOf(g.graph.type(in.value)));
+    bucket_extra.push_back(std::max<int64_t>(0, planOf(g).peak_bytes - inputs));
+  }
 
   DeviceMemoryEstimate best;
   for (int r = 0; r < program.parallel.dp; ++r) {
@@ -53,18 +59,21 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
       e.frozen_weights = saturatingAdd(e.frozen_weights, bytesOf(type));
     for (const auto &[name, type] : program.params)
       e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(type));
-    // Weights and f32 gradients of the parameters the update does not read
-    // stay on the device while it runs.
-    int64_t elsewhere = 0;
+    // During the update the device holds every weight (frozen ones too),
+    // every f32 gradient and the moments it owns; one bucket at a time adds
+    // its new weights and moments.
+    int64_t held = e.frozen_weights;
     for (size_t i = 0; i < program.params.size(); ++i) {
       const TensorType &t = program.params[i].second;
       const int64_t f32_bytes = saturatingMul(4, numElements(t.shape));
       if (program.owner[i] == -1 || program.owner[i] == r)
         e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, f32_bytes));
-      else
-        elsewhere = saturatingAdd(elsewhere, saturatingAdd(bytesOf(t), f32_bytes));
+      held = saturatingAdd(held, saturatingAdd(bytesOf(t), f32_bytes));
     }
-    e.update_peak = saturatingAdd(update_peaks[update_peaks.size() == 1 ? 0 : r], elsewhere);
+    int64_t largest_bucket = 0;
+    for (size_t b : program.updatesOf(r))
+      largest_bucket = std::max(largest_bucket, bucket_extra[b]);
+    e.update_peak = saturatingAdd(saturatingAdd(held, e.optimizer_state), largest_bucket);
     // With micro-batches, each parameter's f32 gradient sum stays on the
     // device while the next micro-batch runs.
     if (program.parallel.grad_accum > 1)

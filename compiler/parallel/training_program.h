@@ -68,12 +68,17 @@ struct TrainingProgram {
   std::vector<std::pair<std::string, TensorType>> frozen;
   std::vector<TensorSplit> frozen_splits;
   TrainingSignature signature;
-  // optimizers[r]: rank r's update (one shared entry without ZeRO).
+  // The AdamW update in buckets (parallel_config.h updateBuckets): graph b
+  // updates the parameters bucket_params[b] (indices into params). Replica
+  // r runs the buckets replica_updates[r] in order (one list for every
+  // replica without ZeRO; with ZeRO-1 the buckets of the parameters it owns).
   std::vector<CompiledGraph> optimizers;
+  std::vector<std::vector<size_t>> bucket_params;
+  std::vector<std::vector<size_t>> replica_updates;
   DeviceMemoryEstimate memory;
 
-  const CompiledGraph &optimizerOf(int dp_rank) const {
-    return optimizers[optimizers.size() == 1 ? 0 : dp_rank];
+  const std::vector<size_t> &updatesOf(int dp_rank) const {
+    return replica_updates[replica_updates.size() == 1 ? 0 : dp_rank];
   }
 };
 

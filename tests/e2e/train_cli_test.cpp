@@ -362,6 +362,26 @@ TEST_F(TrainCli, TheMeasuredPeakStaysWithinThePlan) {
   EXPECT_EQ(measured, planned) << r.out;
 }
 
+// With two tokens a step the update, not the step, sets the peak: it runs in
+// buckets, so it holds the state plus one bucket's new weights and moments,
+// and the measured peak is the plan, with ZeRO-1 and tensor parallelism too.
+TEST_F(TrainCli, TheUpdateRunsInBucketsAndItsPeakIsThePlan) {
+  const std::string tiny = "train " + kTiny + " --data train.bin --batch 2 --seq 2 --steps 2 ";
+  for (const char *flags : {"--devices 1", "--devices 2 --zero 1", "--devices 2 --tp 2"}) {
+    Result r = run(tiny + flags);
+    ASSERT_EQ(r.exit_code, 0) << flags << ": " << r.err;
+    EXPECT_NE(r.out.find("; update "), std::string::npos) << r.out;
+    const auto [measured, planned] = measuredAndPlannedPeak(r.out);
+    EXPECT_EQ(measured, planned) << flags << ": " << r.out;
+  }
+  Result plan = run(tiny + "--devices 1 --compile-only");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  // Buckets of at least the largest tensor (the embedding, lm_head).
+  const size_t at = plan.out.find("update buckets: ");
+  ASSERT_NE(at, std::string::npos) << plan.out;
+  EXPECT_GE(std::atoi(plan.out.c_str() + at + 16), 4) << plan.out;
+}
+
 // Gradient accumulation: each replica's share of --batch in K micro-batches
 // trains as the whole batch does, on one device and across data and tensor
 // parallel ones; the plan adds the f32 sums the micro-batches leave on the

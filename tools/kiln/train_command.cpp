@@ -152,7 +152,7 @@ int runTrain(TrainOptions opts) {
               << program->seq << ", " << dtypeName(job->dtype) << "\n"
               << "  step kernels: " << program->step.kernels.stats.total << " ("
               << program->step.kernels.stats.unique
-              << " unique); updates: " << program->optimizers.size() << "\n"
+              << " unique); update buckets: " << program->optimizers.size() << "\n"
               << "  " << m.toText() << "\n  device " << formatBytes(t.device_memory) << ": "
               << (m.peak <= t.device_memory ? "fits" : "does NOT fit") << " (npu:" << m.rank
               << " has the highest peak)\n  the step's largest buffers:\n";

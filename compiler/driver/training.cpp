@@ -9,9 +9,11 @@ namespace kiln::driver {
 namespace {
 
 Expected<parallel::CompiledGraph> compiled(Graph graph, const ResolvedJob &job,
-                                           const KernelSettings &settings) {
+                                           const KernelSettings &settings,
+                                           cache::KernelCache *cache) {
   KILN_RETURN_IF_ERROR(compileGraph(graph, job).status());
-  KILN_ASSIGN_OR_RETURN(JobKernels kernels, compileJobKernels(graph, job, settings));
+  KILN_ASSIGN_OR_RETURN(JobKernels kernels,
+                        compileJobKernels(graph, job, settings, nullptr, cache));
   if (!kernels.kernels.fallbacks.empty())
     spdlog::warn("{}", codegen::fallbackSummary(kernels.kernels.fallbacks));
   return parallel::CompiledGraph{std::move(graph), std::move(kernels.kernels)};
@@ -25,6 +27,10 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
                                                            const parallel::ParallelConfig &config) {
   parallel::TrainingProgram program;
   program.parallel = config;
+  // One cache for the step and every update bucket: opened, and its
+  // counters written, once.
+  std::string cache_dir;
+  std::unique_ptr<cache::KernelCache> cache = openKernelCache(settings, cache_dir);
   program.batch_per_replica = model.batch / config.dp;
   program.micro_batch = program.batch_per_replica / config.grad_accum;
   frontend::ModelOptions options;
@@ -51,7 +57,7 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
     (trained ? program.params : program.frozen).emplace_back(in.name, loaded.graph.type(in.value));
     (trained ? program.splits : program.frozen_splits).push_back(split);
   }
-  KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings));
+  KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings, cache.get()));
   parallel::TrainingSignature &sig = program.signature;
   sig.loss_scale = autodiff::kLossScaleName;
   if (program.step.graph.findInput(frontend::kLoraDropoutSeedName))
@@ -82,7 +88,8 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
       for (size_t i : bucket)
         params.push_back(program.params[i]);
       KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(params, step_options));
-      KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c, compiled(std::move(update), job, settings));
+      KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c,
+                            compiled(std::move(update), job, settings, cache.get()));
       program.replica_updates.back().push_back(program.optimizers.size());
       program.optimizers.push_back(std::move(c));
       program.bucket_params.push_back(std::move(bucket));

@@ -172,43 +172,6 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
   return Status::ok();
 }
 
-Status Trainer::resume(const std::string &path) {
-  KILN_ASSIGN_OR_RETURN(TrainingState state, readCheckpoint(path));
-  const std::string differ = settingsDiffer(state.settings, options_.settings);
-  if (!differ.empty() && !options_.resume_any_settings)
-    return Error(path + ": the checkpoint was written by a run with other settings: " + differ +
-                 "; resume with its settings, give another --checkpoint-dir, or "
-                 "--resume-any-settings to continue from it anyway");
-  // Device `device`'s piece, of type `piece`, of the whole tensor `name` in `tensors`.
-  auto restore = [&](const std::map<std::string, Tensor> &tensors, const std::string &name,
-                     int device, const TensorType &piece) -> Expected<Tensor> {
-    const TensorSplit &split = split_of_.at(name);
-    auto it = tensors.find(name);
-    if (it != tensors.end()) {
-      const Expected<Shape> shape = splitShape(it->second.shape(), split, tp());
-      if (shape && *shape == piece.shape && it->second.dtype() == piece.dtype)
-        return takeShard(it->second, split, device % tp(), tp());
-    }
-    const TensorType whole{piece.dtype, joinedShape(piece.shape, split, tp())};
-    return Error(path + ": no " + typeToString(whole) + " tensor '" + name + "'" +
-                 (it == tensors.end() ? "" : "; it holds " + typeToString(it->second.type())));
-  };
-  for (int d = 0; d < static_cast<int>(weights_.size()); ++d) {
-    for (const auto &[name, type] : program_.params) {
-      KILN_ASSIGN_OR_RETURN(weights_[d][name], restore(state.weights, name, d, type));
-    }
-    for (auto &[name, t] : moments_[d]) {
-      KILN_ASSIGN_OR_RETURN(t, restore(state.moments, name, d, t.type()));
-    }
-  }
-  step_ = state.step;
-  updates_ = state.updates;
-  options_.seed = state.seed; // the data continues as it began
-  scaler_.restore(state.loss_scale, state.good_steps, state.overflows_in_a_row);
-  resumed_from_ = path;
-  return Status::ok();
-}
-
 Status Trainer::run(const std::function<Status(const StepRecord &)> &on_step) {
   while (step_ < options_.steps) {
     KILN_ASSIGN_OR_RETURN(StepRecord record, step());
@@ -465,67 +428,6 @@ Status Trainer::update(int device, double grad_scale, double lr) {
   }
   if (trace_)
     trace_->add(device, "update", t0, trace_->now(), step_ + 1);
-  return Status::ok();
-}
-
-Tensor Trainer::gather(const std::vector<ops::TensorMap> &per_device, int replica,
-                       const std::string &name) const {
-  std::vector<Tensor> pieces;
-  for (int t = 0; t < tp(); ++t)
-    pieces.push_back(per_device[replica * tp() + t].at(name));
-  return joinShards(pieces, split_of_.at(name));
-}
-
-Status Trainer::checkpoint() {
-  // Every process takes part (ZeRO-1 moments come from their owners); the
-  // process holding rank 0 writes.
-  TrainingState state;
-  state.step = step_;
-  state.updates = updates_;
-  state.loss_scale = scaler_.scale();
-  state.good_steps = scaler_.goodSteps();
-  state.overflows_in_a_row = scaler_.overflowsInARow();
-  state.seed = options_.seed;
-  state.settings = options_.settings;
-  for (const auto &[name, type] : program_.params)
-    state.weights.emplace(name, gather(weights_, 0, name));
-  const int replicas = comm_->localSize();
-  for (size_t i = 0; i < program_.params.size(); ++i) {
-    const TensorType &type = program_.params[i].second;
-    for (const std::string &name : {program_.signature.moment[i], program_.signature.velocity[i]}) {
-      if (program_.owner[i] == -1) {
-        state.moments.emplace(name, gather(moments_, 0, name));
-        continue;
-      }
-      // The owner's moments, wherever it runs: a broadcast from it into a
-      // scratch buffer on every replica that does not own them.
-      std::vector<Tensor> scratch(replicas * tp());
-      std::vector<Tensor> pieces;
-      for (int t = 0; t < tp(); ++t) {
-        std::vector<void *> buffers;
-        Tensor *received = nullptr;
-        for (int r = 0; r < replicas; ++r) {
-          auto mine = moments_[r * tp() + t].find(name);
-          Tensor &slot = mine != moments_[r * tp() + t].end()
-                             ? mine->second
-                             : (scratch[r * tp() + t] = Tensor(TensorType{DType::F32, type.shape}));
-          buffers.push_back(slot.data());
-          received = received ? received : &slot;
-        }
-        KILN_RETURN_IF_ERROR(comm_->broadcast(buffers, received->byteSize(), program_.owner[i]));
-        pieces.push_back(*received);
-      }
-      state.moments.emplace(name, joinShards(pieces, program_.splits[i]));
-    }
-  }
-  if (comm_->firstLocalRank() != 0)
-    return Status::ok();
-  KILN_ASSIGN_OR_RETURN(std::string path, writeCheckpoint(options_.checkpoint_dir, state));
-  if (options_.after_checkpoint)
-    KILN_RETURN_IF_ERROR(options_.after_checkpoint(path, state));
-  if (options_.keep_checkpoints > 0)
-    KILN_RETURN_IF_ERROR(
-        pruneCheckpoints(options_.checkpoint_dir, options_.keep_checkpoints).status());
   return Status::ok();
 }
 

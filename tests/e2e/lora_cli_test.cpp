@@ -252,6 +252,31 @@ TEST_F(LoraCli, DropoutIsRepeatableAndResumesExactly) {
   EXPECT_EQ(peft->config.dropout, 0.1);
 }
 
+// Two MPI processes of four devices, ZeRO-1 and dropout: the checkpoint of
+// one process of eight, bit for bit, and one PEFT folder beside it.
+TEST_F(LoraCli, TwoMpiProcessesTrainTheAdaptersAsOne) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "OpenMPI's mpirun is not installed";
+  writeBaseAndAdapter(loraOfRank(4));
+  const std::string flags = "--devices 8 --zero 1 --lora-dropout 0.1 ";
+  trainLog("one", flags);
+  Result mpi = shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
+                     "--oversubscribe -np 2 " +
+                     kiln_ + " train " + kTiny +
+                     " --data train.bin --batch 8 --seq 16 --lr 1e-2 --steps 20 --lora-rank 4 "
+                     "--weights base.safetensors --checkpoint-dir two --devices-per-process 4 " +
+                     flags);
+  if (mpi.exit_code != 0 && mpi.err.find("built without MPI") != std::string::npos)
+    GTEST_SKIP() << "kiln was built without MPI";
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  auto one = readSafetensors(path("one/step-000020.safetensors"));
+  auto two = readSafetensors(path("two/step-000020.safetensors"));
+  ASSERT_TRUE(one.isOk() && two.isOk());
+  for (const auto &[tensor, t] : one->tensors)
+    EXPECT_TRUE(two->tensors.at(tensor) == t) << tensor;
+  EXPECT_TRUE(fs::exists(dir_ / "two" / "step-000020-adapter" / frontend::kAdapterWeightsFile));
+}
+
 // The corpus a LoRA run fine-tunes to in the main job: another rule of the
 // same kind, each token the one before times MUL plus ADD plus noise 0-3.
 TEST_F(LoraCli, MakeInputsWritesATokenFileOfTheRuleGiven) {

@@ -1,6 +1,8 @@
 #include "compiler/parallel/training_program.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "compiler/artifact/memory_plan.h"
 #include "ir/byte_size.h"
@@ -38,6 +40,77 @@ std::string DeviceMemoryEstimate::toText() const {
          formatBytes(update_peak) + ")";
 }
 
+namespace {
+
+// The step's bytes at its busiest kernel, by kind (the rest of `breakdown`
+// is filled by the caller).
+MemoryBreakdown stepBreakdown(const CompiledGraph &step, const artifact::MemoryPlan &plan) {
+  const Graph &g = step.graph;
+  std::map<std::string, InputRole> inputs;
+  for (const GraphInput &in : g.inputs())
+    inputs[in.name] = in.role;
+  std::set<std::string> gradients;
+  for (const GraphOutput &out : g.outputs())
+    if (out.name.starts_with("grad."))
+      gradients.insert(g.valueName(out.value));
+  // The kernel with the most bytes live.
+  int busiest = -1;
+  int64_t most = -1;
+  for (int t = -1; t <= plan.kernels; ++t) {
+    int64_t live = 0;
+    for (const artifact::BufferPlacement &b : plan.buffers)
+      if (b.first <= t && t <= b.last)
+        live += b.alignedBytes(plan.alignment);
+    if (live > most) {
+      most = live;
+      busiest = t;
+    }
+  }
+  MemoryBreakdown m;
+  for (const artifact::BufferPlacement &b : plan.buffers) {
+    if (b.first > busiest || busiest > b.last)
+      continue;
+    const int64_t bytes = b.alignedBytes(plan.alignment);
+    auto in = inputs.find(b.value);
+    if (in != inputs.end() && in->second == InputRole::Parameter)
+      m.weights += bytes;
+    else if (in != inputs.end() && in->second == InputRole::Frozen)
+      m.frozen_weights += bytes;
+    else if (gradients.count(b.value))
+      m.gradients += bytes;
+    else
+      m.activations += bytes;
+  }
+  m.workspace = std::max<int64_t>(0, plan.peak_bytes - std::max<int64_t>(0, most));
+  return m;
+}
+
+} // namespace
+
+int64_t MemoryBreakdown::total() const {
+  int64_t sum = 0;
+  for (int64_t part : {weights, frozen_weights, gradients, optimizer_state, accumulated_gradients,
+                       activations, workspace})
+    sum = saturatingAdd(sum, part);
+  return sum;
+}
+
+std::string MemoryBreakdown::toText() const {
+  const std::pair<const char *, int64_t> parts[] = {
+      {"weights", weights},
+      {"frozen weights", frozen_weights},
+      {update ? "gradients (f32)" : "gradients", gradients},
+      {"optimizer state", optimizer_state},
+      {"accumulated gradients", accumulated_gradients},
+      {"activations", activations},
+      {update ? "the largest bucket's new weights and moments" : "workspace (packing)", workspace}};
+  std::string out;
+  for (const auto &[name, bytes] : parts)
+    if (bytes > 0)
+      out += (out.empty() ? "" : ", ") + std::string(name) + " " + formatBytes(bytes);
+  return out;
+}
+
 DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
   const artifact::MemoryPlan step = planOf(program.step);
   // What each bucket's update adds to the inputs it reads, which the
@@ -50,6 +123,7 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
     bucket_extra.push_back(std::max<int64_t>(0, planOf(g).peak_bytes - inputs));
   }
 
+  const MemoryBreakdown in_step = stepBreakdown(program.step, step);
   DeviceMemoryEstimate best;
   for (int r = 0; r < program.parallel.dp; ++r) {
     DeviceMemoryEstimate e;
@@ -74,6 +148,16 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
     for (size_t b : program.updatesOf(r))
       largest_bucket = std::max(largest_bucket, bucket_extra[b]);
     e.update_peak = saturatingAdd(saturatingAdd(held, e.optimizer_state), largest_bucket);
+    MemoryBreakdown in_update;
+    in_update.update = true;
+    in_update.frozen_weights = e.frozen_weights;
+    for (const auto &[name, type] : program.params) {
+      in_update.weights = saturatingAdd(in_update.weights, bytesOf(type));
+      in_update.gradients =
+          saturatingAdd(in_update.gradients, saturatingMul(4, numElements(type.shape)));
+    }
+    in_update.optimizer_state = e.optimizer_state;
+    in_update.workspace = largest_bucket;
     // With micro-batches, each parameter's f32 gradient sum stays on the
     // device while the next micro-batch runs.
     if (program.parallel.grad_accum > 1)
@@ -83,6 +167,13 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
     e.peak = std::max(
         saturatingAdd(saturatingAdd(e.step_peak, e.accumulated_gradients), e.optimizer_state),
         e.update_peak);
+    if (e.update_peak >= e.peak) {
+      e.breakdown = in_update;
+    } else {
+      e.breakdown = in_step;
+      e.breakdown.optimizer_state = e.optimizer_state;
+      e.breakdown.accumulated_gradients = e.accumulated_gradients;
+    }
     if (r == 0 || e.peak > best.peak)
       best = e;
   }

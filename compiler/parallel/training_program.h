@@ -22,6 +22,24 @@ struct CompiledGraph {
   codegen::CompiledKernels kernels;
 };
 
+// Where a device's bytes are at its peak. In the step: the bytes live at its
+// busiest kernel by kind, and the arena's packing and alignment on top
+// (`workspace`); in the update: what the device holds plus the largest
+// bucket's new weights and moments (`workspace`).
+struct MemoryBreakdown {
+  bool update = false; // the peak is the update's, not the step's
+  int64_t weights = 0; // trained weights, in the model's dtype (kiln keeps no separate master copy)
+  int64_t frozen_weights = 0;
+  int64_t gradients = 0;       // the step's gradient outputs; in the update their f32 copies
+  int64_t optimizer_state = 0; // AdamW moments, f32
+  int64_t accumulated_gradients = 0;
+  int64_t activations = 0; // everything else live: what the backward reads, temporaries, data
+  int64_t workspace = 0;
+  int64_t total() const;
+  // "weights 1.0 GiB, gradients 2.0 GiB, ..." (the parts that are not zero)
+  std::string toText() const;
+};
+
 // What one device holds at its peak, from the compile-time memory plans.
 struct DeviceMemoryEstimate {
   int rank = 0;                      // a device with the highest peak
@@ -32,6 +50,7 @@ struct DeviceMemoryEstimate {
   int64_t accumulated_gradients = 0; // f32 sums held over the micro-batches (grad_accum > 1)
   int64_t update_peak = 0;           // during its update, with the weights and gradients it holds
   int64_t peak = 0;                  // the larger of step_peak + optimizer_state and update_peak
+  MemoryBreakdown breakdown;         // of `peak`
   std::vector<std::pair<std::string, int64_t>> largest; // the step's largest buffers
   // "per device: peak 1.20 GiB (step 0.90 GiB + optimizer state 0.30 GiB; update 0.70 GiB)",
   // with LoRA also what of the step is frozen base and trainable weights.

@@ -9,6 +9,7 @@
 #include "compiler/driver/training.h"
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/qwen_init.h"
+#include "compiler/parallel/memory_formula.h"
 #include "ir/hf_checkpoint.h"
 #include "runtime/checkpoint_lock.h"
 #include "runtime/mpi_communicator.h"
@@ -153,7 +154,14 @@ int runTrain(TrainOptions opts) {
               << "  step kernels: " << program->step.kernels.stats.total << " ("
               << program->step.kernels.stats.unique
               << " unique); update buckets: " << program->optimizers.size() << "\n"
-              << "  " << m.toText() << "\n  device " << formatBytes(t.device_memory) << ": "
+              << "  " << m.toText() << "\n  at the peak ("
+              << (m.breakdown.update ? "the update" : "the step") << "): " << m.breakdown.toText()
+              << "\n  the formula for this layout (ZeRO's model states, Korthikanti et al.'s "
+                 "activations; vocabulary split, logits not counted): "
+              << parallel::memoryFormula(*loaded->config, opts.model.lora, *parallel,
+                                         program->micro_batch, program->seq, job->dtype)
+                     .toText()
+              << "\n  device " << formatBytes(t.device_memory) << ": "
               << (m.peak <= t.device_memory ? "fits" : "does NOT fit") << " (npu:" << m.rank
               << " has the highest peak)\n  the step's largest buffers:\n";
     for (const auto &[name, bytes] : m.largest)

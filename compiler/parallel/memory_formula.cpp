@@ -1,0 +1,55 @@
+#include "compiler/parallel/memory_formula.h"
+
+#include "compiler/frontend/qwen_model.h"
+#include "ir/byte_size.h"
+
+namespace kiln::parallel {
+namespace {
+
+int64_t parameters(const std::vector<frontend::ParamSpec> &specs) {
+  int64_t n = 0;
+  for (const frontend::ParamSpec &p : specs)
+    n = saturatingAdd(n, numElements(p.shape));
+  return n;
+}
+
+// Bytes per trained parameter: weight + gradient, and the optimizer part
+// (master weight, m, v) that ZeRO-1 shards.
+struct PerParameter {
+  double replicated, sharded;
+};
+
+} // namespace
+
+std::string MemoryFormula::toText() const {
+  return "model states " + formatBytes(model_states) + " + activations " +
+         formatBytes(activations) + " = " + formatBytes(total());
+}
+
+MemoryFormula memoryFormula(const frontend::QwenConfig &config, const frontend::LoraConfig &lora,
+                            const ParallelConfig &layout, int64_t micro_batch, int64_t seq,
+                            DType dtype) {
+  const double w = static_cast<double>(dtypeSize(dtype));
+  const PerParameter trained = w == 2 ? PerParameter{4, 12} : PerParameter{2 * w, 2 * w};
+  const double t = layout.tp, n = layout.dp;
+  const double optimizer = layout.zero == 1 ? trained.sharded / n : trained.sharded;
+  const double base = static_cast<double>(parameters(frontend::qwenParameters(config)));
+  double states = 0;
+  if (lora.enabled()) {
+    auto adapters = frontend::loraParameters(config, lora);
+    const double a = adapters ? static_cast<double>(parameters(*adapters)) : 0;
+    states = (base * w + a * (trained.replicated + optimizer)) / t;
+  } else {
+    states = base * (trained.replicated + optimizer) / t;
+  }
+  const double s = static_cast<double>(seq), b = static_cast<double>(micro_batch);
+  const double h = static_cast<double>(config.hidden_size);
+  const double heads = static_cast<double>(config.num_attention_heads);
+  const double per_layer = s * b * h * (10 + 24 / t + 5 * heads * s / (h * t)) * (w / 2);
+  MemoryFormula f;
+  f.model_states = static_cast<int64_t>(states);
+  f.activations = static_cast<int64_t>(per_layer * static_cast<double>(config.num_hidden_layers));
+  return f;
+}
+
+} // namespace kiln::parallel

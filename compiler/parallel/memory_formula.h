@@ -1,0 +1,37 @@
+// The literature's per-device memory for a training layout, to set beside
+// kiln's plan: model states as ZeRO counts them (Rajbhandari et al. 2019),
+// activations as Korthikanti et al. 2022 (table 2) count them for a GPT
+// layer. Both assume what Megatron does: tensor parallelism splits every
+// parameter, the vocabulary included; kiln's plan says where it differs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "compiler/frontend/lora_config.h"
+#include "compiler/frontend/qwen_config.h"
+#include "compiler/parallel/parallel_config.h"
+#include "ir/dtype.h"
+
+namespace kiln::parallel {
+
+struct MemoryFormula {
+  int64_t model_states = 0; // weights, gradients, optimizer state (and master weights)
+  int64_t activations = 0;  // of the transformer layers, kept for the backward
+  int64_t total() const { return model_states + activations; }
+  std::string toText() const; // "model states 1.0 GiB + activations 2.0 GiB = 3.0 GiB"
+};
+
+// For Ψ parameters split t ways over tensor parallelism and N data-parallel
+// replicas: with 16-bit weights 2 bytes of weight, 2 of gradient and 12 of
+// f32 master weight, m and v per parameter (16Ψ/t; ZeRO-1: 4Ψ/t + 12Ψ/(tN));
+// with f32 weights 4 + 4 + 8 (no master). With LoRA the base is 2 (or 4)
+// bytes per parameter and only the adapters count the rest. Activations per
+// layer: sbh(34 + 5as/h) bytes at 16 bits, sbh(10 + 24/t + 5as/(ht)) with
+// tensor parallelism (sequence s, micro-batch b, hidden h, heads a), twice
+// that in f32; the embedding, the logits and the loss are not counted.
+MemoryFormula memoryFormula(const frontend::QwenConfig &config, const frontend::LoraConfig &lora,
+                            const ParallelConfig &layout, int64_t micro_batch, int64_t seq,
+                            DType dtype);
+
+} // namespace kiln::parallel

@@ -1,0 +1,100 @@
+// The per-device memory of a training layout: the literature's formula for
+// it, and the plan's breakdown of its peak, whose parts add up to the peak.
+#include "compiler/parallel/memory_formula.h"
+
+#include <filesystem>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "compiler/driver/training.h"
+#include "compiler/frontend/qwen_model.h"
+
+namespace kiln::parallel {
+namespace {
+
+frontend::QwenConfig configOf(const std::string &name) {
+  auto config =
+      frontend::readQwenConfig(std::string(KILN_SOURCE_DIR) + "/examples/" + name + "/config.json");
+  EXPECT_TRUE(config.isOk()) << config.message();
+  return config.isOk() ? *config : frontend::QwenConfig{};
+}
+
+ParallelConfig layout(int dp, int tp, int zero) {
+  ParallelConfig c;
+  c.devices = dp * tp;
+  c.dp = dp;
+  c.tp = tp;
+  c.zero = zero;
+  return c;
+}
+
+TEST(MemoryFormula, Qwen14BAsZeroAndKorthikantiCountIt) {
+  const frontend::QwenConfig config = configOf("qwen-14b");
+  const double psi = 14167290880.0;
+  // Mixed-precision Adam: 16 bytes a parameter; ZeRO-1 over 8: 4 + 12 / 8.
+  EXPECT_EQ(memoryFormula(config, {}, layout(1, 8, 0), 1, 2048, DType::F16).model_states,
+            static_cast<int64_t>(psi * 16 / 8));
+  EXPECT_EQ(memoryFormula(config, {}, layout(8, 1, 1), 1, 2048, DType::F16).model_states,
+            static_cast<int64_t>(psi * (4 + 12.0 / 8)));
+  // f32 training: 4 + 4 + 8, no master copy.
+  EXPECT_EQ(memoryFormula(config, {}, layout(1, 1, 0), 1, 2048, DType::F32).model_states,
+            static_cast<int64_t>(psi * 16));
+  // sbh(34 + 5as/h) a layer, 40 layers: 2048 x 5120 x (34 + 80) x 40.
+  EXPECT_EQ(memoryFormula(config, {}, layout(8, 1, 1), 1, 2048, DType::F16).activations,
+            int64_t{2048} * 5120 * 114 * 40);
+  // With t = 8: sbh(10 + 24/8 + 80/8).
+  EXPECT_EQ(memoryFormula(config, {}, layout(1, 8, 0), 1, 2048, DType::F16).activations,
+            int64_t{2048} * 5120 * 23 * 40);
+  // LoRA: the base at 2 bytes, the adapters at 16, both split 8 ways.
+  frontend::LoraConfig lora;
+  lora.rank = 64;
+  auto adapters = frontend::loraParameters(config, lora);
+  ASSERT_TRUE(adapters.isOk());
+  double a = 0;
+  for (const frontend::ParamSpec &p : *adapters)
+    a += static_cast<double>(numElements(p.shape));
+  EXPECT_EQ(a, 223150080.0); // r 64 on c_attn, c_proj, w1, w2 of 40 layers
+  EXPECT_EQ(memoryFormula(config, lora, layout(1, 8, 0), 1, 2048, DType::F16).model_states,
+            static_cast<int64_t>((psi * 2 + a * 16) / 8));
+}
+
+// The breakdown's parts add up to the planned peak, whichever phase sets it.
+TEST(MemoryBreakdown, PartsAddUpToThePeak) {
+  const std::string tiny = std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json";
+  driver::JobSettings flags;
+  flags.source = "test";
+  auto job = driver::resolveJob(std::nullopt, flags, DType::F32);
+  ASSERT_TRUE(job) << job.message();
+  driver::KernelSettings kernels;
+  kernels.dir =
+      (std::filesystem::temp_directory_path() / ("kiln-breakdown-" + std::to_string(::getpid())))
+          .string();
+  struct Case {
+    int64_t batch, seq;
+    int dp, tp, zero;
+    bool lora, update;
+  };
+  // Two tokens a step: the update sets the peak; 8 x 32: the step does.
+  for (const Case &c : {Case{2, 2, 1, 1, 0, false, true}, Case{8, 32, 2, 1, 1, false, false},
+                        Case{8, 32, 1, 2, 0, true, false}}) {
+    driver::ModelRequest model{tiny, true, c.batch, c.seq};
+    if (c.lora)
+      model.lora.rank = 4;
+    auto program = driver::compileTrainingProgram(model, *job, kernels, layout(c.dp, c.tp, c.zero));
+    ASSERT_TRUE(program.isOk()) << program.message();
+    const DeviceMemoryEstimate &m = program->memory;
+    SCOPED_TRACE(m.toText() + "; " + m.breakdown.toText());
+    EXPECT_EQ(m.breakdown.update, c.update);
+    EXPECT_EQ(m.breakdown.total(), m.peak);
+    EXPECT_GT(m.breakdown.weights, 0);
+    EXPECT_EQ(m.breakdown.frozen_weights > 0, c.lora);
+    if (!c.update) {
+      EXPECT_GT(m.breakdown.activations, 0);
+    }
+  }
+  std::filesystem::remove_all(*kernels.dir);
+}
+
+} // namespace
+} // namespace kiln::parallel

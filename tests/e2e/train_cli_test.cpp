@@ -338,10 +338,13 @@ TEST_F(TrainCli, CompileOnlyExitsFourWhenThePlanDoesNotFit) {
   Result fits = run("train " + kTiny + " --batch 8 --seq 16 --devices 8 --compile-only");
   EXPECT_EQ(fits.exit_code, 0) << fits.err;
   EXPECT_NE(fits.out.find(": fits"), std::string::npos) << fits.out;
+  // Where the bytes go, and the literature's figure beside it.
+  EXPECT_NE(fits.out.find("at the peak (the step): weights "), std::string::npos) << fits.out;
+  EXPECT_NE(fits.out.find("activations"), std::string::npos) << fits.out;
+  EXPECT_NE(fits.out.find("the formula for this layout (ZeRO's model states"), std::string::npos)
+      << fits.out;
 }
 
-// The plan the check above uses is what the devices then hold: measured
-// while training, the peak stays within it.
 // The run's last line: "measured device memory peak 2.2 MiB (planned 2.2 MiB)".
 std::pair<std::string, std::string> measuredAndPlannedPeak(const std::string &out) {
   const size_t at = out.find("measured device memory peak ");
@@ -355,6 +358,8 @@ std::pair<std::string, std::string> measuredAndPlannedPeak(const std::string &ou
   return {m, planned};
 }
 
+// The plan the check above uses is what the devices then hold: measured
+// while training, the peak is the plan.
 TEST_F(TrainCli, TheMeasuredPeakStaysWithinThePlan) {
   Result r = run(train("--steps 2 --devices 4 --zero 1"));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -116,12 +116,19 @@ TEST_F(ProfileCli, TrainWritesMsprofFilesForEveryStepAndDevice) {
   }
 
   // The kernels and host work of a step add up to its wall time: the
-  // devices of a process take turns on the host's cores.
+  // devices of a process take turns on the host's cores. Under AddressSanitizer
+  // the instrumented bookkeeping between kernels, which no row times, is
+  // about a third of a step.
+#if defined(__SANITIZE_ADDRESS__)
+  const double least_covered = 50.0;
+#else
+  const double least_covered = 90.0;
+#endif
   const auto steps = table(slurp(path("prof/step_trace.csv")));
   ASSERT_EQ(steps.size(), 3u);
   for (const auto &row : steps) {
     const double covered = std::stod(row.at("Covered(%)"));
-    EXPECT_GT(covered, 90.0) << "step " << row.at("Step Id");
+    EXPECT_GT(covered, least_covered) << "step " << row.at("Step Id");
     EXPECT_LT(covered, 110.0) << "step " << row.at("Step Id");
     // Weights, moments and inputs are shared, never copied: each weight is
     // stored once per device through the step.

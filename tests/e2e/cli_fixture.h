@@ -6,11 +6,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "ir/safetensors.h"
 
 namespace kiln::testing {
 
@@ -77,6 +81,41 @@ protected:
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     for (const std::string &f : fragments)
       EXPECT_NE(r.err.find(f), std::string::npos) << "missing '" << f << "' in: " << r.err;
+  }
+
+  // A learnable token file (uint16 ids below 512): each token follows from
+  // the one before, times 5 plus 3, with noise.
+  void writeLearnableTokens(const std::string &name) {
+    std::vector<uint16_t> tokens{0};
+    uint64_t state = 1;
+    for (int i = 0; i < 20000; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      tokens.push_back(static_cast<uint16_t>((tokens.back() * 5 + 3 + (state >> 62)) % 512));
+    }
+    write(name, std::string(reinterpret_cast<const char *>(tokens.data()),
+                            tokens.size() * sizeof(uint16_t)));
+  }
+
+  // The lines of a --log-json file.
+  std::vector<nlohmann::json> logLines(const std::string &name) const {
+    std::vector<nlohmann::json> lines;
+    std::istringstream in(slurp(path(name)));
+    for (std::string line; std::getline(in, line);)
+      lines.push_back(nlohmann::json::parse(line));
+    return lines;
+  }
+
+  // Two checkpoints (safetensors files in the test's folder) hold the same
+  // tensors, bit for bit: what a resumed run must end with.
+  void expectSameTensors(const std::string &want, const std::string &got) const {
+    auto a = readSafetensors(path(want));
+    auto b = readSafetensors(path(got));
+    ASSERT_TRUE(a.isOk() && b.isOk()) << want << ", " << got;
+    for (const auto &[tensor, t] : a->tensors) {
+      auto it = b->tensors.find(tensor);
+      ASSERT_NE(it, b->tensors.end()) << got << " has no " << tensor;
+      EXPECT_TRUE(it->second == t) << tensor << " differs between " << want << " and " << got;
+    }
   }
 
   std::string kiln_;

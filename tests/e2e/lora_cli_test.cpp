@@ -38,15 +38,7 @@ protected:
     auto config = frontend::readQwenConfig(kTiny);
     ASSERT_TRUE(config.isOk());
     config_ = *config;
-    // A learnable stream, as the training tests use.
-    std::vector<uint16_t> tokens{0};
-    uint64_t state = 1;
-    for (int i = 0; i < 20000; ++i) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      tokens.push_back(static_cast<uint16_t>((tokens.back() * 5 + 3 + (state >> 62)) % 512));
-    }
-    write("train.bin", std::string(reinterpret_cast<const char *>(tokens.data()),
-                                   tokens.size() * sizeof(uint16_t)));
+    writeLearnableTokens("train.bin");
   }
 
   // Base weights in base.safetensors and an adapter folder with non-zero B.
@@ -67,11 +59,7 @@ protected:
                    "--weights base.safetensors --log-json " + name + ".jsonl --checkpoint-dir " +
                    name + " --checkpoint-every 10 " + flags);
     EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
-    std::vector<json> lines;
-    std::istringstream in(slurp(path(name + ".jsonl")));
-    for (std::string line; std::getline(in, line);)
-      lines.push_back(json::parse(line));
-    return lines;
+    return logLines(name + ".jsonl");
   }
 
   frontend::QwenConfig config_;
@@ -104,14 +92,7 @@ TEST_F(LoraCli, RunTrainingGivesTheAdapterGradientsOfAFloat64Model) {
     Tensor &w = weights.at(param);
     for (int64_t k = 0; k < 3; ++k) {
       const int64_t j = (k * 7919 + 29) % w.numElements();
-      const float x = w.getFloat(j);
-      const double h = 1.0 / 1024;
-      w.setFloat(j, static_cast<float>(x + h), OverflowMode::InfNan);
-      const double up = reference.forward(ids).second;
-      w.setFloat(j, static_cast<float>(x - h), OverflowMode::InfNan);
-      const double down = reference.forward(ids).second;
-      w.setFloat(j, x, OverflowMode::InfNan);
-      const double numeric = (up - down) / (2 * h);
+      const double numeric = reference.centralDifference(ids, w, j);
       EXPECT_NEAR(t.getFloat(j), numeric, 1e-4 + 1e-3 * std::abs(numeric))
           << name << " element " << j;
     }
@@ -163,11 +144,7 @@ TEST_F(LoraCli, ParallelLoraTrainingFollowsOneDeviceAndResumesExactly) {
                        "--weights base.safetensors --devices 8 --tp 2 --zero 1 "
                        "--checkpoint-dir resumed --resume");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  auto unbroken = readSafetensors(path("tp2dp4/step-000020.safetensors"));
-  auto again = readSafetensors(path("resumed/step-000020.safetensors"));
-  ASSERT_TRUE(unbroken.isOk() && again.isOk());
-  for (const auto &[tensor, t] : unbroken->tensors)
-    EXPECT_TRUE(again->tensors.at(tensor) == t) << tensor << " differs after resuming";
+  expectSameTensors("tp2dp4/step-000020.safetensors", "resumed/step-000020.safetensors");
 
   // Another rank on the same checkpoints is refused.
   Result other = run("train " + kTiny +
@@ -242,11 +219,7 @@ TEST_F(LoraCli, DropoutIsRepeatableAndResumesExactly) {
                        "--weights base.safetensors --checkpoint-dir c --resume " +
                        flags);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  auto unbroken = readSafetensors(path("a/step-000020.safetensors"));
-  auto again = readSafetensors(path("c/step-000020.safetensors"));
-  ASSERT_TRUE(unbroken.isOk() && again.isOk());
-  for (const auto &[tensor, t] : unbroken->tensors)
-    EXPECT_TRUE(again->tensors.at(tensor) == t) << tensor << " differs after resuming";
+  expectSameTensors("a/step-000020.safetensors", "c/step-000020.safetensors");
   auto peft = frontend::readLoraAdapter(path("a/step-000020-adapter"));
   ASSERT_TRUE(peft.isOk()) << peft.message();
   EXPECT_EQ(peft->config.dropout, 0.1);
@@ -269,11 +242,7 @@ TEST_F(LoraCli, TwoMpiProcessesTrainTheAdaptersAsOne) {
   if (mpi.exit_code != 0 && mpi.err.find("built without MPI") != std::string::npos)
     GTEST_SKIP() << "kiln was built without MPI";
   ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
-  auto one = readSafetensors(path("one/step-000020.safetensors"));
-  auto two = readSafetensors(path("two/step-000020.safetensors"));
-  ASSERT_TRUE(one.isOk() && two.isOk());
-  for (const auto &[tensor, t] : one->tensors)
-    EXPECT_TRUE(two->tensors.at(tensor) == t) << tensor;
+  expectSameTensors("one/step-000020.safetensors", "two/step-000020.safetensors");
   EXPECT_TRUE(fs::exists(dir_ / "two" / "step-000020-adapter" / frontend::kAdapterWeightsFile));
 }
 

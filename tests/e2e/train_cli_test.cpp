@@ -23,27 +23,11 @@ class TrainCli : public Cli {
 protected:
   void SetUp() override {
     Cli::SetUp();
-    // A learnable stream: each token follows from the one before, with noise.
-    std::vector<uint16_t> tokens{0};
-    uint64_t state = 1;
-    for (int i = 0; i < 20000; ++i) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      tokens.push_back(static_cast<uint16_t>((tokens.back() * 5 + 3 + (state >> 62)) % 512));
-    }
-    write("train.bin", std::string(reinterpret_cast<const char *>(tokens.data()),
-                                   tokens.size() * sizeof(uint16_t)));
+    writeLearnableTokens("train.bin");
   }
 
   std::string train(const std::string &flags) {
     return "train " + kTiny + " --data train.bin --batch 8 --seq 16 --lr 1e-3 " + flags;
-  }
-
-  static std::vector<json> log(const std::string &file) {
-    std::vector<json> lines;
-    std::istringstream in(slurp(file));
-    for (std::string line; std::getline(in, line);)
-      lines.push_back(json::parse(line));
-    return lines;
   }
 };
 
@@ -54,8 +38,8 @@ TEST_F(TrainCli, DataParallelAndZeroMatchOneDevice) {
                          (std::string(devices).size() > 1 ? "z" : "") + ".jsonl"));
     ASSERT_EQ(r.exit_code, 0) << devices << ": " << r.err;
   }
-  std::vector<json> one = log(path("log1.jsonl")), dp8 = log(path("log8.jsonl")),
-                    zero = log(path("log8z.jsonl"));
+  std::vector<json> one = logLines("log1.jsonl"), dp8 = logLines("log8.jsonl"),
+                    zero = logLines("log8z.jsonl");
   ASSERT_EQ(one.size(), 20u);
   ASSERT_EQ(dp8.size(), 20u);
   ASSERT_EQ(zero.size(), 20u);
@@ -86,7 +70,7 @@ TEST_F(TrainCli, TensorParallelMatchesOneDevice) {
                    flags + " --log-json " + name +
                    ".jsonl --checkpoint-every 10 --checkpoint-dir " + name);
     EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
-    return log(path(name + ".jsonl"));
+    return logLines(name + ".jsonl");
   };
   const std::vector<json> one = trainAs("one", "--devices 1");
   ASSERT_EQ(one.size(), 20u);
@@ -127,11 +111,7 @@ TEST_F(TrainCli, TensorParallelMatchesOneDevice) {
   Result resumed = run("train " + model + " --data train.bin --batch 8 --seq 16 --lr 1e-3 " +
                        "--steps 20 --devices 8 --tp 2 --zero 1 --checkpoint-dir resumed --resume");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  auto unbroken = readSafetensors(path("tp2dp4z/step-000020.safetensors"));
-  auto again = readSafetensors(path("resumed/step-000020.safetensors"));
-  ASSERT_TRUE(unbroken.isOk() && again.isOk());
-  for (const auto &[tensor, t] : unbroken->tensors)
-    EXPECT_TRUE(again->tensors.at(tensor) == t) << tensor << " differs after resuming";
+  expectSameTensors("tp2dp4z/step-000020.safetensors", "resumed/step-000020.safetensors");
 }
 
 TEST_F(TrainCli, AnOverflowIsSkippedOnEveryDeviceAndHalvesTheScale) {
@@ -141,7 +121,7 @@ TEST_F(TrainCli, AnOverflowIsSkippedOnEveryDeviceAndHalvesTheScale) {
                        "--log-json log.jsonl"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("overflow: update skipped on every device"), std::string::npos) << r.out;
-  std::vector<json> steps = log(path("log.jsonl"));
+  std::vector<json> steps = logLines("log.jsonl");
   ASSERT_EQ(steps.size(), 3u);
   EXPECT_EQ(steps[1]["overflow"], false);
   EXPECT_EQ(steps[2]["overflow"], true);
@@ -169,7 +149,7 @@ TEST_F(TrainCli, ASaturatingValueOnOneDeviceSkipsTheUpdateOnEveryDevice) {
                        "--loss-scale fixed:1 --inject-overflow-at 1 --checkpoint-dir b "
                        "--checkpoint-every 1 --log-json log.jsonl"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::vector<json> steps = log(path("log.jsonl"));
+  std::vector<json> steps = logLines("log.jsonl");
   ASSERT_EQ(steps.size(), 3u);
   EXPECT_EQ(steps[0]["overflow"], false);
   EXPECT_EQ(steps[1]["overflow"], true) << "the status of one device skips the step";
@@ -191,7 +171,7 @@ TEST_F(TrainCli, SaturationModeTrainingSkipsOverflowsAsInfNanModeDoes) {
     Result r =
         run(train("--steps 40 --devices 8 --dtype f16 --target " + target + " --log-json " + file));
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    return log(path(file));
+    return logLines(file);
   };
   std::vector<json> saturation = trainOn("ascend910");
   std::vector<json> infnan = trainOn("ascend910b");
@@ -257,7 +237,7 @@ TEST_F(TrainCli, TwoMpiProcessesOfFourMatchOneOfEight) {
     if (mpi.exit_code != 0 && mpi.err.find("built without MPI") != std::string::npos)
       GTEST_SKIP() << "kiln was built without MPI";
     ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
-    std::vector<json> one = log(path("one.jsonl")), two = log(path("mpi.jsonl"));
+    std::vector<json> one = logLines("one.jsonl"), two = logLines("mpi.jsonl");
     ASSERT_EQ(two.size(), 6u) << "one process writes the log";
     for (size_t i = 0; i < one.size(); ++i)
       EXPECT_EQ(two[i]["loss"], one[i]["loss"]) << "tp " << tp << ", step " << i + 1;
@@ -401,7 +381,7 @@ TEST_F(TrainCli, GradientAccumulationTrainsAsTheWholeBatch) {
     EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
     const auto [measured, planned] = measuredAndPlannedPeak(r.out);
     EXPECT_EQ(measured, planned) << name << ": " << r.out;
-    return log(path(name + ".jsonl"));
+    return logLines(name + ".jsonl");
   };
   const std::vector<json> whole = trainAs("whole", "--devices 1");
   ASSERT_EQ(whole.size(), 12u);
@@ -432,11 +412,7 @@ TEST_F(TrainCli, GradientAccumulationTrainsAsTheWholeBatch) {
       run(batch32 + "--steps 12 --devices 2 --zero 1 --grad-accum 4 --checkpoint-dir resumed "
                     "--resume");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  auto unbroken = readSafetensors(path("dp2k4z/step-000012.safetensors"));
-  auto again = readSafetensors(path("resumed/step-000012.safetensors"));
-  ASSERT_TRUE(unbroken.isOk() && again.isOk());
-  for (const auto &[tensor, t] : unbroken->tensors)
-    EXPECT_TRUE(again->tensors.at(tensor) == t) << tensor << " differs after resuming";
+  expectSameTensors("dp2k4z/step-000012.safetensors", "resumed/step-000012.safetensors");
 
   expectError(run("train " + kTiny +
                   " --data train.bin --steps 1 --batch 12 --devices 2 "

@@ -73,6 +73,17 @@ std::pair<ReferenceQwen::Mat, double> ReferenceQwen::forward(const Tensor &ids) 
   return {logits, loss / static_cast<double>(B_ * (S_ - 1))};
 }
 
+double ReferenceQwen::centralDifference(const Tensor &ids, Tensor &weight, int64_t index) {
+  const float x = weight.getFloat(index);
+  const double h = 1.0 / 1024;
+  weight.setFloat(index, static_cast<float>(x + h), OverflowMode::InfNan);
+  const double up = forward(ids).second;
+  weight.setFloat(index, static_cast<float>(x - h), OverflowMode::InfNan);
+  const double down = forward(ids).second;
+  weight.setFloat(index, x, OverflowMode::InfNan);
+  return (up - down) / (2 * h);
+}
+
 ReferenceQwen::Mat ReferenceQwen::linear(const Mat &x, int64_t in, int64_t out,
                                          const std::string &module, bool bias) const {
   const int64_t rows = static_cast<int64_t>(x.size()) / in;

@@ -35,6 +35,11 @@ public:
   // Logits [B*S, V] and the shifted cross-entropy loss.
   std::pair<Mat, double> forward(const Tensor &ids);
 
+  // d loss / d weight[index] by a float64 central difference: `weight`, one
+  // of the weights this model reads, moved by an exact step of 2^-10 either
+  // way (and put back).
+  double centralDifference(const Tensor &ids, Tensor &weight, int64_t index);
+
 private:
   const float *w(const std::string &name) const { return w_.at(name).dataAs<float>(); }
   // nn.Linear `module` (weight "<module>.weight"), bias "<module>.bias" when `bias`.

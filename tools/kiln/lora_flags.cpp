@@ -29,16 +29,21 @@ void addLoraFlags(CLI::App &cmd, LoraFlags &flags, bool new_adapters) {
       ->check(FiniteNonNegative);
 }
 
-Expected<std::optional<frontend::LoraAdapter>>
-resolveLoraFlags(const LoraFlags &flags, const frontend::QwenConfig &config, uint64_t seed) {
+Expected<std::optional<frontend::LoraAdapter>> resolveLoraFlags(const LoraFlags &flags,
+                                                                const frontend::QwenConfig &config,
+                                                                uint64_t seed, bool initialise) {
   const bool fresh = flags.fresh.rank > 0;
   if (!fresh && flags.dir.empty())
     return std::optional<frontend::LoraAdapter>();
   if (fresh && !flags.dir.empty())
     return Error("--lora " + flags.dir +
                  " starts from that adapter; --lora-rank starts new ones: give one of them");
-  if (fresh)
+  if (fresh) {
     KILN_RETURN_IF_ERROR(frontend::validateLoraConfig(flags.fresh, "--lora-*"));
+    if (!initialise) {
+      return std::optional<frontend::LoraAdapter>(frontend::LoraAdapter{flags.fresh, {}});
+    }
+  }
   KILN_ASSIGN_OR_RETURN(frontend::LoraAdapter adapter,
                         frontend::startingAdapter(config, flags.dir, flags.fresh, seed));
   return std::optional<frontend::LoraAdapter>(std::move(adapter));

@@ -136,7 +136,7 @@ int runTrain(TrainOptions opts) {
     return fail(opts.model.model + ": kiln train needs a Hugging Face config.json (a Qwen model)");
   if (opts.model.seq == 0)
     opts.model.seq = loaded->config->seq_length;
-  auto adapter = resolveLoraFlags(opts.lora, *loaded->config, t.seed);
+  auto adapter = resolveLoraFlags(opts.lora, *loaded->config, t.seed, !opts.compile_only);
   if (!adapter)
     return fail(adapter.error());
   if (*adapter) {

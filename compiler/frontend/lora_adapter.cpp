@@ -77,8 +77,8 @@ Status checkLoraAdapter(const QwenConfig &config, const LoraAdapter &adapter,
       return Error(source + ": no tensor '" + p.name + "' (the adapter config targets its layer)");
     if (it->second.shape() != p.shape || !isFloat(it->second.dtype()))
       return Error(source + ": tensor '" + p.name + "' is " + typeToString(it->second.type()) +
-                   ", the model and rank " + std::to_string(adapter.config.rank) + " need f32 " +
-                   shapeToString(p.shape));
+                   ", the model and rank " + std::to_string(adapter.config.rank) +
+                   " need a float tensor of shape " + shapeToString(p.shape));
   }
   for (const auto &[name, t] : adapter.tensors)
     if (!known.count(name))

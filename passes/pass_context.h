@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ir/dtype.h"
+#include "passes/memory/recompute_settings.h"
 #include "passes/precision/precision_settings.h"
 #include "target/target.h"
 
@@ -21,6 +22,9 @@ public:
 
   const PrecisionSettings &precision() const { return precision_; }
   void setPrecision(PrecisionSettings precision) { precision_ = std::move(precision); }
+
+  const RecomputeSettings &recompute() const { return recompute_; }
+  void setRecompute(RecomputeSettings recompute) { recompute_ = std::move(recompute); }
 
   const target::Target &target() const { return target_; }
   // A pass the switches never mention keeps its built-in default.
@@ -38,6 +42,7 @@ public:
 private:
   target::Target target_;
   PrecisionSettings precision_;
+  RecomputeSettings recompute_;
   std::map<std::string, bool> enabled_;
   std::map<std::string, std::string> decided_by_;
 };

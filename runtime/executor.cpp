@@ -188,7 +188,8 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
 
 // A collective kernel across the group: TensorParallelCopy hands every rank
 // its own input; TensorParallelReduce adds the ranks' inputs in rank order in
-// f32 and rounds the sum once, as the job's kernels round.
+// f32 and rounds the sum once, as the job's kernels round; TensorParallelMax
+// takes their max (exact).
 Expected<uint32_t> Executor::runCollective(size_t index,
                                            std::vector<std::vector<Tensor> *> &group) {
   const Node &node = graph_.node(kernels_.kernels[index].spec.members.front());
@@ -198,7 +199,8 @@ Expected<uint32_t> Executor::runCollective(size_t index,
       (*values)[out] = (*values)[in];
     return 0u;
   }
-  if (node.op != "TensorParallelReduce")
+  const bool max = node.op == "TensorParallelMax";
+  if (!max && node.op != "TensorParallelReduce")
     return Error("node '" + node.name + "': the runtime has no collective '" + node.op + "'");
   const int64_t ranks = node.attrs.getInt("ranks");
   if (ranks != static_cast<int64_t>(group.size()))
@@ -206,22 +208,18 @@ Expected<uint32_t> Executor::runCollective(size_t index,
                  " tensor-parallel ranks, the run has " + std::to_string(group.size()));
   const Tensor &first = (*group[0])[in];
   const int64_t n = first.numElements();
-  std::vector<float> sum(static_cast<size_t>(n), 0.0f);
-  for (std::vector<Tensor> *values : group) {
-    const Tensor &x = (*values)[in];
-    if (x.dtype() == DType::F32) {
-      const float *p = x.dataAs<float>();
-      for (int64_t i = 0; i < n; ++i)
-        sum[i] += p[i];
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        sum[i] += x.getFloat(i);
+  std::vector<float> acc(static_cast<size_t>(n), 0.0f);
+  for (size_t r = 0; r < group.size(); ++r) {
+    const Tensor &x = (*group[r])[in];
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x.dtype() == DType::F32 ? x.dataAs<float>()[i] : x.getFloat(i);
+      acc[i] = !max ? acc[i] + v : r == 0 ? v : std::max(acc[i], v);
     }
   }
   Tensor y(graph_.type(out));
   takeFloatStatus();
   for (int64_t i = 0; i < n; ++i)
-    y.setFloat(i, sum[i], kernels_.overflow);
+    y.setFloat(i, acc[i], kernels_.overflow);
   for (std::vector<Tensor> *values : group)
     (*values)[out] = y;
   return takeFloatStatus();

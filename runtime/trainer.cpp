@@ -226,6 +226,9 @@ Status Trainer::forwardBackward(int r, double scale, float &loss) {
       inputs[t][program_.signature.loss_scale] = scalarF32(scale);
       if (!program_.signature.dropout_seed.empty())
         inputs[t][program_.signature.dropout_seed] = dropout_seed;
+      if (!program_.signature.tensor_parallel_rank.empty())
+        inputs[t][program_.signature.tensor_parallel_rank] =
+            Tensor::fromInts(DType::I64, {}, {t});
       group.push_back(&inputs[t]);
       memory.push_back(&memory_[first + t]);
       status.push_back(&float_status_[first + t]);

@@ -60,6 +60,21 @@ Status checkNotBoth(const std::string &source, const std::vector<std::string> &e
   return Status::ok();
 }
 
+// An array of layer indices (>= 0).
+Expected<std::set<int64_t>> layerSet(const JsonReader &r, const json &layers,
+                                     const std::string &path) {
+  if (!layers.is_array())
+    return r.error(path, "expected an array of layer indices");
+  std::set<int64_t> set;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(int64_t l, r.integer(layers[i], r.index(path, i)));
+    if (l < 0)
+      return r.error(r.index(path, i), "expected a layer >= 0");
+    set.insert(l);
+  }
+  return set;
+}
+
 } // namespace
 
 Expected<JobSettings> parseJob(const json &doc, const std::string &source,
@@ -68,7 +83,8 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
   KILN_RETURN_IF_ERROR(r.checkKeys(doc, "$",
                                    {"format", "version", "name", "target", "precision",
                                     "fusion_switch", "enable_passes", "disable_passes",
-                                    "fusion_rules", "custom_ops", "allow_unknown_passes"}));
+                                    "fusion_rules", "custom_ops", "allow_unknown_passes",
+                                    "recompute"}));
   JobSettings job;
   job.source = source;
   if (doc.contains("format")) {
@@ -123,18 +139,9 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
           resolvePath(base_dir, path);
     }
     if (p->contains("attention_fp32_layers")) {
-      const json &layers = (*p)["attention_fp32_layers"];
-      if (!layers.is_array())
-        return r.error("$.precision.attention_fp32_layers", "expected an array of layer indices");
-      std::set<int64_t> set;
-      for (size_t i = 0; i < layers.size(); ++i) {
-        KILN_ASSIGN_OR_RETURN(
-            int64_t l, r.integer(layers[i], r.index("$.precision.attention_fp32_layers", i)));
-        if (l < 0)
-          return r.error(r.index("$.precision.attention_fp32_layers", i), "expected a layer >= 0");
-        set.insert(l);
-      }
-      job.attention_fp32_layers = std::move(set);
+      KILN_ASSIGN_OR_RETURN(job.attention_fp32_layers,
+                            layerSet(r, (*p)["attention_fp32_layers"],
+                                     "$.precision.attention_fp32_layers"));
     }
     if (p->contains("dtype")) {
       KILN_ASSIGN_OR_RETURN(std::string d, r.string(*p, "$.precision", "dtype"));
@@ -150,6 +157,19 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
         return r.error("$.precision.overflow_mode",
                        "expected \"infnan\" or \"saturation\", got \"" + m + "\"");
       job.overflow = *mode;
+    }
+  }
+  if (auto it = doc.find("recompute"); it != doc.end()) {
+    // A mode, or MindFormers' list form: the layers recomputed in full.
+    if (it->is_array()) {
+      job.recompute = passes::RecomputeMode::Full;
+      KILN_ASSIGN_OR_RETURN(job.recompute_layers, layerSet(r, *it, "$.recompute"));
+    } else {
+      KILN_ASSIGN_OR_RETURN(std::string m, r.string(doc, "$", "recompute"));
+      job.recompute = passes::parseRecomputeMode(m);
+      if (!job.recompute)
+        return r.error("$.recompute", "expected " + std::string(passes::kRecomputeModeNames) +
+                                          " or an array of layer indices, got \"" + m + "\"");
     }
   }
   if (auto it = doc.find("fusion_switch"); it != doc.end()) {
@@ -320,6 +340,12 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   resolved.context = std::make_shared<passes::PassContext>(
       resolved.target, std::move(switches.enabled), std::move(switches.decided_by));
   resolved.context->setPrecision(std::move(precision));
+  passes::RecomputeSettings recompute;
+  recompute.mode = command_line.recompute.value_or(job.recompute.value_or(recompute.mode));
+  recompute.layers = command_line.recompute_layers
+                         ? *command_line.recompute_layers
+                         : job.recompute_layers.value_or(std::set<int64_t>{});
+  resolved.context->setRecompute(recompute);
 
   JobSettings &effective = resolved.effective;
   effective.target = target_name;
@@ -332,6 +358,9 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   effective.attention_fp32_layers = command_line.attention_fp32_layers
                                         ? command_line.attention_fp32_layers
                                         : job.attention_fp32_layers;
+  effective.recompute = recompute.mode;
+  if (!recompute.layers.empty())
+    effective.recompute_layers = recompute.layers;
   effective.custom_op_dirs = job.custom_op_dirs;
   effective.custom_op_dirs.insert(effective.custom_op_dirs.end(),
                                   command_line.custom_op_dirs.begin(),

@@ -36,6 +36,10 @@ struct JobSettings {
   std::optional<std::string> modify_mixlist; // CANN modify_mixlist JSON
   std::optional<std::string> keep_dtype;     // one node name or OpType::X a line
   std::optional<std::set<int64_t>> attention_fp32_layers;
+  // RecomputePass (job file "recompute": a mode, or MindFormers' list of
+  // layers; --recompute, --recompute-layers).
+  std::optional<passes::RecomputeMode> recompute;
+  std::optional<std::set<int64_t>> recompute_layers;
   // CANN-format switch settings (job file "fusion_switch", --fusion-switch-file).
   std::optional<passes::SwitchLayer> fusion_switch;
   std::vector<std::string> enable_passes;

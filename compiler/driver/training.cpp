@@ -62,6 +62,8 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
   sig.loss_scale = autodiff::kLossScaleName;
   if (program.step.graph.findInput(frontend::kLoraDropoutSeedName))
     sig.dropout_seed = frontend::kLoraDropoutSeedName;
+  if (program.step.graph.findInput(frontend::kTensorParallelRankName))
+    sig.tensor_parallel_rank = frontend::kTensorParallelRankName;
   sig.learning_rate = autodiff::kLearningRateName;
   sig.grad_scale = autodiff::kGradScaleName;
   sig.adam_step = autodiff::kAdamStepName;

@@ -25,7 +25,8 @@ public:
       : b_(graph), config_(config), dt_(options.dtype), B_(options.batch), S_(seq),
         H_(config.hidden_size), tp_(options.tensor_parallel),
         heads_(config.num_attention_heads / tp_), hd_(config.kv_channels), A_(H_ / tp_),
-        F_(config.mlpWidth() / tp_), rot_(config.rotaryDim()), lora_scale_(0),
+        F_(config.mlpWidth() / tp_), V_(config.vocab_size / tp_), rot_(config.rotaryDim()),
+        lora_scale_(0),
         params_(std::move(params)) {
     if (options.lora.enabled())
       lora_scale_ = options.lora.scale();
@@ -34,6 +35,9 @@ public:
       dropout_seed_ = graph.addInput(kLoraDropoutSeedName, TensorType{DType::I64, {}},
                                      InputRole::Hyperparameter);
     }
+    if (tp_ > 1)
+      tp_rank_ = graph.addInput(kTensorParallelRankName, TensorType{DType::I64, {}},
+                                InputRole::Hyperparameter);
     b_.setProvenance(Provenance{"frontend", {}});
   }
 
@@ -42,7 +46,7 @@ public:
     ValueId x;
     {
       auto transformer = b_.scope("transformer");
-      x = b_.create("Gather", "wte", {param("transformer.wte.weight"), input_ids});
+      x = embedding(input_ids);
       rotaryTables();
       for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
         auto layer = b_.scope("h." + std::to_string(i));
@@ -52,7 +56,8 @@ public:
     }
     ValueId lm_w =
         config_.tie_word_embeddings ? param("transformer.wte.weight") : param("lm_head.weight");
-    ValueId logits = linear("lm_head", x, H_, config_.vocab_size, lm_w, kNoValue);
+    x = tensorParallel("TensorParallelCopy", x, "lm_head.tp_copy");
+    ValueId logits = linear("lm_head", x, H_, V_, lm_w, kNoValue);
     logits = cast(logits, dt_, DType::F32, "lm_head.to_f32");
     ValueId loss = shiftedLoss(logits, labels);
     KILN_RETURN_IF_ERROR(b_.status());
@@ -123,6 +128,18 @@ private:
                   {d, b_.constant(lora_scale_, dt_, n + ".lora_alpha")});
     d = reshape(d, {B_, S_, out}, n + ".lora_unflatten");
     return b_.create("Add", n + ".lora_add", {y, d});
+  }
+
+  // wte: each rank gathers the rows of its vocabulary shard (zero for a
+  // token another rank holds) and the ranks' rows are summed.
+  ValueId embedding(ValueId input_ids) {
+    ValueId table = param("transformer.wte.weight");
+    if (tp_ == 1)
+      return b_.create("Gather", "wte", {table, input_ids});
+    ValueId local = b_.create("ShardIndex", "wte.shard_index", {input_ids, tp_rank_},
+                              {{"shard_size", V_}});
+    ValueId rows = b_.create("Gather", "wte", {table, local}, {{"skip_out_of_range", true}});
+    return tensorParallel("TensorParallelReduce", rows, "wte.tp_reduce");
   }
 
   // Megatron's f and g around a tensor-parallel layer; nothing on one rank.
@@ -266,9 +283,10 @@ private:
     return b_.create("Add", "mlp_residual", {h, m});
   }
 
-  // Cross entropy of logits[:, :-1] against labels[:, 1:].
+  // Cross entropy of logits[:, :-1] against labels[:, 1:]; under tensor
+  // parallelism each rank holds V/t columns of the logits.
   ValueId shiftedLoss(ValueId logits, ValueId labels) {
-    const int64_t V = config_.vocab_size;
+    const int64_t V = V_;
     ValueId sl = b_.create(
         "Slice", "loss.shift_logits", {logits},
         {{"begin", std::vector<int64_t>{0, 0, 0}}, {"end", std::vector<int64_t>{B_, S_ - 1, V}}});
@@ -277,7 +295,23 @@ private:
                   {{"begin", std::vector<int64_t>{0, 1}}, {"end", std::vector<int64_t>{B_, S_}}});
     sl = reshape(sl, {B_ * (S_ - 1), V}, "loss.flatten_logits");
     tl = reshape(tl, {B_ * (S_ - 1)}, "loss.flatten_labels");
-    return b_.create("CrossEntropyLoss", "loss", {sl, tl});
+    if (tp_ == 1)
+      return b_.create("CrossEntropyLoss", "loss", {sl, tl});
+    return vocabParallelLoss(sl, tl);
+  }
+
+  // Megatron's vocab-parallel cross entropy: the row max and the sum of
+  // exponentials reduced over the ranks, each rank's part of the loss (the
+  // rows whose label it holds) summed; the logits are never gathered.
+  ValueId vocabParallelLoss(ValueId logits, ValueId labels) {
+    auto s = b_.scope("loss");
+    ValueId max = b_.create("VocabParallelMax", "shard_max", {logits});
+    max = b_.create("TensorParallelMax", "max", {max}, {{"ranks", int64_t{tp_}}});
+    ValueId sum = b_.create("VocabParallelSumExp", "shard_sum_exp", {logits, max});
+    sum = tensorParallel("TensorParallelReduce", sum, "sum_exp");
+    ValueId part = b_.create("VocabParallelCrossEntropy", "shard_loss",
+                             {logits, labels, tp_rank_, max, sum}, {{"ranks", int64_t{tp_}}});
+    return tensorParallel("TensorParallelReduce", part, "loss");
   }
 
   ops::OpBuilder b_;
@@ -289,10 +323,12 @@ private:
   int64_t hd_;    // channels per head
   int64_t A_;     // this rank's attention width: heads_ * hd_
   int64_t F_;     // this rank's MLP width
+  int64_t V_;     // this rank's vocabulary rows
   int64_t rot_;
   double lora_scale_;       // alpha / r
   double lora_dropout_ = 0; // its probability, with dropout_seed_
   ValueId dropout_seed_ = kNoValue;
+  ValueId tp_rank_ = kNoValue; // with tp_ > 1
   int64_t lora_sites_ = 0; // adapted linears so far: each one's dropout stream
   std::unordered_map<std::string, ValueId> params_;
   ValueId cos_ = kNoValue, sin_ = kNoValue;
@@ -305,7 +341,7 @@ std::vector<ParamSpec> qwenParameters(const QwenConfig &config) {
   const bool bias = !config.no_bias;
   const TensorSplit replicated, rows{0}, columns{1}, qkv_rows{0, 3};
   std::vector<ParamSpec> params;
-  params.push_back({"transformer.wte.weight", {V, H}, ParamKind::Embedding, replicated});
+  params.push_back({"transformer.wte.weight", {V, H}, ParamKind::Embedding, rows});
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     const std::string p = layerPrefix(i);
     params.push_back({p + "ln_1.weight", {H}, ParamKind::Norm, replicated});
@@ -326,7 +362,7 @@ std::vector<ParamSpec> qwenParameters(const QwenConfig &config) {
   }
   params.push_back({"transformer.ln_f.weight", {H}, ParamKind::Norm, replicated});
   if (!config.tie_word_embeddings)
-    params.push_back({"lm_head.weight", {V, H}, ParamKind::Weight, replicated});
+    params.push_back({"lm_head.weight", {V, H}, ParamKind::Weight, rows});
   return params;
 }
 
@@ -388,11 +424,13 @@ Expected<Graph> buildQwenForward(const QwenConfig &config, const ModelOptions &o
                  std::to_string(kMaxTokens));
 
   const int tp = options.tensor_parallel;
-  if (tp < 1 || config.num_attention_heads % tp != 0 || config.mlpWidth() % tp != 0)
+  if (tp < 1 || config.num_attention_heads % tp != 0 || config.mlpWidth() % tp != 0 ||
+      config.vocab_size % tp != 0)
     return Error("Qwen forward: tensor parallelism over " + std::to_string(tp) +
                  " ranks: it must divide num_attention_heads (" +
-                 std::to_string(config.num_attention_heads) + ") and the MLP width (" +
-                 std::to_string(config.mlpWidth()) + ", intermediate_size / 2)");
+                 std::to_string(config.num_attention_heads) + "), the MLP width (" +
+                 std::to_string(config.mlpWidth()) + ", intermediate_size / 2) and vocab_size (" +
+                 std::to_string(config.vocab_size) + ")");
 
   Graph graph("qwen");
   const Shape tokens = {options.batch, seq};

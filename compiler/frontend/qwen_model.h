@@ -35,13 +35,19 @@ struct ParamSpec {
   ParamKind kind;
   // How tensor parallelism splits it: c_attn, w1 and w2 column-parallel (by
   // rows, c_attn's q, k and v each), the c_projs row-parallel (by columns),
-  // everything else replicated.
+  // wte and lm_head by vocabulary rows (Megatron's vocab-parallel layers),
+  // the norms and c_proj biases replicated.
   TensorSplit split;
 };
 
 // With LoRA dropout, the step's input holding the dropout seed (i64 scalar,
 // Hyperparameter): the trainer feeds a new one every step.
 inline constexpr const char *kLoraDropoutSeedName = "lora.dropout_seed";
+
+// With tensor parallelism, the step's input holding the rank within its
+// group (i64 scalar, Hyperparameter): the vocab-parallel embedding and loss
+// find their shard of the vocabulary by it.
+inline constexpr const char *kTensorParallelRankName = "tensor_parallel.rank";
 
 // Every parameter of the model in Hugging Face order (wte, the layers, ln_f,
 // lm_head unless tied). Biases of attn.c_proj and the MLP exist only when
@@ -58,12 +64,15 @@ Expected<std::vector<ParamSpec>> loraParameters(const QwenConfig &config, const 
 // Inputs: "input_ids" and "labels" (i64 [B,S], data), then every parameter of
 // qwenParameters() in options.dtype (with tensor_parallel > 1, each rank's
 // piece of it; a TensorParallelCopy feeds every column-parallel layer and a
-// TensorParallelReduce follows every row-parallel one). With LoRA the base
+// TensorParallelReduce follows every row-parallel one; the embedding is a
+// masked Gather of the rank's vocabulary rows summed over the ranks, and the
+// loss reduces the row max and sum over the ranks without gathering the
+// logits, the rank read from kTensorParallelRankName). With LoRA the base
 // weights are Frozen inputs and the adapters f32 Parameters (their master
 // copy), cast to options.dtype where used; with LoRA dropout, each adapted
 // linear's adapter input goes through its own Dropout (stream: the linear's
 // number in the model), seeded by the input kLoraDropoutSeedName. Outputs:
-// "logits" (f32 [B,S,V]) and
+// "logits" (f32 [B,S,V], each rank's V/t columns under tensor parallelism) and
 // "loss" (f32 [], next-token cross entropy). Node names are the Hugging Face
 // module paths ("transformer.h.3.attn.softmax"). Builds types only; no tensor
 // is allocated.

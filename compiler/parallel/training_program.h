@@ -63,6 +63,9 @@ struct DeviceMemoryEstimate {
 struct TrainingSignature {
   std::string loss_scale;   // step input
   std::string dropout_seed; // step input (i64), new every step; empty without dropout
+  // Step input (i64): the device's rank in its tensor-parallel group; empty
+  // when the step does not read it.
+  std::string tensor_parallel_rank;
   std::string learning_rate, grad_scale, adam_step; // update inputs (adam_step also an output)
   // Per parameter, in TrainingProgram::params order: its gradient (a step
   // output, an update input) and its AdamW moments (update inputs and outputs).

@@ -42,24 +42,30 @@ Expected<std::vector<ValueId>> gradGather(GradContext &ctx) {
   if (dy == kNoValue)
     return std::vector<ValueId>{kNoValue, kNoValue};
   const ValueId table = ctx.input(0);
-  ValueId dtable =
-      b.create("EmbeddingGrad", "dtable", {dy, ctx.input(1)}, {{"num_rows", b.shape(table)[0]}});
+  ValueId dtable = b.create(
+      "EmbeddingGrad", "dtable", {dy, ctx.input(1)},
+      {{"num_rows", b.shape(table)[0]},
+       {"skip_out_of_range", ctx.attrs().getBool("skip_out_of_range")}});
   if (dtable != kNoValue && b.dtype(dtable) != b.dtype(table))
     dtable = b.create("Cast", "dtable_cast", {dtable}, {{"dtype", b.dtype(table)}});
   KILN_RETURN_IF_ERROR(b.status());
   return std::vector<ValueId>{dtable, kNoValue};
 }
 
-// Rows are copied bit for bit: input and output share the dtype, so nothing rounds.
+// Rows are copied bit for bit: input and output share the dtype, so nothing
+// rounds. A skipped index leaves its row as the output arrives: zero.
 Status gatherKernel(const KernelContext &ctx, const std::vector<const Tensor *> &in,
                     std::vector<Tensor> &out, const AttrMap &attrs) {
   const Tensor &table = *in[0], &indices = *in[1];
   const int64_t rows = table.shape()[0];
+  const bool skip = attrs.getBool("skip_out_of_range");
   const size_t row_bytes = static_cast<size_t>(rowSize(table.shape())) * dtypeSize(table.dtype());
   const auto *src = static_cast<const uint8_t *>(table.data());
   auto *dst = static_cast<uint8_t *>(out[0].data());
   for (int64_t p = 0; p < indices.numElements(); ++p) {
     const int64_t row = indices.getInt(p);
+    if ((row < 0 || row >= rows) && skip)
+      continue;
     if (row < 0 || row >= rows)
       return indexError("Gather", ctx, indices, p, rows);
     std::memcpy(dst + p * row_bytes, src + row * row_bytes, row_bytes);
@@ -91,9 +97,12 @@ Status embeddingGradKernel(const KernelContext &ctx, const std::vector<const Ten
   Tensor &dtable = out[0];
   const int64_t rows = dtable.shape()[0];
   const int64_t row = rowSize(dtable.shape());
+  const bool skip = attrs.getBool("skip_out_of_range");
   std::vector<double> acc(static_cast<size_t>(dtable.numElements()), 0.0);
   for (int64_t p = 0; p < indices.numElements(); ++p) {
     const int64_t target = indices.getInt(p);
+    if ((target < 0 || target >= rows) && skip)
+      continue;
     if (target < 0 || target >= rows)
       return indexError("EmbeddingGrad", ctx, indices, p, rows);
     for (int64_t j = 0; j < row; ++j)

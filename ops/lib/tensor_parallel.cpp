@@ -1,6 +1,6 @@
 // TensorParallelCopy and TensorParallelReduce: shape rules, Megatron's
 // gradient pairing (each is the other's backward), and the reference
-// kernels of a group of one rank.
+// kernels of a group of one rank; TensorParallelMax, not differentiable.
 #include "ops/op_builder.h"
 #include "ops/op_registry.h"
 
@@ -35,19 +35,24 @@ Status copyKernel(const KernelContext &, const std::vector<const Tensor *> &in,
   return Status::ok();
 }
 
-Status reduceKernel(const KernelContext &, const std::vector<const Tensor *> &in,
-                    std::vector<Tensor> &out, const AttrMap &attrs) {
-  if (attrs.getInt("ranks") != 1)
-    return Error("TensorParallelReduce over " + std::to_string(attrs.getInt("ranks")) +
-                 " ranks needs every rank's input: it runs in a tensor-parallel group (kiln "
-                 "train --tp), not on one device");
-  out[0] = *in[0];
-  return Status::ok();
+// A combining collective of a group of one passes its input through.
+KernelFn groupOfOne(const char *op) {
+  return [op](const KernelContext &, const std::vector<const Tensor *> &in,
+              std::vector<Tensor> &out, const AttrMap &attrs) -> Status {
+    if (attrs.getInt("ranks") != 1)
+      return Error(std::string(op) + " over " + std::to_string(attrs.getInt("ranks")) +
+                   " ranks needs every rank's input: it runs in a tensor-parallel group (kiln "
+                   "train --tp), not on one device");
+    out[0] = *in[0];
+    return Status::ok();
+  };
 }
 
 } // namespace
 
 KILN_REGISTER_OP("TensorParallelCopy", OpImpl{inferCollective, gradCopy, copyKernel});
-KILN_REGISTER_OP("TensorParallelReduce", OpImpl{inferCollective, gradReduce, reduceKernel});
+KILN_REGISTER_OP("TensorParallelReduce",
+                 OpImpl{inferCollective, gradReduce, groupOfOne("TensorParallelReduce")});
+KILN_REGISTER_OP("TensorParallelMax", OpImpl{inferCollective, {}, groupOfOne("TensorParallelMax")});
 
 } // namespace kiln::ops

@@ -22,11 +22,13 @@ namespace {
 constexpr std::array<std::string_view, 2> kWhite = {"MatMul", "BatchMatMul"};
 // fp32 where low precision overflows or rounds the answer away.
 // clang-format off
-constexpr std::array<std::string_view, 15> kBlack = {
+constexpr std::array<std::string_view, 19> kBlack = {
     "Softmax", "SoftmaxGrad", "ReduceSum", "ReduceMean", "SumToShape", // reductions
     "Rsqrt", "RsqrtGrad", "Sqrt",                                      // norm statistics
     "Exp", "Log",
     "CrossEntropyLoss", "CrossEntropyLossGrad",                        // losses
+    "VocabParallelMax", "VocabParallelSumExp",
+    "VocabParallelCrossEntropy", "VocabParallelCrossEntropyGrad",
     "AdamW",                                                           // optimizer
     "RotaryCosSin",                                                    // f32 tables
     "EmbeddingGrad"};                                                  // sums many rows

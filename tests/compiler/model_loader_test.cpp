@@ -73,7 +73,8 @@ TEST_F(ModelLoaderTest, ConfigsSplitForTensorParallelismGraphsDoNot) {
                                                {"transformer.h.0.mlp.w1.weight", {64, 64}},
                                                {"transformer.h.0.mlp.c_proj.weight", {64, 64}},
                                                {"transformer.h.0.ln_1.weight", {64}},
-                                               {"lm_head.weight", {512, 64}}};
+                                               {"transformer.wte.weight", {256, 64}},
+                                               {"lm_head.weight", {256, 64}}};
   for (const auto &[name, shape] : pieces) {
     const GraphInput *in = split->graph.findInput(name);
     ASSERT_NE(in, nullptr) << name;
@@ -81,7 +82,8 @@ TEST_F(ModelLoaderTest, ConfigsSplitForTensorParallelismGraphsDoNot) {
   }
   EXPECT_EQ(split->splits.at("transformer.h.0.attn.c_attn.weight"), (TensorSplit{0, 3}));
   EXPECT_EQ(split->splits.at("transformer.h.1.mlp.c_proj.weight"), TensorSplit{1});
-  EXPECT_TRUE(split->splits.at("transformer.wte.weight").replicated());
+  EXPECT_EQ(split->splits.at("transformer.wte.weight"), TensorSplit{0}); // vocab-parallel
+  EXPECT_TRUE(split->splits.at("transformer.h.0.ln_1.weight").replicated());
 
   auto odd = loadModel(kTinyDir, ModelOptions{1, 4, DType::F32, 3});
   ASSERT_FALSE(odd.isOk());

@@ -68,9 +68,12 @@ TEST_P(TensorParallel, ShardedStepGivesTheLossAndGradientsOfTheWholeModel) {
 
   Step shard = buildStep(tp);
   // Two f (before c_attn, before w1/w2) and two g (after each c_proj) per
-  // layer forward; the backward adds a g for every f.
-  EXPECT_EQ(countOps(shard.graph, "TensorParallelCopy"), 2 * config.num_hidden_layers);
-  EXPECT_EQ(countOps(shard.graph, "TensorParallelReduce"), 4 * config.num_hidden_layers);
+  // layer forward, an f before lm_head, a g after the embedding and two in
+  // the loss (the sum of exponentials, the parts of the loss); the backward
+  // adds a g for every f. The loss's row max is the one max over the ranks.
+  EXPECT_EQ(countOps(shard.graph, "TensorParallelCopy"), 2 * config.num_hidden_layers + 1);
+  EXPECT_EQ(countOps(shard.graph, "TensorParallelReduce"), 4 * config.num_hidden_layers + 4);
+  EXPECT_EQ(countOps(shard.graph, "TensorParallelMax"), 1);
   auto target = target::loadTarget("ascend910b");
   ASSERT_TRUE(target) << target.message();
   auto kernels = codegen::compileKernels(shard.graph, *target, {});
@@ -86,6 +89,7 @@ TEST_P(TensorParallel, ShardedStepGivesTheLossAndGradientsOfTheWholeModel) {
       auto split = shard.split.find(name);
       inputs[r][name] = split == shard.split.end() ? t : takeShard(t, split->second, r, tp);
     }
+    inputs[r][frontend::kTensorParallelRankName] = Tensor::fromInts(DType::I64, {}, {r});
     group.push_back(&inputs[r]);
   }
   auto got = (*executor)->runGroup(group, {});

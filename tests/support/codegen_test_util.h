@@ -38,6 +38,10 @@ void expectOpMatchesReference(const std::string &op, const std::vector<TensorTyp
                               const AttrMap &attrs = {}, const CompareOptions &options = {},
                               uint64_t seed = 1);
 
+// One `op` node on the given inputs, compiled vs reference.
+void expectOpOnInputs(const std::string &op, const std::vector<Tensor> &inputs,
+                      const AttrMap &attrs = {}, const CompareOptions &options = {});
+
 // Compares two tensors element by element; returns the first mismatch, empty when they agree.
 std::string compareTensors(const Tensor &got, const Tensor &want, double rtol, double atol);
 

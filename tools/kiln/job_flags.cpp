@@ -65,6 +65,29 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
          "limit AttentionFp32CastPass to these layers (A,B,...)")
       ->delimiter(',')
       ->group("Job");
+  cmd.add_option_function<std::string>(
+         "--recompute",
+         [&s](const std::string &m) {
+           s.recompute = passes::parseRecomputeMode(m);
+           if (!s.recompute)
+             throw CLI::ValidationError("--recompute", "expected " +
+                                                           std::string(passes::kRecomputeModeNames) +
+                                                           ", got '" + m + "'");
+         },
+         "activation recomputation (RecomputePass): none, selective (the attention core) or "
+         "full (each layer from its input); docs/training.md")
+      ->group("Job");
+  cmd.add_option_function<std::vector<int64_t>>(
+         "--recompute-layers",
+         [&s](const std::vector<int64_t> &layers) {
+           for (int64_t l : layers)
+             if (l < 0)
+               throw CLI::ValidationError("--recompute-layers", "expected layer indices >= 0");
+           s.recompute_layers = std::set<int64_t>(layers.begin(), layers.end());
+         },
+         "limit --recompute to these layers (A,B,...)")
+      ->delimiter(',')
+      ->group("Job");
   cmd.add_option("--fusion-switch-file", flags.fusion_switch_file,
                  "CANN fusion switch file (JSON or one 'Name:off' a line)")
       ->group("Job");

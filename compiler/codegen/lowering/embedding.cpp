@@ -10,6 +10,7 @@ using Bodies = Expected<std::vector<ExprRef>>;
 
 // y[t..., j...] = table[indices[t...], j...]. The reference rejects an index outside the
 // table; a kernel cannot fail, so the index is clamped to keep the load inside the table.
+// With skip_out_of_range such an index gives a zero row, as the reference's does.
 Bodies lowerGather(LowerContext &ctx) {
   const Shape &table = ctx.inputType(0).shape;
   const Shape &out = ctx.outputType(0).shape;
@@ -20,12 +21,15 @@ Bodies lowerGather(LowerContext &ctx) {
   if (table[0] == 0 && numElements(out) > 0)
     return ctx.error("the table has no rows to gather");
   std::vector<ExprRef> t = LowerContext::vars(index_rank);
-  ExprRef row = ctx.input(1, t);
-  row = binary(BinaryOp::Max, binary(BinaryOp::Min, row, iconst(table[0] - 1)), iconst(0));
+  ExprRef index = ctx.input(1, t);
+  ExprRef row =
+      binary(BinaryOp::Max, binary(BinaryOp::Min, index, iconst(table[0] - 1)), iconst(0));
   std::vector<ExprRef> idx{row};
   for (size_t d = 1; d < table.size(); ++d)
     idx.push_back(var(static_cast<int>(index_rank + d - 1)));
-  return std::vector<ExprRef>{ctx.input(0, idx)};
+  if (!ctx.attrs().getBool("skip_out_of_range"))
+    return std::vector<ExprRef>{ctx.input(0, idx)};
+  return std::vector<ExprRef>{select(binary(BinaryOp::Eq, index, row), ctx.input(0, idx), fconst(0))};
 }
 
 // dtable[v, j...] = sum over index positions t of (indices[t] == v ? dy[t, j...] : 0), one rvar

@@ -13,26 +13,6 @@ const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
 
 AttrMap ignoring(int64_t index) { return {{"ignore_index", index}}; }
 
-// One `op` node on fixed inputs, compiled vs reference.
-void expectOpOnInputs(const std::string &op, const std::vector<Tensor> &inputs,
-                      const AttrMap &attrs) {
-  Graph g("op_" + op);
-  ops::TensorMap feed;
-  std::vector<ValueId> args;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string name = "in_" + std::to_string(i);
-    args.push_back(g.addInput(name, inputs[i].type(), InputRole::Data));
-    feed[name] = inputs[i];
-  }
-  ops::OpBuilder b(g);
-  auto outs = b.tryCreate(op, "op", args, attrs);
-  ASSERT_TRUE(outs.isOk()) << outs.message();
-  for (size_t k = 0; k < outs->size(); ++k)
-    g.addOutput("out_" + std::to_string(k), (*outs)[k]);
-  SCOPED_TRACE(op);
-  expectCompiledMatchesReference(g, feed);
-}
-
 // Random labels lie in [0, 8): with ignore_index 3 about one row in eight is left out.
 TEST(LossLowering, CrossEntropyLossMatchesReference) {
   for (DType d : kFloats)

@@ -95,6 +95,10 @@ TEST(MixList, BuiltinListsAreTheDocumentedOnes) {
                                           "RotaryCosSin",
                                           "CrossEntropyLoss",
                                           "CrossEntropyLossGrad",
+                                          "VocabParallelMax",
+                                          "VocabParallelSumExp",
+                                          "VocabParallelCrossEntropy",
+                                          "VocabParallelCrossEntropyGrad",
                                           "EmbeddingGrad"};
   MixList m = MixList::builtin();
   for (const std::string &op : white) {

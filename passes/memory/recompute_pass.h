@@ -1,0 +1,30 @@
+// Activation recomputation (Chen et al. 2016; Megatron's and MindFormers'
+// `recompute`): forward values the backward reads are computed again just
+// before their backward use instead of living from the forward to it.
+#pragma once
+
+#include "ir/graph.h"
+#include "passes/memory/recompute_settings.h"
+#include "passes/pass.h"
+
+namespace kiln::passes {
+
+// The driver, callable without the pass manager. The forward is what the
+// graph's non-gradient outputs ("loss", "logits") need; the rest is the
+// backward (a graph without one is left alone). A layer is the forward nodes
+// named "transformer.h.<i>.": `full` recomputes what the layer's backward
+// reads from the layer's input and weights, `selective` only the attention
+// core (from the scores' BatchMatMul through the Softmax, up to the context
+// BatchMatMul). The copies, named "recompute.<node>", are appended last
+// layer first, so compact()'s order puts each layer's copies just before its
+// backward; forward nodes nothing reads any more are erased.
+PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings);
+
+class RecomputePass final : public Pass {
+public:
+  const PassInfo &info() const override;
+  std::string notApplicableReason(const PassContext &ctx) const override;
+  Expected<PassResult> run(Graph &graph, const PassContext &ctx) const override;
+};
+
+} // namespace kiln::passes

@@ -339,6 +339,19 @@ std::pair<std::string, std::string> measuredAndPlannedPeak(const std::string &ou
   return {m, planned};
 }
 
+// formatBytes's text ("2.8 MiB") as bytes, to its one decimal; 0 when it
+// is not such a text.
+double formattedBytes(const std::string &text) {
+  double value = 0;
+  char unit[8] = {};
+  if (std::sscanf(text.c_str(), "%lf %7s", &value, unit) != 2)
+    return 0;
+  const std::map<std::string, double> units = {
+      {"B", 1}, {"KiB", 1024.0}, {"MiB", 1024.0 * 1024}, {"GiB", 1024.0 * 1024 * 1024}};
+  auto u = units.find(unit);
+  return u == units.end() ? 0 : value * u->second;
+}
+
 // The plan the check above uses is what the devices then hold: measured
 // while training, the peak is the plan.
 TEST_F(TrainCli, TheMeasuredPeakStaysWithinThePlan) {
@@ -366,6 +379,42 @@ TEST_F(TrainCli, TheUpdateRunsInBucketsAndItsPeakIsThePlan) {
   const size_t at = plan.out.find("update buckets: ");
   ASSERT_NE(at, std::string::npos) << plan.out;
   EXPECT_GE(std::atoi(plan.out.c_str() + at + 16), 4) << plan.out;
+}
+
+// Activation recomputation re-runs the same kernels on the same inputs: the
+// losses and the final weights are bit for bit those without it, on one
+// device and with tensor parallelism (the vocab-parallel layers included).
+// The devices hold less (full keeps each layer's input only), and what they
+// hold stays within the plan; the plan's arena adds only its packing.
+TEST_F(TrainCli, RecomputationChangesNoBitAndLowersThePeak) {
+  auto trainAs = [&](const std::string &name, const std::string &flags) {
+    Result r = run(train("--steps 20 --checkpoint-every 20 --checkpoint-dir " + name +
+                         " --log-json " + name + ".jsonl " + flags));
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    const auto [measured, planned] = measuredAndPlannedPeak(r.out);
+    const double m = formattedBytes(measured), p = formattedBytes(planned);
+    EXPECT_GT(m, 0) << r.out;
+    EXPECT_LE(m, p) << name << ": " << r.out;
+    EXPECT_LE(p, 1.1 * m) << name << ": " << r.out; // packing, and one decimal printed
+    return m;
+  };
+  for (const std::string layout : {"--devices 1", "--devices 2 --tp 2"}) {
+    const std::string base = layout == "--devices 1" ? "one" : "tp2";
+    const double none = trainAs(base, layout);
+    for (const char *mode : {"selective", "full"}) {
+      const std::string name = base + "-" + mode;
+      const double peak = trainAs(name, layout + " --recompute " + mode);
+      if (std::string(mode) == "full") {
+        EXPECT_LT(peak, none) << name;
+      }
+      const std::vector<json> want = logLines(base + ".jsonl"), got = logLines(name + ".jsonl");
+      ASSERT_EQ(got.size(), 20u) << name;
+      for (size_t i = 0; i < want.size(); ++i)
+        for (const char *field : {"loss", "grad_norm", "loss_scale"})
+          EXPECT_EQ(got[i][field], want[i][field]) << name << " step " << i + 1 << " " << field;
+      expectSameTensors(base + "/step-000020.safetensors", name + "/step-000020.safetensors");
+    }
+  }
 }
 
 // Gradient accumulation: each replica's share of --batch in K micro-batches

@@ -80,11 +80,10 @@ Expected<std::set<int64_t>> layerSet(const JsonReader &r, const json &layers,
 Expected<JobSettings> parseJob(const json &doc, const std::string &source,
                                const std::string &base_dir) {
   JsonReader r(source);
-  KILN_RETURN_IF_ERROR(r.checkKeys(doc, "$",
-                                   {"format", "version", "name", "target", "precision",
-                                    "fusion_switch", "enable_passes", "disable_passes",
-                                    "fusion_rules", "custom_ops", "allow_unknown_passes",
-                                    "recompute"}));
+  KILN_RETURN_IF_ERROR(r.checkKeys(
+      doc, "$",
+      {"format", "version", "name", "target", "precision", "fusion_switch", "enable_passes",
+       "disable_passes", "fusion_rules", "custom_ops", "allow_unknown_passes", "recompute"}));
   JobSettings job;
   job.source = source;
   if (doc.contains("format")) {
@@ -139,9 +138,9 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
           resolvePath(base_dir, path);
     }
     if (p->contains("attention_fp32_layers")) {
-      KILN_ASSIGN_OR_RETURN(job.attention_fp32_layers,
-                            layerSet(r, (*p)["attention_fp32_layers"],
-                                     "$.precision.attention_fp32_layers"));
+      KILN_ASSIGN_OR_RETURN(
+          job.attention_fp32_layers,
+          layerSet(r, (*p)["attention_fp32_layers"], "$.precision.attention_fp32_layers"));
     }
     if (p->contains("dtype")) {
       KILN_ASSIGN_OR_RETURN(std::string d, r.string(*p, "$.precision", "dtype"));

@@ -26,8 +26,7 @@ public:
         H_(config.hidden_size), tp_(options.tensor_parallel),
         heads_(config.num_attention_heads / tp_), hd_(config.kv_channels), A_(H_ / tp_),
         F_(config.mlpWidth() / tp_), V_(config.vocab_size / tp_), rot_(config.rotaryDim()),
-        lora_scale_(0),
-        params_(std::move(params)) {
+        lora_scale_(0), params_(std::move(params)) {
     if (options.lora.enabled())
       lora_scale_ = options.lora.scale();
     if (options.lora.enabled() && options.lora.dropout > 0) {
@@ -136,8 +135,8 @@ private:
     ValueId table = param("transformer.wte.weight");
     if (tp_ == 1)
       return b_.create("Gather", "wte", {table, input_ids});
-    ValueId local = b_.create("ShardIndex", "wte.shard_index", {input_ids, tp_rank_},
-                              {{"shard_size", V_}});
+    ValueId local =
+        b_.create("ShardIndex", "wte.shard_index", {input_ids, tp_rank_}, {{"shard_size", V_}});
     ValueId rows = b_.create("Gather", "wte", {table, local}, {{"skip_out_of_range", true}});
     return tensorParallel("TensorParallelReduce", rows, "wte.tp_reduce");
   }
@@ -329,7 +328,7 @@ private:
   double lora_dropout_ = 0; // its probability, with dropout_seed_
   ValueId dropout_seed_ = kNoValue;
   ValueId tp_rank_ = kNoValue; // with tp_ > 1
-  int64_t lora_sites_ = 0; // adapted linears so far: each one's dropout stream
+  int64_t lora_sites_ = 0;     // adapted linears so far: each one's dropout stream
   std::unordered_map<std::string, ValueId> params_;
   ValueId cos_ = kNoValue, sin_ = kNoValue;
 };

@@ -42,10 +42,9 @@ Expected<std::vector<ValueId>> gradGather(GradContext &ctx) {
   if (dy == kNoValue)
     return std::vector<ValueId>{kNoValue, kNoValue};
   const ValueId table = ctx.input(0);
-  ValueId dtable = b.create(
-      "EmbeddingGrad", "dtable", {dy, ctx.input(1)},
-      {{"num_rows", b.shape(table)[0]},
-       {"skip_out_of_range", ctx.attrs().getBool("skip_out_of_range")}});
+  ValueId dtable = b.create("EmbeddingGrad", "dtable", {dy, ctx.input(1)},
+                            {{"num_rows", b.shape(table)[0]},
+                             {"skip_out_of_range", ctx.attrs().getBool("skip_out_of_range")}});
   if (dtable != kNoValue && b.dtype(dtable) != b.dtype(table))
     dtable = b.create("Cast", "dtable_cast", {dtable}, {{"dtype", b.dtype(table)}});
   KILN_RETURN_IF_ERROR(b.status());

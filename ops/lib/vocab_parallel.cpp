@@ -23,8 +23,8 @@ Status checkRowStat(const TensorType &logits, const TensorType &stat, const char
   if (logits.rank() != 2 || logits.shape[1] < 1)
     return Error("logits must be [N, V/t] with at least one class, got " + typeToString(logits));
   if (!(stat.shape == Shape{logits.shape[0], 1}))
-    return Error(std::string(what) + " must be [N, 1] = " +
-                 shapeToString({logits.shape[0], 1}) + ", got " + typeToString(stat));
+    return Error(std::string(what) + " must be [N, 1] = " + shapeToString({logits.shape[0], 1}) +
+                 ", got " + typeToString(stat));
   return Status::ok();
 }
 
@@ -82,8 +82,7 @@ Status maxKernel(const KernelContext &ctx, const std::vector<const Tensor *> &in
   return Status::ok();
 }
 
-Expected<std::vector<TensorType>> inferSumExp(const std::vector<TensorType> &in,
-                                              const AttrMap &) {
+Expected<std::vector<TensorType>> inferSumExp(const std::vector<TensorType> &in, const AttrMap &) {
   KILN_RETURN_IF_ERROR(checkRowStat(in[0], in[1], "max"));
   return std::vector<TensorType>{{DType::F32, {in[0].shape[0], 1}}};
 }

@@ -20,7 +20,7 @@ namespace {
 constexpr const char *kPassName = "RecomputePass";
 constexpr std::string_view kLayerPrefix = "transformer.h.";
 
-// The forward: every node a non-gradient graph output depends on.
+// The forward: every node the model's outputs ("loss", "logits") depend on.
 std::vector<bool> forwardNodes(const Graph &graph) {
   std::vector<bool> forward(graph.numNodes(), false);
   std::vector<NodeId> work;
@@ -32,7 +32,7 @@ std::vector<bool> forwardNodes(const Graph &graph) {
     }
   };
   for (const GraphOutput &out : graph.outputs())
-    if (!out.name.starts_with("grad."))
+    if (out.name == "loss" || out.name == "logits")
       need(out.value);
   while (!work.empty()) {
     const NodeId id = work.back();
@@ -213,8 +213,9 @@ PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings)
     return result;
   Nodes nodes;
   nodes.forward = forwardNodes(graph);
-  if (std::none_of(nodes.forward.begin(), nodes.forward.end(), [](bool f) { return !f; }))
-    return result; // no backward: nothing lives from the forward to it
+  if (std::none_of(nodes.forward.begin(), nodes.forward.end(), [](bool f) { return f; }) ||
+      std::none_of(nodes.forward.begin(), nodes.forward.end(), [](bool f) { return !f; }))
+    return result; // no model outputs, or no backward: nothing lives from one to the other
   nodes.users = graph.computeUsers();
   std::map<int64_t, std::vector<NodeId>, std::greater<>> layers; // last layer first
   for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
@@ -224,9 +225,8 @@ PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings)
       layers[nodes.layer.back()].push_back(id);
   }
   for (const auto &[layer, members] : layers) {
-    const std::vector<NodeId> region = settings.mode == RecomputeMode::Full
-                                           ? members
-                                           : attentionCore(graph, members, nodes.users);
+    const std::vector<NodeId> region =
+        settings.mode == RecomputeMode::Full ? members : attentionCore(graph, members, nodes.users);
     ++result.match_times;
     const int64_t copies = recomputeRegion(graph, region, layer, nodes);
     if (copies == 0) {

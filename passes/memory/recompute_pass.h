@@ -10,8 +10,9 @@
 namespace kiln::passes {
 
 // The driver, callable without the pass manager. The forward is what the
-// graph's non-gradient outputs ("loss", "logits") need; the rest is the
-// backward (a graph without one is left alone). A layer is the forward nodes
+// graph outputs "loss" and "logits" (the model's, kiln's frontend names
+// them so) need; the rest is the backward and the update (a graph without
+// either part is left alone). A layer is the forward nodes
 // named "transformer.h.<i>.": `full` recomputes what the layer's backward
 // reads from the layer's input and weights, `selective` only the attention
 // core (from the scores' BatchMatMul through the Softmax, up to the context

@@ -83,6 +83,9 @@ TEST_F(JobTest, BadJobFilesNameTheFileAndPath) {
            {R"({"allow_unknown_passes": "yes"})", "$.allow_unknown_passes: expected true or false"},
            {R"([1, 2])", "expected an object"},
            {R"({"target": )", "line 1"},
+           {R"({"recompute": "some"})",
+            "$.recompute: expected none, selective, full or an array of layer indices"},
+           {R"({"recompute": [0, -1]})", "$.recompute[1]: expected a layer >= 0"},
        }) {
     auto j = job(c.text);
     ASSERT_FALSE(j) << c.text;
@@ -150,6 +153,35 @@ TEST_F(JobTest, CommandLineBeatsJobFile) {
   ASSERT_TRUE(r) << r.message();
   EXPECT_EQ(r->target.name, "ascend910b");
   EXPECT_EQ(r->dtype, DType::F32) << "the job file's dtype stays when the command line has none";
+}
+
+// Recomputation: a mode or MindFormers' list of layers in the job file, the
+// command line's mode over the file's, the layers kept from the file.
+TEST_F(JobTest, RecomputeFromTheJobFileAndTheCommandLine) {
+  auto list = job(R"({"recompute": [1, 3]})");
+  ASSERT_TRUE(list) << list.message();
+  auto r = resolveJob(*list, JobSettings{}, DType::F16);
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->context->recompute().mode, passes::RecomputeMode::Full);
+  EXPECT_EQ(r->context->recompute().layers, (std::set<int64_t>{1, 3}));
+  EXPECT_EQ(r->context->recompute().toString(), "full (layers 1,3)");
+
+  JobSettings cli;
+  cli.recompute = passes::RecomputeMode::Selective;
+  r = resolveJob(*list, cli, DType::F16);
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->context->recompute().mode, passes::RecomputeMode::Selective);
+  EXPECT_EQ(r->context->recompute().layers, (std::set<int64_t>{1, 3}));
+
+  auto mode = job(R"({"recompute": "selective"})");
+  ASSERT_TRUE(mode) << mode.message();
+  r = resolveJob(*mode, JobSettings{}, DType::F16);
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->context->recompute().mode, passes::RecomputeMode::Selective);
+  EXPECT_TRUE(r->context->recompute().layers.empty());
+  r = resolveJob(std::nullopt, JobSettings{}, DType::F16);
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->context->recompute().mode, passes::RecomputeMode::None);
 }
 
 } // namespace

@@ -70,9 +70,9 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
          [&s](const std::string &m) {
            s.recompute = passes::parseRecomputeMode(m);
            if (!s.recompute)
-             throw CLI::ValidationError("--recompute", "expected " +
-                                                           std::string(passes::kRecomputeModeNames) +
-                                                           ", got '" + m + "'");
+             throw CLI::ValidationError("--recompute",
+                                        "expected " + std::string(passes::kRecomputeModeNames) +
+                                            ", got '" + m + "'");
          },
          "activation recomputation (RecomputePass): none, selective (the attention core) or "
          "full (each layer from its input); docs/training.md")

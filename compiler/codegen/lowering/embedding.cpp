@@ -29,7 +29,8 @@ Bodies lowerGather(LowerContext &ctx) {
     idx.push_back(var(static_cast<int>(index_rank + d - 1)));
   if (!ctx.attrs().getBool("skip_out_of_range"))
     return std::vector<ExprRef>{ctx.input(0, idx)};
-  return std::vector<ExprRef>{select(binary(BinaryOp::Eq, index, row), ctx.input(0, idx), fconst(0))};
+  return std::vector<ExprRef>{
+      select(binary(BinaryOp::Eq, index, row), ctx.input(0, idx), fconst(0))};
 }
 
 // dtable[v, j...] = sum over index positions t of (indices[t] == v ? dy[t, j...] : 0), one rvar

@@ -31,8 +31,8 @@ Status checkLogits(const LowerContext &ctx) {
 Bodies lowerMax(LowerContext &ctx) {
   KILN_RETURN_IF_ERROR(checkLogits(ctx));
   const int r = ctx.newReduceVar();
-  return std::vector<ExprRef>{reduce(ReduceOp::Max, r, ctx.inputType(0).shape[1],
-                                     ctx.input(0, {var(0), rvar(r)}))};
+  return std::vector<ExprRef>{
+      reduce(ReduceOp::Max, r, ctx.inputType(0).shape[1], ctx.input(0, {var(0), rvar(r)}))};
 }
 
 Bodies lowerSumExp(LowerContext &ctx) {

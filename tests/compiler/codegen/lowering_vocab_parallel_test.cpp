@@ -62,8 +62,8 @@ void expectLossChainMatches(DType d, int64_t n, int64_t v, uint64_t seed) {
   ValueId max = b.create("VocabParallelMax", "max", {logits});
   ValueId sum = b.create("VocabParallelSumExp", "sum", {logits, max});
   const AttrMap attrs = {{"ranks", ranks}, {"ignore_index", ignore}};
-  ValueId loss = b.create("VocabParallelCrossEntropy", "loss", {logits, labels, rank, max, sum},
-                          attrs);
+  ValueId loss =
+      b.create("VocabParallelCrossEntropy", "loss", {logits, labels, rank, max, sum}, attrs);
   ValueId dlogits = b.create("VocabParallelCrossEntropyGrad", "dlogits",
                              {logits, labels, rank, max, sum, dloss}, attrs);
   ASSERT_TRUE(b.status()) << b.status().message();

@@ -20,13 +20,17 @@ double sumOfSquares(const float *p, int64_t n) {
 
 } // namespace
 
-double sumOfSquares(ThreadPool &pool, const std::vector<const Tensor *> &gradients) {
+std::vector<double> squaresOf(ThreadPool &pool, const std::vector<const Tensor *> &gradients) {
   std::vector<double> squares(gradients.size());
   pool.parallelFor(static_cast<int64_t>(gradients.size()), [&](int64_t i, int) {
     squares[i] = sumOfSquares(gradients[i]->dataAs<float>(), gradients[i]->numElements());
   });
+  return squares;
+}
+
+double sumOfSquares(ThreadPool &pool, const std::vector<const Tensor *> &gradients) {
   double sum = 0;
-  for (double s : squares)
+  for (double s : squaresOf(pool, gradients))
     sum += s;
   return sum;
 }

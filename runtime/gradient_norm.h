@@ -12,5 +12,7 @@
 namespace kiln::runtime {
 
 double sumOfSquares(ThreadPool &pool, const std::vector<const Tensor *> &gradients);
+// Each gradient's own sum of squares (what sumOfSquares adds in order).
+std::vector<double> squaresOf(ThreadPool &pool, const std::vector<const Tensor *> &gradients);
 
 } // namespace kiln::runtime

@@ -227,8 +227,7 @@ Status Trainer::forwardBackward(int r, double scale, float &loss) {
       if (!program_.signature.dropout_seed.empty())
         inputs[t][program_.signature.dropout_seed] = dropout_seed;
       if (!program_.signature.tensor_parallel_rank.empty())
-        inputs[t][program_.signature.tensor_parallel_rank] =
-            Tensor::fromInts(DType::I64, {}, {t});
+        inputs[t][program_.signature.tensor_parallel_rank] = Tensor::fromInts(DType::I64, {}, {t});
       group.push_back(&inputs[t]);
       memory.push_back(&memory_[first + t]);
       status.push_back(&float_status_[first + t]);
@@ -247,11 +246,14 @@ Status Trainer::forwardBackward(int r, double scale, float &loss) {
           (T == 1 ? deviceName(first) : deviceName(first) + ".." + deviceName(first + T - 1)) +
           ", step " + std::to_string(step_ + 1));
     loss += static_cast<float>(outputs->front().at("loss").getFloat(0));
+    // ZeRO-2 reduces each gradient to its owner in f32 (step()); until then
+    // a device holds the step's own gradient, in its dtype.
+    const bool keep_dtype = program_.parallel.zero >= 2 && program_.parallel.grad_accum == 1;
     for (int t = 0; t < T; ++t)
       for (size_t i = 0; i < program_.params.size(); ++i) {
         const std::string &grad = program_.signature.gradient[i];
         Tensor &g = (*outputs)[t].at(grad);
-        Tensor f32 = g.dtype() == DType::F32 ? std::move(g) : g.castTo(DType::F32);
+        Tensor f32 = g.dtype() == DType::F32 || keep_dtype ? std::move(g) : g.castTo(DType::F32);
         Tensor &sum = grads_[first + t][i];
         if (k == 0) {
           sum = std::move(f32);
@@ -295,7 +297,10 @@ Expected<StepRecord> Trainer::step() {
     // saturation mode f16's largest finite value (a finite gradient that
     // nothing but the device's status tells apart).
     const int device = (replicas - 1) * T;
-    float &g = grads_[device][0].dataAs<float>()[0];
+    Tensor &first = grads_[device][0];
+    if (first.dtype() != DType::F32) // ZeRO-2 keeps the step's dtype until the reduction
+      first = first.castTo(DType::F32);
+    float &g = first.dataAs<float>()[0];
     if (step_executor_->kernels().overflow == OverflowMode::Saturation) {
       g = kF16Max;
       float_status_[device].raise(kFloatStatusOverflow);
@@ -305,17 +310,13 @@ Expected<StepRecord> Trainer::step() {
   }
 
   // Sum the gradients of each tensor-parallel rank (and the losses) over the
-  // replicas.
+  // replicas; with ZeRO-2 only the owner keeps the sum.
   // Work shared by every device of the process is on the first one's track.
   auto clock = Profiler::Clock::now();
   const int64_t t0 = trace_ ? trace_->now() : 0;
   for (int t = 0; t < T; ++t)
-    for (size_t i = 0; i < program_.params.size(); ++i) {
-      std::vector<float *> buffers;
-      for (int r = 0; r < replicas; ++r)
-        buffers.push_back(grads_[r * T + t][i].dataAs<float>());
-      KILN_RETURN_IF_ERROR(comm_->allReduceSum(buffers, grads_[t][i].numElements()));
-    }
+    for (size_t i = 0; i < program_.params.size(); ++i)
+      KILN_RETURN_IF_ERROR(reduceGradient(t, i));
   std::vector<float *> loss_buffers;
   for (float &l : losses)
     loss_buffers.push_back(&l);
@@ -335,16 +336,9 @@ Expected<StepRecord> Trainer::step() {
   profileHost(0, "allreduce", clock);
   clock = Profiler::Clock::now();
 
-  // Every replica holds the same sums: one look at the first replica's ranks
-  // decides for all of them. A replicated parameter counts once.
   // The gradients and losses are sums of one mean per micro-batch of every replica.
   const double means = program_.parallel.dp * program_.parallel.grad_accum;
-  std::vector<const Tensor *> counted;
-  for (int t = 0; t < T; ++t)
-    for (size_t i = 0; i < program_.params.size(); ++i)
-      if (t == 0 || !program_.splits[i].replicated())
-        counted.push_back(&grads_[t][i]);
-  const double sum_squares = sumOfSquares(pool_, counted);
+  KILN_ASSIGN_OR_RETURN(const double sum_squares, gradientSumOfSquares());
   // A set status (saturation mode's only sign), or a gradient that is not
   // finite (INFNAN mode, or the f32 sum itself overflowing).
   const bool overflow = raised[0] > 0 || !std::isfinite(sum_squares);
@@ -391,6 +385,84 @@ Expected<StepRecord> Trainer::step() {
   rec.tokens_per_s =
       static_cast<double>(per_replica * program_.parallel.dp * program_.seq) / rec.seconds;
   return rec;
+}
+
+// Rank t's gradient of parameter i summed over the replicas in rank order,
+// in f32: on every replica, or with ZeRO-2 on its owner only (the others
+// drop theirs, as a reduce-scatter leaves them).
+Status Trainer::reduceGradient(int t, size_t i) {
+  const int T = tp(), replicas = comm_->localSize();
+  const bool to_owner = program_.parallel.zero >= 2;
+  std::vector<float *> buffers;
+  for (int r = 0; r < replicas; ++r) {
+    Tensor &g = grads_[r * T + t][i];
+    if (g.dtype() != DType::F32)
+      g = g.castTo(DType::F32); // exact: the sum runs in f32 from the step's values
+    buffers.push_back(g.dataAs<float>());
+  }
+  KILN_RETURN_IF_ERROR(comm_->allReduceSum(buffers, grads_[t][i].numElements()));
+  const std::string &name = program_.signature.gradient[i];
+  for (int r = 0; r < replicas && to_owner; ++r) {
+    const int d = r * T + t;
+    if (replicaOf(d) == program_.owner[i]) {
+      KILN_RETURN_IF_ERROR(memory_[d].allocate(name, grads_[d][i].byteSize()));
+    } else {
+      grads_[d][i] = Tensor();
+      memory_[d].release(name);
+    }
+  }
+  return Status::ok();
+}
+
+// The global gradient norm's sum of squares. Every replica holds the same
+// sums, so one look at the first replica's ranks decides for all of them (a
+// replicated parameter counts once); with ZeRO-2 each sum is on its owner,
+// which sends its parameters' squares to every replica. Either way the
+// squares are added in the same order, so the result is the same.
+Expected<double> Trainer::gradientSumOfSquares() {
+  const int T = tp(), replicas = comm_->localSize();
+  std::vector<std::pair<int, size_t>> counted; // (rank, parameter)
+  for (int t = 0; t < T; ++t)
+    for (size_t i = 0; i < program_.params.size(); ++i)
+      if (t == 0 || !program_.splits[i].replicated())
+        counted.emplace_back(t, i);
+  std::vector<double> squares(counted.size(), 0.0);
+  if (program_.parallel.zero < 2) {
+    std::vector<const Tensor *> tensors;
+    for (const auto &[t, i] : counted)
+      tensors.push_back(&grads_[t][i]);
+    squares = squaresOf(pool_, tensors);
+  } else {
+    // Each local replica's squares of what it owns; then from each owner.
+    std::vector<std::vector<double>> mine(replicas, std::vector<double>(counted.size(), 0.0));
+    for (int r = 0; r < replicas; ++r) {
+      std::vector<const Tensor *> tensors;
+      std::vector<size_t> at;
+      for (size_t k = 0; k < counted.size(); ++k)
+        if (program_.owner[counted[k].second] == replicaOf(r * T)) {
+          tensors.push_back(&grads_[r * T + counted[k].first][counted[k].second]);
+          at.push_back(k);
+        }
+      const std::vector<double> s = squaresOf(pool_, tensors);
+      for (size_t j = 0; j < at.size(); ++j)
+        mine[r][at[j]] = s[j];
+    }
+    for (int owner = 0; owner < program_.parallel.dp; ++owner) {
+      std::vector<std::vector<double>> from = mine;
+      std::vector<void *> buffers;
+      for (std::vector<double> &f : from)
+        buffers.push_back(f.data());
+      KILN_RETURN_IF_ERROR(
+          comm_->broadcast(buffers, static_cast<int64_t>(counted.size() * sizeof(double)), owner));
+      for (size_t k = 0; k < counted.size(); ++k)
+        if (program_.owner[counted[k].second] == owner)
+          squares[k] = from[0][k];
+    }
+  }
+  double sum = 0;
+  for (double s : squares)
+    sum += s;
+  return sum;
 }
 
 // Device `device`'s AdamW update of (its piece of) the parameters its

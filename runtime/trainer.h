@@ -5,7 +5,8 @@
 // overflow (every device's float status, and in INFNAN mode whether the
 // gradients are finite), unscaled, clipped by their global norm and applied by the
 // compiled AdamW update — by every replica, or with ZeRO-1 by the owner of
-// each parameter, which then broadcasts it. An overflow anywhere skips the
+// each parameter, which then broadcasts it; with ZeRO-2 only the owner keeps
+// the summed gradient. An overflow anywhere skips the
 // update everywhere and lowers the loss scale (loss_scaler.h). Weights and
 // checkpoints are whole Hugging Face tensors; each rank holds its piece.
 //
@@ -106,6 +107,8 @@ private:
   Status resume(const std::string &path);
   Expected<StepRecord> step();
   Status forwardBackward(int replica, double scale, float &loss);
+  Status reduceGradient(int tp_rank, size_t param);
+  Expected<double> gradientSumOfSquares();
   Status update(int device, double grad_scale, double lr);
   Status checkpoint();
   std::string deviceName(int device) const;

@@ -76,9 +76,9 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
   std::vector<int64_t> sizes;
   for (const auto &[name, type] : program.params)
     sizes.push_back(numElements(type.shape) * static_cast<int64_t>(dtypeSize(type.dtype)));
-  program.owner = config.zero == 1 ? parallel::zeroOwners(sizes, config.dp)
+  program.owner = config.zero >= 1 ? parallel::zeroOwners(sizes, config.dp)
                                    : std::vector<int>(sizes.size(), -1);
-  const int updates = config.zero == 1 ? config.dp : 1;
+  const int updates = config.zero >= 1 ? config.dp : 1;
   for (int r = 0; r < updates; ++r) {
     std::vector<size_t> mine;
     for (size_t i = 0; i < program.params.size(); ++i)

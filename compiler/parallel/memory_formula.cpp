@@ -28,11 +28,15 @@ std::string MemoryFormula::toText() const {
 
 MemoryFormula memoryFormula(const frontend::QwenConfig &config, const frontend::LoraConfig &lora,
                             const ParallelConfig &layout, int64_t micro_batch, int64_t seq,
-                            DType dtype) {
+                            DType dtype, passes::RecomputeMode recompute) {
   const double w = static_cast<double>(dtypeSize(dtype));
-  const PerParameter trained = w == 2 ? PerParameter{4, 12} : PerParameter{2 * w, 2 * w};
+  PerParameter trained = w == 2 ? PerParameter{4, 12} : PerParameter{2 * w, 2 * w};
   const double t = layout.tp, n = layout.dp;
-  const double optimizer = layout.zero == 1 ? trained.sharded / n : trained.sharded;
+  // ZeRO-2 shards the gradient (the half of `replicated` that is not the weight) too.
+  const double optimizer = layout.zero >= 1 ? trained.sharded / n : trained.sharded;
+  const double gradient = trained.replicated / 2;
+  if (layout.zero >= 2)
+    trained.replicated = gradient + gradient / n; // ZeRO-2: 2Ψ + 14Ψ/N at 16 bits
   const double base = static_cast<double>(parameters(frontend::qwenParameters(config)));
   double states = 0;
   if (lora.enabled()) {
@@ -45,7 +49,10 @@ MemoryFormula memoryFormula(const frontend::QwenConfig &config, const frontend::
   const double s = static_cast<double>(seq), b = static_cast<double>(micro_batch);
   const double h = static_cast<double>(config.hidden_size);
   const double heads = static_cast<double>(config.num_attention_heads);
-  const double per_layer = s * b * h * (10 + 24 / t + 5 * heads * s / (h * t)) * (w / 2);
+  const double attention_core =
+      recompute == passes::RecomputeMode::None ? 5 * heads * s / (h * t) : 0;
+  const double kept = recompute == passes::RecomputeMode::Full ? 2 : 10 + 24 / t + attention_core;
+  const double per_layer = s * b * h * kept * (w / 2);
   MemoryFormula f;
   f.model_states = static_cast<int64_t>(states);
   f.activations = static_cast<int64_t>(per_layer * static_cast<double>(config.num_hidden_layers));

@@ -12,6 +12,7 @@
 #include "compiler/frontend/qwen_config.h"
 #include "compiler/parallel/parallel_config.h"
 #include "ir/dtype.h"
+#include "passes/memory/recompute_settings.h"
 
 namespace kiln::parallel {
 
@@ -25,13 +26,17 @@ struct MemoryFormula {
 // For Ψ parameters split t ways over tensor parallelism and N data-parallel
 // replicas: with 16-bit weights 2 bytes of weight, 2 of gradient and 12 of
 // f32 master weight, m and v per parameter (16Ψ/t; ZeRO-1: 4Ψ/t + 12Ψ/(tN));
-// with f32 weights 4 + 4 + 8 (no master). With LoRA the base is 2 (or 4)
+// with f32 weights 4 + 4 + 8 (no master); ZeRO-2 also shards the gradient
+// (2 + 14/N). With LoRA the base is 2 (or 4)
 // bytes per parameter and only the adapters count the rest. Activations per
 // layer: sbh(34 + 5as/h) bytes at 16 bits, sbh(10 + 24/t + 5as/(ht)) with
-// tensor parallelism (sequence s, micro-batch b, hidden h, heads a), twice
-// that in f32; the embedding, the logits and the loss are not counted.
+// tensor parallelism (sequence s, micro-batch b, hidden h, heads a);
+// selective recomputation drops the 5as/(ht) term, full recomputation keeps
+// only the layer's input, 2sbh; twice that in f32. The embedding, the logits
+// and the loss are not counted.
 MemoryFormula memoryFormula(const frontend::QwenConfig &config, const frontend::LoraConfig &lora,
                             const ParallelConfig &layout, int64_t micro_batch, int64_t seq,
-                            DType dtype);
+                            DType dtype,
+                            passes::RecomputeMode recompute = passes::RecomputeMode::None);
 
 } // namespace kiln::parallel

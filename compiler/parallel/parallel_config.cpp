@@ -33,8 +33,11 @@ Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int 
     return Error("--dp " + std::to_string(c.dp) + " x --tp " + std::to_string(c.tp) + " is " +
                  std::to_string(product) + " devices, --devices says " + std::to_string(devices) +
                  ": they must agree");
-  if (zero != 0 && zero != 1)
-    return Error("--zero " + std::to_string(zero) + ": expected 0 or 1");
+  if (zero == 3)
+    return Error("--zero 3: ZeRO-3 (each weight sharded and gathered before its use) is not "
+                 "built yet; --zero 2 shards the optimizer state and the gradients");
+  if (zero < 0 || zero > 2)
+    return Error("--zero " + std::to_string(zero) + ": expected 0, 1 or 2");
   c.zero = zero;
   if (grad_accum < 1 || grad_accum > kMaxGradAccum)
     return Error("--grad-accum " + std::to_string(grad_accum) + ": expected 1 to " +

@@ -22,7 +22,10 @@ struct ParallelConfig {
   int devices = 8;
   int dp = 8;
   int tp = 1;
-  int zero = 0; // 0: every replica holds the whole optimizer state; 1: each holds its share
+  // 0: every replica holds the whole optimizer state; 1: each holds its
+  // share (ZeRO-1); 2: and of the gradients, which are reduced to their
+  // owners only (ZeRO-2).
+  int zero = 0;
   // Micro-batches per step: each replica's share of the batch runs in this
   // many pieces whose gradients are summed before the update.
   int grad_accum = 1;
@@ -33,7 +36,7 @@ inline constexpr int kMaxGradAccum = 65536;
 
 // Fills what was left out (dp = devices / tp) and checks the rest: D x T = N,
 // a global batch that splits evenly over the replicas and their
-// `grad_accum` micro-batches, ZeRO 0 or 1 (whether the model splits T ways
+// `grad_accum` micro-batches, ZeRO 0, 1 or 2 (whether the model splits T ways
 // is the model's to say), at most kMaxDevices devices. `dp` and `tp` of 0
 // mean "not given"; a global batch of 0 is not checked (one per micro-batch).
 Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,

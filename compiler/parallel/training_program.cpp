@@ -134,28 +134,27 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
     for (const auto &[name, type] : program.params)
       e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(type));
     // During the update the device holds every weight (frozen ones too),
-    // every f32 gradient and the moments it owns; one bucket at a time adds
-    // its new weights and moments.
-    int64_t held = e.frozen_weights;
+    // every f32 gradient (with ZeRO-2 those it owns) and the moments it
+    // owns; one bucket at a time adds its new weights and moments.
+    MemoryBreakdown in_update;
+    in_update.update = true;
+    in_update.frozen_weights = e.frozen_weights;
     for (size_t i = 0; i < program.params.size(); ++i) {
       const TensorType &t = program.params[i].second;
       const int64_t f32_bytes = saturatingMul(4, numElements(t.shape));
-      if (program.owner[i] == -1 || program.owner[i] == r)
+      const bool owns = program.owner[i] == -1 || program.owner[i] == r;
+      if (owns)
         e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, f32_bytes));
-      held = saturatingAdd(held, saturatingAdd(bytesOf(t), f32_bytes));
+      in_update.weights = saturatingAdd(in_update.weights, bytesOf(t));
+      if (owns || program.parallel.zero < 2)
+        in_update.gradients = saturatingAdd(in_update.gradients, f32_bytes);
     }
+    const int64_t held =
+        saturatingAdd(saturatingAdd(e.frozen_weights, in_update.weights), in_update.gradients);
     int64_t largest_bucket = 0;
     for (size_t b : program.updatesOf(r))
       largest_bucket = std::max(largest_bucket, bucket_extra[b]);
     e.update_peak = saturatingAdd(saturatingAdd(held, e.optimizer_state), largest_bucket);
-    MemoryBreakdown in_update;
-    in_update.update = true;
-    in_update.frozen_weights = e.frozen_weights;
-    for (const auto &[name, type] : program.params) {
-      in_update.weights = saturatingAdd(in_update.weights, bytesOf(type));
-      in_update.gradients =
-          saturatingAdd(in_update.gradients, saturatingMul(4, numElements(type.shape)));
-    }
     in_update.optimizer_state = e.optimizer_state;
     in_update.workspace = largest_bucket;
     // With micro-batches, each parameter's f32 gradient sum stays on the

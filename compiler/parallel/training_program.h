@@ -30,7 +30,8 @@ struct MemoryBreakdown {
   bool update = false; // the peak is the update's, not the step's
   int64_t weights = 0; // trained weights, in the model's dtype (kiln keeps no separate master copy)
   int64_t frozen_weights = 0;
-  int64_t gradients = 0;       // the step's gradient outputs; in the update their f32 copies
+  int64_t gradients =
+      0; // the step's gradient outputs; in the update their f32 sums (ZeRO-2: owned)
   int64_t optimizer_state = 0; // AdamW moments, f32
   int64_t accumulated_gradients = 0;
   int64_t activations = 0; // everything else live: what the backward reads, temporaries, data

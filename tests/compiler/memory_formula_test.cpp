@@ -37,6 +37,9 @@ TEST(MemoryFormula, Qwen14BAsZeroAndKorthikantiCountIt) {
             static_cast<int64_t>(psi * 16 / 8));
   EXPECT_EQ(memoryFormula(config, {}, layout(8, 1, 1), 1, 2048, DType::F16).model_states,
             static_cast<int64_t>(psi * (4 + 12.0 / 8)));
+  // ZeRO-2: the gradient sharded too, 2 + 14 / 8.
+  EXPECT_EQ(memoryFormula(config, {}, layout(8, 1, 2), 1, 2048, DType::F16).model_states,
+            static_cast<int64_t>(psi * (2 + 14.0 / 8)));
   // f32 training: 4 + 4 + 8, no master copy.
   EXPECT_EQ(memoryFormula(config, {}, layout(1, 1, 0), 1, 2048, DType::F32).model_states,
             static_cast<int64_t>(psi * 16));
@@ -46,6 +49,15 @@ TEST(MemoryFormula, Qwen14BAsZeroAndKorthikantiCountIt) {
   // With t = 8: sbh(10 + 24/8 + 80/8).
   EXPECT_EQ(memoryFormula(config, {}, layout(1, 8, 0), 1, 2048, DType::F16).activations,
             int64_t{2048} * 5120 * 23 * 40);
+  // Selective recomputation: sbh(10 + 24/8); full: 2sbh, the layer's input.
+  EXPECT_EQ(memoryFormula(config, {}, layout(1, 8, 0), 1, 2048, DType::F16,
+                          passes::RecomputeMode::Selective)
+                .activations,
+            int64_t{2048} * 5120 * 13 * 40);
+  EXPECT_EQ(
+      memoryFormula(config, {}, layout(1, 8, 0), 1, 2048, DType::F16, passes::RecomputeMode::Full)
+          .activations,
+      int64_t{2048} * 5120 * 2 * 40);
   // LoRA: the base at 2 bytes, the adapters at 16, both split 8 ways.
   frontend::LoraConfig lora;
   lora.rank = 64;
@@ -77,7 +89,7 @@ TEST(MemoryBreakdown, PartsAddUpToThePeak) {
   };
   // Two tokens a step: the update sets the peak; 8 x 32: the step does.
   for (const Case &c : {Case{2, 2, 1, 1, 0, false, true}, Case{8, 32, 2, 1, 1, false, false},
-                        Case{8, 32, 1, 2, 0, true, false}}) {
+                        Case{8, 32, 1, 2, 0, true, false}, Case{2, 2, 2, 1, 2, false, true}}) {
     driver::ModelRequest model{tiny, true, c.batch, c.seq};
     if (c.lora)
       model.lora.rank = 4;

@@ -245,13 +245,17 @@ TEST_F(TrainCli, TwoMpiProcessesOfFourMatchOneOfEight) {
   }
 }
 
-// Under MPI with ZeRO-1 each process holds only its replicas' moments: a
-// checkpoint gathers them from their owners and equals one process's bit
-// for bit, and every process resumes from it.
-TEST_F(TrainCli, ZeroCheckpointsAcrossMpiProcessesGatherEveryMoment) {
+// Under MPI with ZeRO-1 and ZeRO-2 each process holds only its replicas'
+// moments (and with ZeRO-2 gradients): a checkpoint gathers them from their
+// owners and equals one process's bit for bit, and every process resumes
+// from it.
+class ZeroAcrossMpi : public TrainCli, public ::testing::WithParamInterface<int> {};
+
+TEST_P(ZeroAcrossMpi, CheckpointsGatherEveryMoment) {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "OpenMPI's mpirun is not installed";
-  const std::string flags = "--steps 6 --devices 8 --tp 2 --zero 1 --checkpoint-every 3 ";
+  const std::string flags = "--steps 6 --devices 8 --tp 2 --zero " + std::to_string(GetParam()) +
+                            " --checkpoint-every 3 ";
   ASSERT_EQ(run(train(flags + "--checkpoint-dir one")).exit_code, 0);
   auto mpirun = [&](const std::string &more) {
     return shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
@@ -277,6 +281,8 @@ TEST_F(TrainCli, ZeroCheckpointsAcrossMpiProcessesGatherEveryMoment) {
   EXPECT_EQ(std::count(resumed.out.begin(), resumed.out.end(), '\n'), 7) << resumed.out;
   same("one/step-000006.safetensors", "two/step-000006.safetensors");
 }
+
+INSTANTIATE_TEST_SUITE_P(Zero, ZeroAcrossMpi, ::testing::Values(1, 2));
 
 // An error in one process (only rank 0 opens the log) ends the whole MPI
 // job at once instead of leaving the other waiting in its first collective.
@@ -414,6 +420,36 @@ TEST_F(TrainCli, RecomputationChangesNoBitAndLowersThePeak) {
           EXPECT_EQ(got[i][field], want[i][field]) << name << " step " << i + 1 << " " << field;
       expectSameTensors(base + "/step-000020.safetensors", name + "/step-000020.safetensors");
     }
+  }
+}
+
+// ZeRO-2 reduces each gradient to its owner and the others drop theirs: the
+// same sums in the same order as ZeRO-1, so the losses, gradient norms,
+// weights and moments are ZeRO-1's bit for bit; each device holds less, and
+// what it holds stays within the plan.
+TEST_F(TrainCli, ZeroTwoIsZeroOneBitForBitWithLessMemory) {
+  for (const std::string layout : {"--devices 8", "--devices 8 --tp 2"}) {
+    double peak[3] = {};
+    for (int zero : {1, 2}) {
+      const std::string name = "z" + std::to_string(zero) + (layout.size() > 11 ? "tp" : "");
+      Result r =
+          run(train("--steps 20 --checkpoint-every 20 --checkpoint-dir " + name + " --log-json " +
+                    name + ".jsonl --zero " + std::to_string(zero) + " " + layout));
+      ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+      const auto [measured, planned] = measuredAndPlannedPeak(r.out);
+      peak[zero] = formattedBytes(measured);
+      EXPECT_LE(peak[zero], formattedBytes(planned)) << name << ": " << r.out;
+      EXPECT_GT(peak[zero], 0) << r.out;
+    }
+    EXPECT_LT(peak[2], peak[1]) << layout;
+    const std::string one = layout.size() > 11 ? "z1tp" : "z1",
+                      two = layout.size() > 11 ? "z2tp" : "z2";
+    const std::vector<json> a = logLines(one + ".jsonl"), b = logLines(two + ".jsonl");
+    ASSERT_EQ(b.size(), 20u) << layout;
+    for (size_t i = 0; i < a.size(); ++i)
+      for (const char *field : {"loss", "grad_norm", "loss_scale"})
+        EXPECT_EQ(b[i][field], a[i][field]) << layout << " step " << i + 1 << " " << field;
+    expectSameTensors(one + "/step-000020.safetensors", two + "/step-000020.safetensors");
   }
 }
 

@@ -157,9 +157,12 @@ int runTrain(TrainOptions opts) {
               << "  " << m.toText() << "\n  at the peak ("
               << (m.breakdown.update ? "the update" : "the step") << "): " << m.breakdown.toText()
               << "\n  the formula for this layout (ZeRO's model states, Korthikanti et al.'s "
-                 "activations; vocabulary split, logits not counted): "
+                 "activations, recompute "
+              << passes::recomputeModeName(job->context->recompute().mode)
+              << "; logits not counted): "
               << parallel::memoryFormula(*loaded->config, opts.model.lora, *parallel,
-                                         program->micro_batch, program->seq, job->dtype)
+                                         program->micro_batch, program->seq, job->dtype,
+                                         job->context->recompute().mode)
                      .toText()
               << "\n  device " << formatBytes(t.device_memory) << ": "
               << (m.peak <= t.device_memory ? "fits" : "does NOT fit") << " (npu:" << m.rank
@@ -332,7 +335,8 @@ void registerTrainCommand(CLI::App &app, Action &action) {
       ->check(NonNegativeInteger);
   cmd->add_option("--tp", opts->tp, "tensor-parallel shards (default 1)")
       ->check(NonNegativeInteger);
-  cmd->add_option("--zero", opts->zero, "0, or 1: shard the optimizer state over the replicas");
+  cmd->add_option("--zero", opts->zero,
+                  "0; 1: shard the optimizer state over the replicas; 2: and the gradients");
   cmd->add_option("--grad-accum", opts->grad_accum,
                   "micro-batches per step: each replica's share of --batch runs in this many "
                   "pieces whose gradients are summed before the update (default 1)")

@@ -14,14 +14,16 @@ seq=${SEQ:-2048}
 
 layouts=(
   "ascend910 32GiB|--tp 1 --zero 1 --batch 8"
+  "ascend910 32GiB|--tp 1 --zero 2 --batch 8 --recompute full"
   "ascend910 32GiB|--tp 4 --zero 1 --batch 2"
+  "ascend910 32GiB|--tp 4 --zero 2 --batch 2 --recompute full"
   "ascend910 32GiB|--tp 8"
   "ascend910 32GiB|--tp 8 --recompute selective"
   "ascend910 32GiB|--tp 8 --recompute full"
   "ascend910b 64GiB|--tp 8 --recompute full"
   "ascend910 32GiB|--tp 8 --lora-rank 64 --lora-alpha 16"
 )
-printf '%-44s | %-10s | %-10s | %-10s | %s\n' "layout (8 devices, seq $seq, f16)" \
+printf '%-58s | %-10s | %-10s | %-10s | %s\n' "layout (8 devices, seq $seq, f16)" \
   "plan" "formula" "plan/form." "fits"
 for entry in "${layouts[@]}"; do
   target=${entry%%|*}
@@ -38,6 +40,6 @@ def b(t):
     v, u = t.split()
     return float(v) * {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[u]
 print(f"{b(sys.argv[1]) / b(sys.argv[2]):.2f}")' "$plan" "$formula")
-  printf '%-44s | %-10s | %-10s | %-10s | %s\n' "$flags (${target})" "$plan" "$formula" \
+  printf '%-58s | %-10s | %-10s | %-10s | %s\n' "$flags (${target})" "$plan" "$formula" \
     "$ratio" "$fits"
 done

@@ -332,6 +332,38 @@ TEST_F(TrainCli, CompileOnlyExitsFourWhenThePlanDoesNotFit) {
       << fits.out;
 }
 
+// A plan that does not fit lists the switches that lower it, each planned
+// as --compile-only plans it: every one it says fits does, at that peak.
+TEST_F(TrainCli, APlanThatDoesNotFitSaysWhichSwitchesWould) {
+  const std::string plan = "train " + kTiny + " --batch 8 --seq 64 --devices 2 --compile-only " +
+                           "--device-memory 4MiB";
+  Result small = run(plan);
+  ASSERT_EQ(small.exit_code, 4) << small.err;
+  const size_t at = small.out.find("switches that lower the peak");
+  ASSERT_NE(at, std::string::npos) << small.out;
+  std::istringstream lines(small.out.substr(at));
+  std::string line;
+  std::getline(lines, line);
+  int fitting = 0;
+  while (std::getline(lines, line) && line.starts_with("    ")) {
+    const size_t colon = line.find(": ");
+    ASSERT_NE(colon, std::string::npos) << line;
+    const std::string flags = line.substr(4, colon - 4);
+    const std::string peak = line.substr(colon + 2, line.find(',', colon) - colon - 2);
+    Result again = run(plan + " " + flags);
+    EXPECT_NE(again.out.find("per device: peak " + peak + " "), std::string::npos)
+        << flags << ": " << again.out;
+    if (line.ends_with(", fits")) {
+      ++fitting;
+      EXPECT_EQ(again.exit_code, 0) << flags << ": " << again.err;
+    } else {
+      EXPECT_EQ(again.exit_code, 4) << flags;
+    }
+  }
+  EXPECT_GE(fitting, 2) << small.out; // recomputation, and micro-batches of one
+  EXPECT_NE(small.out.find("    --recompute full: "), std::string::npos) << small.out;
+}
+
 // The run's last line: "measured device memory peak 2.2 MiB (planned 2.2 MiB)".
 std::pair<std::string, std::string> measuredAndPlannedPeak(const std::string &out) {
   const size_t at = out.find("measured device memory peak ");

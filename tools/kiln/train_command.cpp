@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 
+#include "compiler/driver/layout_suggestions.h"
 #include "compiler/driver/training.h"
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/qwen_init.h"
@@ -170,6 +171,13 @@ int runTrain(TrainOptions opts) {
     for (const auto &[name, bytes] : m.largest)
       std::cout << "    " << name << ": " << formatBytes(bytes) << "\n";
     if (m.peak > t.device_memory) {
+      const std::vector<driver::LayoutSuggestion> suggestions = driver::suggestLayouts(
+          opts.model, *job, opts.kernels, *parallel, m.peak, t.device_memory);
+      if (!suggestions.empty())
+        std::cout << "  switches that lower the peak (each planned as --compile-only plans it):\n";
+      for (const driver::LayoutSuggestion &s : suggestions)
+        std::cout << "    " << s.flags << ": " << formatBytes(s.peak) << ", "
+                  << (s.fits ? "fits" : "does not fit") << "\n";
       note("the step needs " + formatBytes(m.peak) + " on npu:" + std::to_string(m.rank) +
            ", more than the device's " + formatBytes(t.device_memory));
       return kExitDoesNotFit;

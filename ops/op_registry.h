@@ -50,10 +50,17 @@ using KernelFn =
     std::function<Status(const KernelContext &ctx, const std::vector<const Tensor *> &inputs,
                          std::vector<Tensor> &outputs, const AttrMap &attrs)>;
 
+namespace custom {
+struct Program;
+}
+
 struct OpImpl {
   InferFn infer;
   GradFn grad; // empty: not differentiable at all
   KernelFn kernel;
+  // A custom op's compute (docs/custom-ops.md): what its kernel lowering
+  // compiles; built-in ops have lowerings of their own.
+  std::shared_ptr<const custom::Program> compute;
 };
 
 struct RegisteredOp {

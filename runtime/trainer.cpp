@@ -11,7 +11,6 @@
 #include "ir/float_status.h"
 #include "ir/splitmix.h"
 #include "runtime/checkpoint.h"
-#include "runtime/gradient_norm.h"
 
 namespace kiln::runtime {
 namespace {
@@ -385,84 +384,6 @@ Expected<StepRecord> Trainer::step() {
   rec.tokens_per_s =
       static_cast<double>(per_replica * program_.parallel.dp * program_.seq) / rec.seconds;
   return rec;
-}
-
-// Rank t's gradient of parameter i summed over the replicas in rank order,
-// in f32: on every replica, or with ZeRO-2 on its owner only (the others
-// drop theirs, as a reduce-scatter leaves them).
-Status Trainer::reduceGradient(int t, size_t i) {
-  const int T = tp(), replicas = comm_->localSize();
-  const bool to_owner = program_.parallel.zero >= 2;
-  std::vector<float *> buffers;
-  for (int r = 0; r < replicas; ++r) {
-    Tensor &g = grads_[r * T + t][i];
-    if (g.dtype() != DType::F32)
-      g = g.castTo(DType::F32); // exact: the sum runs in f32 from the step's values
-    buffers.push_back(g.dataAs<float>());
-  }
-  KILN_RETURN_IF_ERROR(comm_->allReduceSum(buffers, grads_[t][i].numElements()));
-  const std::string &name = program_.signature.gradient[i];
-  for (int r = 0; r < replicas && to_owner; ++r) {
-    const int d = r * T + t;
-    if (replicaOf(d) == program_.owner[i]) {
-      KILN_RETURN_IF_ERROR(memory_[d].allocate(name, grads_[d][i].byteSize()));
-    } else {
-      grads_[d][i] = Tensor();
-      memory_[d].release(name);
-    }
-  }
-  return Status::ok();
-}
-
-// The global gradient norm's sum of squares. Every replica holds the same
-// sums, so one look at the first replica's ranks decides for all of them (a
-// replicated parameter counts once); with ZeRO-2 each sum is on its owner,
-// which sends its parameters' squares to every replica. Either way the
-// squares are added in the same order, so the result is the same.
-Expected<double> Trainer::gradientSumOfSquares() {
-  const int T = tp(), replicas = comm_->localSize();
-  std::vector<std::pair<int, size_t>> counted; // (rank, parameter)
-  for (int t = 0; t < T; ++t)
-    for (size_t i = 0; i < program_.params.size(); ++i)
-      if (t == 0 || !program_.splits[i].replicated())
-        counted.emplace_back(t, i);
-  std::vector<double> squares(counted.size(), 0.0);
-  if (program_.parallel.zero < 2) {
-    std::vector<const Tensor *> tensors;
-    for (const auto &[t, i] : counted)
-      tensors.push_back(&grads_[t][i]);
-    squares = squaresOf(pool_, tensors);
-  } else {
-    // Each local replica's squares of what it owns; then from each owner.
-    std::vector<std::vector<double>> mine(replicas, std::vector<double>(counted.size(), 0.0));
-    for (int r = 0; r < replicas; ++r) {
-      std::vector<const Tensor *> tensors;
-      std::vector<size_t> at;
-      for (size_t k = 0; k < counted.size(); ++k)
-        if (program_.owner[counted[k].second] == replicaOf(r * T)) {
-          tensors.push_back(&grads_[r * T + counted[k].first][counted[k].second]);
-          at.push_back(k);
-        }
-      const std::vector<double> s = squaresOf(pool_, tensors);
-      for (size_t j = 0; j < at.size(); ++j)
-        mine[r][at[j]] = s[j];
-    }
-    for (int owner = 0; owner < program_.parallel.dp; ++owner) {
-      std::vector<std::vector<double>> from = mine;
-      std::vector<void *> buffers;
-      for (std::vector<double> &f : from)
-        buffers.push_back(f.data());
-      KILN_RETURN_IF_ERROR(
-          comm_->broadcast(buffers, static_cast<int64_t>(counted.size() * sizeof(double)), owner));
-      for (size_t k = 0; k < counted.size(); ++k)
-        if (program_.owner[counted[k].second] == owner)
-          squares[k] = from[0][k];
-    }
-  }
-  double sum = 0;
-  for (double s : squares)
-    sum += s;
-  return sum;
 }
 
 // Device `device`'s AdamW update of (its piece of) the parameters its

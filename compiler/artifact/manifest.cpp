@@ -9,49 +9,10 @@
 
 #include "compiler/artifact/json_fields.h"
 #include "compiler/codegen/kernel_compiler.h"
-#include "passes/precision/precision_mode.h"
 
 namespace kiln::artifact {
 
 using nlohmann::json;
-
-json jobToJson(const driver::ResolvedJob &job) {
-  const passes::PassContext &ctx = *job.context;
-  const passes::PrecisionSettings &precision = ctx.precision();
-  json passes = json::array();
-  for (const passes::Pass *p : job.registry->ordered()) {
-    const passes::PassInfo &info = p->info();
-    const std::string why_not = p->notApplicableReason(ctx);
-    json entry{{"name", info.name},
-               {"group", std::string(passes::passGroupName(info.group))},
-               {"enabled", ctx.isEnabled(info.name, info.default_on)},
-               {"default", info.default_on},
-               {"decided_by", ctx.decidedBy(info.name)},
-               {"applicable", why_not.empty()}};
-    passes.push_back(std::move(entry));
-  }
-  json white = json::array(), black = json::array();
-  for (const auto &[op, list] : precision.mixlist.entries()) {
-    if (list == passes::PrecisionList::White)
-      white.push_back(op);
-    else if (list == passes::PrecisionList::Black)
-      black.push_back(op);
-  }
-  return {{"target", job.target.name},
-          {"dtype", std::string(dtypeName(job.dtype))},
-          {"overflow_mode", std::string(overflowModeName(job.overflow))},
-          {"precision_mode", std::string(passes::precisionModeName(precision.mode))},
-          {"attention_fp32_layers", precision.attention_fp32_layers},
-          {"recompute",
-           {{"mode", std::string(passes::recomputeModeName(ctx.recompute().mode))},
-            {"layers", ctx.recompute().layers}}},
-          {"keep_dtype",
-           {{"node_names", precision.keep_dtype.node_names},
-            {"op_types", precision.keep_dtype.op_types}}},
-          {"mixlist", {{"white", white}, {"black", black}}},
-          {"passes", std::move(passes)},
-          {"warnings", job.warnings}};
-}
 
 namespace {
 
@@ -74,21 +35,21 @@ int64_t creationTime() {
 
 } // namespace
 
-Manifest makeManifest(const driver::ResolvedJob &job, const codegen::ObjectOptions &codegen,
-                      ModelInfo model) {
+Manifest makeManifest(const target::Target &target, DType dtype, OverflowMode overflow,
+                      nlohmann::json job, const codegen::ObjectOptions &codegen, ModelInfo model) {
   // The same parts the kernel keys hash, so the manifest and the keys agree.
-  const cache::CacheKeyInputs base = codegen::baseKeyInputs(job.target, codegen);
+  const cache::CacheKeyInputs base = codegen::baseKeyInputs(target, codegen);
   Manifest m;
   m.kiln_version = base.kiln_version;
   m.kiln_source_hash = base.kiln_source_hash;
   m.llvm_version = base.llvm_version;
   m.host = codegen::hostDescription();
   m.created = creationTime();
-  m.target = job.target;
+  m.target = target;
   m.codegen = codegen;
-  m.dtype = job.dtype;
-  m.overflow = job.overflow;
-  m.job = jobToJson(job);
+  m.dtype = dtype;
+  m.overflow = overflow;
+  m.job = std::move(job);
   m.model = std::move(model);
   return m;
 }

@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/codegen/object_compiler.h"
-#include "compiler/driver/job.h"
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "target/target.h"
@@ -41,13 +40,10 @@ struct Manifest {
   ModelInfo model;
 };
 
-// The job as resolved (Manifest::job): target, precision settings, every
-// pass's state and the layer that decided it.
-nlohmann::json jobToJson(const driver::ResolvedJob &job);
-
-// The manifest of a job compiled by this process now.
-Manifest makeManifest(const driver::ResolvedJob &job, const codegen::ObjectOptions &codegen,
-                      ModelInfo model);
+// The manifest of a job compiled by this process now; `job` is the job as
+// resolved (driver/job_json.h).
+Manifest makeManifest(const target::Target &target, DType dtype, OverflowMode overflow,
+                      nlohmann::json job, const codegen::ObjectOptions &codegen, ModelInfo model);
 
 // The manifest's own fields; the artifact adds its bucket and object tables.
 nlohmann::json manifestToJson(const Manifest &manifest);

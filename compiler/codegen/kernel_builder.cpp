@@ -2,7 +2,9 @@
 
 #include <unordered_map>
 
+#include "compiler/codegen/lowering/custom_ops.h"
 #include "compiler/codegen/op_lowering.h"
+#include "ops/op_registry.h"
 
 namespace kiln::codegen {
 namespace {
@@ -87,11 +89,12 @@ Expected<KernelBuild> buildKernel(const Graph &graph, const KernelSpec &kernel) 
       bodies.push_back(body);
     } else {
       const LowerFn *lower = findLowering(node.op);
-      if (!lower)
+      const ops::RegisteredOp *op = lower ? nullptr : ops::OpRegistry::global().find(node.op);
+      if (!lower && !(op && op->impl.compute))
         return Error("node '" + node.name + "': op " + node.op +
                      " has no kernel lowering (compiler/codegen/lowering/)");
       LowerContext ctx(node, in_types, out_types, in_buffers, program, next_rvar);
-      KILN_ASSIGN_OR_RETURN(bodies, (*lower)(ctx));
+      KILN_ASSIGN_OR_RETURN(bodies, lower ? (*lower)(ctx) : lowerCustomOp(ctx, *op->impl.compute));
       if (bodies.size() != node.outputs.size())
         return Error("node '" + node.name + "': the lowering of " + node.op + " gave " +
                      std::to_string(bodies.size()) + " results for " +

@@ -6,9 +6,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "compiler/artifact/manifest.h"
 #include "compiler/cache/program_key.h"
 #include "compiler/codegen/object_compiler.h"
+#include "compiler/driver/job_json.h"
 #include "compiler/frontend/model_loader.h"
 #include "ir/file_io.h"
 #include "ir/printable_text.h"
@@ -50,7 +50,7 @@ Status appendFolder(std::string &out, const std::string &dir) {
 }
 
 // The settings of the job that reach the compiled program and are not in
-// artifact::jobToJson: where each list came from (reports name it) and the
+// jobToJson: where each list came from (reports name it) and the
 // folders read.
 nlohmann::json jobPlaces(const ResolvedJob &job) {
   const JobSettings &e = job.effective;
@@ -77,8 +77,8 @@ Expected<cache::CacheKey> programKey(const ModelRequest &model, const ResolvedJo
   in.request = "training=" + std::to_string(model.training) +
                ";batch=" + std::to_string(model.batch) + ";seq=" + std::to_string(model.seq) +
                (model.lora.enabled() ? ";lora=" + model.lora.toString() : "");
-  KILN_ASSIGN_OR_RETURN(
-      in.job, jsonText({{"job", artifact::jobToJson(job)}, {"places", jobPlaces(job)}}, "the job"));
+  KILN_ASSIGN_OR_RETURN(in.job,
+                        jsonText({{"job", jobToJson(job)}, {"places", jobPlaces(job)}}, "the job"));
   const JobSettings &e = job.effective;
   for (const std::optional<std::string> *list : {&e.modify_mixlist, &e.keep_dtype})
     if (*list)

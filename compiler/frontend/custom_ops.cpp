@@ -8,7 +8,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "compiler/codegen/lowering/custom_ops.h"
 #include "ir/file_io.h"
 #include "ops/custom/custom_op.h"
 #include "ops/op_registry.h"
@@ -124,7 +123,6 @@ Status loadCustomOpSources(const std::vector<CustomOpSource> &files) {
   std::map<size_t, size_t> stored; // file here -> index in state.files
   for (const auto &[op, f] : fresh) {
     KILN_RETURN_IF_ERROR(registry.add(op->def, op->impl));
-    KILN_RETURN_IF_ERROR(codegen::registerCustomOpLowering(op->def.name, op->program));
     auto [it, first] = stored.emplace(f, state.files.size());
     if (first)
       state.files.push_back(files[f]);

@@ -22,6 +22,7 @@ OpImpl implOf(std::shared_ptr<const Program> program, std::vector<std::optional<
     return evaluateProgram(*program, ctx, inputs, outputs, attrs);
   };
   impl.grad = std::move(grad);
+  impl.compute = std::move(program);
   return impl;
 }
 
@@ -108,14 +109,13 @@ Expected<CustomOpSet> buildCustomOps(const CustomOpSpec &spec) {
     def.outputs = {OperandDef{grad.outputs[0], {}, false, false}};
     def.attrs = spec.def.attrs;
     auto shared = std::make_shared<const Program>(std::move(grad));
-    grads.push_back(BuiltOp{def, implOf(shared, {std::nullopt}, nullptr), shared});
+    grads.push_back(BuiltOp{def, implOf(shared, {std::nullopt}, nullptr)});
     grad_names.push_back(def.name);
   }
 
   BuiltOp op;
   op.def = spec.def;
   op.def.compute = programText(program);
-  op.program = spec.program;
   const bool differentiable = set.no_gradient.empty();
   op.impl = implOf(spec.program, outputDTypes(spec.def),
                    differentiable ? gradRule(spec.def, grad_names) : GradFn());

@@ -16,9 +16,8 @@
 namespace kiln::ops::custom {
 
 struct BuiltOp {
-  OpDef def; // def.compute holds the program's text
-  OpImpl impl;
-  std::shared_ptr<const Program> program; // what the kernel lowering compiles
+  OpDef def;   // def.compute holds the program's text
+  OpImpl impl; // impl.compute: what the kernel lowering compiles
 };
 
 struct CustomOpSet {

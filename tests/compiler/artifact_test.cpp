@@ -20,7 +20,7 @@
 #include "compiler/cache/sha256.h"
 #include "compiler/codegen/kernel_compiler.h"
 #include "compiler/driver/compile.h"
-#include "compiler/driver/job.h"
+#include "compiler/driver/job_json.h"
 #include "ir/graph_json.h"
 #include "runtime/executor.h"
 #include "tests/support/codegen_test_util.h"
@@ -67,7 +67,7 @@ protected:
       auto kernels = codegen::compileKernels(*graph, job->target, options);
       ASSERT_TRUE(kernels) << kernels.message();
       if (!builder)
-        builder.emplace(makeManifest(*job, options.object, {kTiny, graph->name(), false, 1}));
+        builder.emplace(driver::makeManifest(*job, options.object, {kTiny, graph->name(), false, 1}));
       ASSERT_TRUE(builder->addBucket(seq, 1, *graph, *kernels));
       if (seq == 8) {
         compiled_->graph8 = *graph;

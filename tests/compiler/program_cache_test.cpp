@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/artifact/manifest.h"
+#include "compiler/driver/job_json.h"
 #include "compiler/cache/program_key.h"
 #include "compiler/driver/program_compile.h"
 #include "ir/file_io.h"
@@ -158,7 +158,7 @@ protected:
     codegen::ObjectOptions object;
     object.overflow = j.overflow;
     artifact::Manifest m =
-        artifact::makeManifest(j, object, {kTiny, c.program.summary.graph, false, 1});
+        driver::makeManifest(j, object, {kTiny, c.program.summary.graph, false, 1});
     m.created = 1800000000;
     auto bytes = artifact::encodeArtifact(m, {c.program.bucket}, key);
     EXPECT_TRUE(bytes) << bytes.message();

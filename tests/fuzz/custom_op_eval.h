@@ -15,11 +15,11 @@ inline void buildAndEvaluate(const ops::custom::CustomOpSpec &spec) {
   if (!set)
     return;
   for (const ops::custom::BuiltOp &op : set->ops) {
-    if (!op.program || op.program->input_ranks.size() != op.def.inputs.size())
+    if (!op.impl.compute || op.impl.compute->input_ranks.size() != op.def.inputs.size())
       continue;
     std::vector<TensorType> types;
     bool small = true;
-    for (int rank : op.program->input_ranks) {
+    for (int rank : op.impl.compute->input_ranks) {
       small = small && rank >= 0 && rank <= 4;
       types.push_back(TensorType{DType::F32, Shape(small ? rank : 0, 2)});
     }

@@ -13,7 +13,7 @@
 #include "compiler/cache/cache_entry.h"
 #include "compiler/codegen/kernel_compiler.h"
 #include "compiler/driver/compile.h"
-#include "compiler/driver/job.h"
+#include "compiler/driver/job_json.h"
 #include "ir/graph_json.h"
 #include "ir/safetensors.h"
 #include "tests/fuzz/checksum_fixup.h"
@@ -133,7 +133,7 @@ void compiledSeeds() {
   if (!kernels)
     fail(kernels.message());
   artifact::ArtifactBuilder builder(
-      artifact::makeManifest(*job, options.object, {config, graph->name(), false, 1}));
+      driver::makeManifest(*job, options.object, {config, graph->name(), false, 1}));
   if (!builder.addBucket(4, 1, *graph, *kernels))
     fail("cannot add the artifact's bucket");
   artifact::Artifact a = std::move(builder).finish();

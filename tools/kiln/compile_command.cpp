@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/artifact/artifact.h"
-#include "compiler/artifact/manifest.h"
+#include "compiler/driver/job_json.h"
 #include "compiler/driver/program_compile.h"
 #include "ir/file_io.h"
 #include "ir/printable_text.h"
@@ -128,7 +128,7 @@ int runCompile(const CompileOptions &opts) {
       if (!manifest) {
         codegen::ObjectOptions object; // as driver::compileJobKernels compiles
         object.overflow = job->overflow;
-        manifest = artifact::makeManifest(*job, object,
+        manifest = driver::makeManifest(*job, object,
                                           {opts.model.model, compiled->program.summary.graph,
                                            opts.model.training, compiled->program.bucket.batch});
       }

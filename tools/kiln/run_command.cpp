@@ -4,7 +4,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "compiler/artifact/artifact_run.h"
+#include "compiler/driver/artifact_run.h"
 #include "compiler/driver/kernels.h"
 #include "compiler/driver/reference_run.h"
 #include "ir/safetensors.h"
@@ -92,11 +92,11 @@ int runArtifact(const RunOptions &opts, const CLI::App &cmd) {
     return fail(loaded.error());
   if (Status trusted = artifact::checkTrustedSigner(*loaded, opts.trust_artifact); !trusted)
     return fail(trusted.error());
-  artifact::ArtifactRunRequest request;
+  driver::ArtifactRunRequest request;
   request.weights_path = opts.request.weights_path;
   request.inputs_path = opts.request.inputs_path;
   request.training = opts.request.training;
-  auto run = artifact::prepareArtifactRun(*loaded, request);
+  auto run = driver::prepareArtifactRun(*loaded, request);
   if (!run)
     return fail(run.error());
   Expected<ops::TensorMap> outputs = Error("not run");
@@ -110,7 +110,7 @@ int runArtifact(const RunOptions &opts, const CLI::App &cmd) {
   }
   if (!outputs)
     return fail(outputs.error());
-  return writeOutputs(opts.outputs, artifact::selectArtifactOutputs(*loaded, std::move(*outputs)));
+  return writeOutputs(opts.outputs, driver::selectArtifactOutputs(*loaded, std::move(*outputs)));
 }
 
 int runRun(const RunOptions &opts, const CLI::App &cmd) {

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "ops/custom/shape.h"
+#include "ops/op_registry.h"
 
 namespace kiln::codegen {
 namespace {
@@ -215,13 +216,11 @@ Expected<std::vector<ExprRef>> lowerCustomOp(LowerContext &ctx,
   return bodies;
 }
 
-Status registerCustomOpLowering(const std::string &op,
-                                std::shared_ptr<const ops::custom::Program> program) {
-  const bool added = registerLowering(
-      op.c_str(), [program](LowerContext &ctx) { return lowerCustomOp(ctx, *program); });
-  if (!added)
-    return Error("op " + op + " has a kernel lowering already");
-  return Status::ok();
+bool hasLowering(std::string_view op) {
+  if (findLowering(op))
+    return true;
+  const ops::RegisteredOp *reg = ops::OpRegistry::global().find(op);
+  return reg && reg->impl.compute;
 }
 
 } // namespace kiln::codegen

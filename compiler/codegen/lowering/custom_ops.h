@@ -1,6 +1,7 @@
 // Kernel lowerings of custom ops (docs/custom-ops.md): the compute of each
-// op (ops/custom/ast.h) becomes kernel expressions, registered when the op
-// is loaded (compiler/frontend/custom_ops.h) rather than at start-up.
+// op (ops/custom/ast.h, held by the op registry as OpImpl::compute) becomes
+// kernel expressions; the kernel builder lowers any op without a lowering of
+// its own this way.
 #pragma once
 
 #include <memory>
@@ -21,8 +22,8 @@ namespace kiln::codegen {
 Expected<std::vector<ExprRef>> lowerCustomOp(LowerContext &ctx,
                                              const ops::custom::Program &program);
 
-// Registers the lowering of custom op `op`. An error when `op` has one already.
-Status registerCustomOpLowering(const std::string &op,
-                                std::shared_ptr<const ops::custom::Program> program);
+// Whether the kernel builder can lower `op`: a lowering of its own, or a
+// custom op's compute.
+bool hasLowering(std::string_view op);
 
 } // namespace kiln::codegen

@@ -11,7 +11,7 @@
 #include "ir/error.h"
 #include "ops/interpreter.h"
 
-namespace kiln::artifact {
+namespace kiln::driver {
 
 struct ArtifactRunRequest {
   std::string weights_path; // safetensors with the parameters by their HF names
@@ -22,18 +22,18 @@ struct ArtifactRunRequest {
 };
 
 struct PreparedArtifactRun {
-  LoadedBucket bucket;
+  artifact::LoadedBucket bucket;
   ops::TensorMap inputs;
   OverflowMode overflow = OverflowMode::InfNan;
 };
 
-Expected<PreparedArtifactRun> prepareArtifactRun(const Artifact &artifact,
+Expected<PreparedArtifactRun> prepareArtifactRun(const artifact::Artifact &artifact,
                                                  const ArtifactRunRequest &request);
 
 // What a run writes: a forward artifact's "logits" and "loss" in f32 (as
 // kiln run MODEL writes them); a training artifact's every output as the step
 // made it ("loss", "grad_norm", and the updated parameters and optimizer
 // state under their input names, ready to feed the next step).
-ops::TensorMap selectArtifactOutputs(const Artifact &artifact, ops::TensorMap outputs);
+ops::TensorMap selectArtifactOutputs(const artifact::Artifact &artifact, ops::TensorMap outputs);
 
-} // namespace kiln::artifact
+} // namespace kiln::driver

@@ -1,15 +1,15 @@
 // Binding an artifact run's inputs to the bucket of their seq.
-#include "compiler/artifact/artifact_run.h"
+#include "compiler/driver/artifact_run.h"
 
 #include "compiler/driver/reference_run.h"
 #include "ir/hf_checkpoint.h"
 #include "ir/safetensors.h"
 
-namespace kiln::artifact {
+namespace kiln::driver {
 
-Expected<PreparedArtifactRun> prepareArtifactRun(const Artifact &artifact,
+Expected<PreparedArtifactRun> prepareArtifactRun(const artifact::Artifact &artifact,
                                                  const ArtifactRunRequest &request) {
-  const Manifest &m = artifact.manifest;
+  const artifact::Manifest &m = artifact.manifest;
   if (request.training != m.model.training)
     return Error(artifact.source + ": compiled " +
                  (m.model.training
@@ -21,7 +21,7 @@ Expected<PreparedArtifactRun> prepareArtifactRun(const Artifact &artifact,
   KILN_ASSIGN_OR_RETURN(SafetensorsFile data, readSafetensors(request.inputs_path));
   // input_ids pick the bucket; a graph that reads none (a kiln graph JSON
   // model) has one bucket, which its shapes spell out.
-  const Bucket *bucket = &artifact.buckets.front();
+  const artifact::Bucket *bucket = &artifact.buckets.front();
   auto ids = data.tensors.find("input_ids");
   if (ids == data.tensors.end()) {
     if (artifact.buckets.size() != 1 || bucket->graph.findInput("input_ids"))
@@ -31,7 +31,7 @@ Expected<PreparedArtifactRun> prepareArtifactRun(const Artifact &artifact,
       return Error(request.inputs_path + ": 'input_ids' must be i64 [batch, seq], got " +
                    typeToString(ids->second.type()));
     const int64_t batch = ids->second.shape()[0], seq = ids->second.shape()[1];
-    KILN_ASSIGN_OR_RETURN(bucket, selectBucket(artifact, seq));
+    KILN_ASSIGN_OR_RETURN(bucket, artifact::selectBucket(artifact, seq));
     if (batch != bucket->batch)
       return Error(request.inputs_path + ": 'input_ids' has batch " + std::to_string(batch) + ", " +
                    artifact.source + " was compiled for batch " + std::to_string(bucket->batch) +
@@ -55,18 +55,18 @@ Expected<PreparedArtifactRun> prepareArtifactRun(const Artifact &artifact,
                    "per parameter)");
   }
 
-  KILN_ASSIGN_OR_RETURN(LoadedBucket loaded, loadBucket(artifact, *bucket));
+  KILN_ASSIGN_OR_RETURN(artifact::LoadedBucket loaded, artifact::loadBucket(artifact, *bucket));
   KILN_ASSIGN_OR_RETURN(ops::TensorMap weights, readHfWeights(request.weights_path));
   KILN_ASSIGN_OR_RETURN(ops::TensorMap bound,
-                        driver::bindModelInputs(loaded.graph, weights, request.weights_path,
-                                                data.tensors, request.inputs_path, m.overflow));
+                        bindModelInputs(loaded.graph, weights, request.weights_path, data.tensors,
+                                        request.inputs_path, m.overflow));
   return PreparedArtifactRun{std::move(loaded), std::move(bound), m.overflow};
 }
 
-ops::TensorMap selectArtifactOutputs(const Artifact &artifact, ops::TensorMap outputs) {
+ops::TensorMap selectArtifactOutputs(const artifact::Artifact &artifact, ops::TensorMap outputs) {
   if (artifact.manifest.model.training)
     return outputs;
-  return driver::selectRunOutputs(std::move(outputs));
+  return selectRunOutputs(std::move(outputs));
 }
 
-} // namespace kiln::artifact
+} // namespace kiln::driver

@@ -10,6 +10,7 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "compiler/codegen/llvm_storage.h"
 #include "ir/float16.h"
 
 namespace kiln::codegen {
@@ -48,7 +49,7 @@ class Emitter {
 public:
   Emitter(const KernelProgram &program, OverflowMode overflow, llvm::Module &module)
       : program_(program), overflow_(overflow), module_(module), ctx_(module.getContext()),
-        b_(ctx_) {}
+        b_(ctx_), storage_(b_, overflow) {}
 
   Status emit(const std::string &name) {
     llvm::Type *ptr = b_.getPtrTy();
@@ -59,6 +60,7 @@ public:
     fn_->addParamAttr(0, llvm::Attribute::NoAlias);
     fn_->addParamAttr(1, llvm::Attribute::NoAlias);
     fn_->addParamAttr(4, llvm::Attribute::NoAlias);
+    storage_.setFunction(fn_);
     if (program_.library.empty())
       emitRowLoops();
     else
@@ -99,13 +101,7 @@ private:
     b_.SetInsertPoint(done);
     auto *publish = llvm::BasicBlock::Create(ctx_, "status.publish", fn_);
     auto *ret = llvm::BasicBlock::Create(ctx_, "ret", fn_);
-    Value *status = b_.getInt32(0);
-    for (const auto &[key, largest] : largest_magnitude_) {
-      llvm::Type *bits = largest->getAllocatedType();
-      Value *reached =
-          b_.CreateICmpUGE(b_.CreateLoad(bits, largest), llvm::ConstantInt::get(bits, key.second));
-      status = b_.CreateOr(status, b_.CreateZExt(reached, b_.getInt32Ty()));
-    }
+    Value *status = storage_.status();
     b_.CreateCondBr(b_.CreateICmpNE(status, b_.getInt32(0)), publish, ret);
     b_.SetInsertPoint(publish);
     b_.CreateAtomicRMW(llvm::AtomicRMWInst::Or, fn_->getArg(4), status, llvm::MaybeAlign(4),
@@ -166,7 +162,8 @@ private:
       Value *pointer = pointers_[program_.inputs.size() + o];
       forEachInRow(stage.shape, outer, [&](const std::vector<Value *> &idx, Value *inner) {
         Value *v = loadStage(program_.stageBuffer(out.stage), idx);
-        store(v, out.dtype, elementPointer(pointer, out.dtype, b_.CreateAdd(base, inner)));
+        storage_.store(v, out.dtype,
+                       storage_.pointer(pointer, out.dtype, b_.CreateAdd(base, inner)));
       });
     }
   }
@@ -239,172 +236,10 @@ private:
     return nullptr;
   }
 
-  llvm::Type *storageType(DType d) {
-    switch (d) {
-    case DType::F32:
-      return b_.getFloatTy();
-    case DType::F16:
-      return b_.getHalfTy();
-    case DType::BF16:
-      return b_.getInt16Ty();
-    case DType::I32:
-      return b_.getInt32Ty();
-    case DType::I64:
-      return b_.getInt64Ty();
-    case DType::Bool:
-      return b_.getInt8Ty();
-    }
-    return nullptr;
-  }
-
-  Value *elementPointer(Value *base, DType dtype, Value *flat) {
-    return b_.CreateInBoundsGEP(storageType(dtype), base, flat);
-  }
-
-  Value *loadStorage(Value *ptr, DType dtype) {
-    Value *raw = b_.CreateLoad(storageType(dtype), ptr);
-    switch (dtype) {
-    case DType::F32:
-      return raw;
-    // A 16-bit value is what rounding to its dtype gives: storing it again
-    // (a copy, a transpose) needs no rounding. Its inf or NaN was counted
-    // by the kernel that stored it (a graph input's by the caller).
-    case DType::F16:
-      return markRounded(b_.CreateFPExt(raw, b_.getFloatTy()), dtype);
-    case DType::BF16:
-      return markRounded(
-          b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(raw, b_.getInt32Ty()), 16), b_.getFloatTy()),
-          dtype);
-    case DType::I32:
-      return b_.CreateSExt(raw, b_.getInt64Ty());
-    case DType::I64:
-      return raw;
-    case DType::Bool:
-      return b_.CreateICmpNE(raw, b_.getInt8(0));
-    }
-    return nullptr;
-  }
-
-  void store(Value *v, DType dtype, Value *ptr) {
-    switch (dtype) {
-    case DType::F32:
-      b_.CreateStore(roundTo(v, DType::F32), ptr);
-      return;
-    case DType::F16:
-      b_.CreateStore(b_.CreateFPTrunc(roundTo(v, DType::F16), b_.getHalfTy()), ptr);
-      return;
-    case DType::BF16: {
-      Value *bits = b_.CreateBitCast(roundTo(v, DType::BF16), b_.getInt32Ty());
-      b_.CreateStore(b_.CreateTrunc(b_.CreateLShr(bits, 16), b_.getInt16Ty()), ptr);
-      return;
-    }
-    case DType::I32:
-      b_.CreateStore(b_.CreateTrunc(v, b_.getInt32Ty()), ptr);
-      return;
-    case DType::I64:
-      b_.CreateStore(v, ptr);
-      return;
-    case DType::Bool:
-      b_.CreateStore(b_.CreateZExt(v, b_.getInt8Ty()), ptr);
-      return;
-    }
-  }
-
   Value *call(llvm::Intrinsic::ID id, std::vector<Value *> args) {
-    return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
+    return intrinsic(b_, id, std::move(args));
   }
-  Value *fconstant(double v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
-
-  // x with NaN -> +-0 and +-inf clamped to +-max: the saturation of ir/float16.cpp.
-  Value *clamp(Value *x, float max) {
-    Value *clamped = call(llvm::Intrinsic::minnum,
-                          {call(llvm::Intrinsic::maxnum, {x, fconstant(-max)}), fconstant(max)});
-    return b_.CreateSelect(b_.CreateFCmpUNO(x, x), fconstant(0), clamped);
-  }
-
-  // Bit patterns of |x| from which rounding overflows (NaNs lie above each):
-  static constexpr uint32_t kInfBits = 0x7f800000;           // f32, and bf16 in INFNAN mode
-  static constexpr uint32_t kBF16BeyondMaxBits = 0x7f7f0001; // past bf16's largest finite
-  static constexpr uint32_t kHalfInfBits = 0x7c00;           // an f16 result's inf
-
-  // Raises the call's overflow status where |x| >= the float whose bits are
-  // `threshold`: `x` is a float (its f32 bits) or an f16 (its 16 bits). The
-  // call keeps the largest |x| bits per threshold (an unsigned max: a
-  // reduction the vectoriser keeps in lanes, no mask shuffling) and compares
-  // once, when it publishes the status.
-  void raiseStatusFrom(Value *x, uint32_t threshold) {
-    const unsigned width = x->getType()->getPrimitiveSizeInBits();
-    llvm::Type *bits = b_.getIntNTy(width);
-    llvm::AllocaInst *&largest = largest_magnitude_[{width, threshold}];
-    if (!largest) {
-      llvm::BasicBlock &entry = fn_->getEntryBlock();
-      llvm::IRBuilder<> at_entry(&entry, entry.begin());
-      largest = at_entry.CreateAlloca(bits, nullptr, "largest.magnitude");
-      at_entry.CreateStore(llvm::ConstantInt::get(bits, 0), largest);
-    }
-    Value *magnitude = b_.CreateAnd(b_.CreateBitCast(x, bits),
-                                    llvm::ConstantInt::get(bits, (1ull << (width - 1)) - 1));
-    Value *seen = b_.CreateLoad(bits, largest);
-    b_.CreateStore(b_.CreateIntrinsic(llvm::Intrinsic::umax, {bits}, {seen, magnitude}), largest);
-  }
-
-  // An f32 value rounded to what `dtype` stores, as ir/float16.cpp rounds it,
-  // raising the status where ir/float16.cpp does (ir/float_status.h).
-  Value *roundTo(Value *x, DType dtype) {
-    // Rounding is idempotent: a value an op's lowering rounded already is
-    // stored as it is (and raises the status once).
-    if (auto it = rounded_.find(x); it != rounded_.end() && it->second == dtype)
-      return x;
-    return markRounded(roundUncached(x, dtype), dtype);
-  }
-
-  Value *markRounded(Value *x, DType dtype) {
-    rounded_[x] = dtype;
-    return x;
-  }
-
-  Value *roundUncached(Value *x, DType dtype) {
-    const bool saturate = overflow_ == OverflowMode::Saturation;
-    switch (dtype) {
-    case DType::F32:
-      raiseStatusFrom(x, kInfBits);
-      return saturate ? clamp(x, FLT_MAX) : x;
-    case DType::F16: {
-      // fptrunc gives inf where rounding overflows and keeps NaN: the 16-bit
-      // result tells, in lanes twice as narrow as the f32 input's.
-      Value *half = b_.CreateFPTrunc(x, b_.getHalfTy());
-      raiseStatusFrom(half, kHalfInfBits);
-      Value *h = b_.CreateFPExt(half, b_.getFloatTy());
-      if (!saturate)
-        return h;
-      Value *inf = b_.CreateFCmpOEQ(call(llvm::Intrinsic::fabs, {h}),
-                                    fconstant(std::numeric_limits<float>::infinity()));
-      h = b_.CreateSelect(inf, call(llvm::Intrinsic::copysign, {fconstant(kF16Max), x}), h);
-      return b_.CreateSelect(b_.CreateFCmpUNO(x, x),
-                             call(llvm::Intrinsic::copysign, {fconstant(0), x}), h);
-    }
-    case DType::BF16: {
-      if (saturate)
-        raiseStatusFrom(x, kBF16BeyondMaxBits);
-      Value *v = saturate ? clamp(x, kBF16Max) : x;
-      Value *bits = b_.CreateBitCast(v, b_.getInt32Ty());
-      Value *lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), b_.getInt32(1));
-      Value *rounded = b_.CreateAnd(b_.CreateAdd(bits, b_.CreateAdd(lsb, b_.getInt32(0x7fff))),
-                                    b_.getInt32(0xffff0000u));
-      if (!saturate) {
-        Value *quiet =
-            b_.CreateOr(b_.CreateAnd(bits, b_.getInt32(0xffff0000u)), b_.getInt32(0x00400000));
-        rounded = b_.CreateSelect(b_.CreateFCmpUNO(v, v), quiet, rounded);
-      }
-      Value *result = b_.CreateBitCast(rounded, b_.getFloatTy());
-      if (!saturate) // rounded to inf, or NaN
-        raiseStatusFrom(result, kInfBits);
-      return result;
-    }
-    default:
-      return x;
-    }
-  }
+  Value *fconstant(double v) { return f32Constant(b_, v); }
 
   Value *flatIndex(const Shape &shape, const std::vector<Value *> &idx) {
     const std::vector<int64_t> st = strides(shape);
@@ -417,8 +252,8 @@ private:
   Value *loadStage(int buffer, const std::vector<Value *> &idx) {
     if (program_.isInput(buffer)) {
       const TensorType &t = program_.inputs[buffer];
-      return loadStorage(elementPointer(pointers_[buffer], t.dtype, flatIndex(t.shape, idx)),
-                         t.dtype);
+      return storage_.load(storage_.pointer(pointers_[buffer], t.dtype, flatIndex(t.shape, idx)),
+                           t.dtype);
     }
     const int s = buffer - static_cast<int>(program_.inputs.size());
     const Stage &stage = program_.stages[s];
@@ -467,7 +302,7 @@ private:
     case ExprKind::Convert:
       return emitConvert(operand(0), e.operands[0]->type, e.type);
     case ExprKind::Round:
-      return roundTo(operand(0), e.dtype);
+      return storage_.roundTo(operand(0), e.dtype);
     case ExprKind::Reduce:
       return emitReduce(e, env);
     }
@@ -607,9 +442,7 @@ private:
   llvm::IRBuilder<> b_;
   llvm::Function *fn_ = nullptr;
   Value *scratch_ = nullptr;
-  std::map<Value *, DType> rounded_; // roundTo's results, by the dtype they hold
-  // Per (bit width, overflow threshold), the largest |value| bits rounded.
-  std::map<std::pair<unsigned, uint32_t>, llvm::AllocaInst *> largest_magnitude_;
+  KernelStorage storage_;
   std::vector<Value *> pointers_;
   std::map<std::pair<const Expr *, std::vector<Value *>>, Value *> memo_;
 };

@@ -6,11 +6,10 @@
 #include <iostream>
 #include <optional>
 
-#include "compiler/driver/layout_suggestions.h"
+#include "compiler/driver/plan_report.h"
 #include "compiler/driver/training.h"
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/qwen_init.h"
-#include "compiler/parallel/memory_formula.h"
 #include "ir/hf_checkpoint.h"
 #include "runtime/checkpoint_lock.h"
 #include "runtime/mpi_communicator.h"
@@ -76,166 +75,97 @@ std::map<std::string, std::string> runSettings(const frontend::QwenConfig &c,
   return settings;
 }
 
-// "(8 per replica)", or with micro-batches "(8 per replica: 2 per micro-batch, 4 micro-batches)".
-std::string batchSplit(const parallel::TrainingProgram &program) {
-  const std::string replica = "(" + std::to_string(program.batch_per_replica) + " per replica";
-  if (program.parallel.grad_accum == 1)
-    return replica + ")";
-  return replica + ": " + std::to_string(program.micro_batch) + " per micro-batch, " +
-         std::to_string(program.parallel.grad_accum) + " micro-batches)";
-}
-
-int runTrain(TrainOptions opts) {
-  auto job = resolveJobFlags(opts.job, DType::F32);
-  if (!job)
-    return fail(job.error());
-  auto parallel = parallel::resolveParallelConfig(opts.devices, opts.dp, opts.tp, opts.zero,
-                                                  opts.model.batch, opts.grad_accum);
-  if (!parallel)
-    return fail(parallel.error());
-  if (opts.model.batch == 0)
-    opts.model.batch = int64_t{parallel->dp} * parallel->grad_accum; // one per micro-batch
+// The trainer's options from the flags: device memory, loss scale, the
+// learning-rate schedule, what resuming and keeping checkpoints need.
+Status resolveTrainerOptions(TrainOptions &opts, const driver::ResolvedJob &job) {
   runtime::TrainerOptions &t = opts.trainer;
   if (!opts.device_memory.empty()) {
     auto bytes = parseByteSize(opts.device_memory);
     if (!bytes || *bytes == 0 || *bytes > INT64_MAX)
-      return fail(
+      return Error(
           "--device-memory: " +
           (bytes ? "'" + opts.device_memory + "' is not a size above zero" : bytes.message()));
     t.device_memory = static_cast<int64_t>(*bytes);
   } else {
-    t.device_memory = job->target.memory.hbm_bytes;
+    t.device_memory = job.target.memory.hbm_bytes;
   }
   auto scale = runtime::parseLossScale(opts.loss_scale);
   if (!scale)
-    return fail(scale.error());
+    return scale.error();
   t.loss_scale = *scale;
   auto schedule = runtime::parseSchedule(opts.schedule);
   if (!schedule)
-    return fail(schedule.error());
+    return schedule.error();
   if (opts.min_lr > opts.lr)
-    return fail("--min-lr " + number(opts.min_lr) + " is above --lr " + number(opts.lr) +
-                ": the floor of the schedule must not exceed its peak");
+    return Error("--min-lr " + number(opts.min_lr) + " is above --lr " + number(opts.lr) +
+                 ": the floor of the schedule must not exceed its peak");
   t.schedule = {*schedule, opts.lr, opts.min_lr >= 0 ? opts.min_lr : opts.lr / 10, opts.warmup,
                 t.steps};
   t.resume = t.resume || t.resume_if_exists;
   if (t.resume && t.checkpoint_dir.empty())
-    return fail(std::string(t.resume_if_exists ? "--resume-if-exists" : "--resume") +
-                " needs --checkpoint-dir (where to find the checkpoint)");
+    return Error(std::string(t.resume_if_exists ? "--resume-if-exists" : "--resume") +
+                 " needs --checkpoint-dir (where to find the checkpoint)");
   if (t.keep_checkpoints > 0 && t.checkpoint_dir.empty())
-    return fail("--keep-checkpoints needs --checkpoint-dir");
-  auto data_dtype = runtime::parseTokenDType(opts.data_dtype);
-  if (!data_dtype)
-    return fail(data_dtype.error());
+    return Error("--keep-checkpoints needs --checkpoint-dir");
+  return Status::ok();
+}
 
-  frontend::ModelOptions probe;
-  probe.seq = 2; // the config only
-  auto loaded = frontend::loadModel(opts.model.model, probe);
-  if (!loaded)
-    return fail(loaded.error());
-  if (!loaded->config)
-    return fail(opts.model.model + ": kiln train needs a Hugging Face config.json (a Qwen model)");
-  if (opts.model.seq == 0)
-    opts.model.seq = loaded->config->seq_length;
-  auto adapter = resolveLoraFlags(opts.lora, *loaded->config, t.seed, !opts.compile_only);
-  if (!adapter)
-    return fail(adapter.error());
-  if (*adapter) {
-    (*adapter)->config.base_model = opts.model.model;
-    opts.model.lora = (*adapter)->config;
-  }
-  if (opts.compile_only) {
-    auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel);
-    if (!program)
-      return fail(program.error());
-    const parallel::DeviceMemoryEstimate &m = program->memory;
-    std::cout << "kiln: compiled the training step for " << parallel->toString()
-              << ", global batch " << opts.model.batch << " " << batchSplit(*program) << ", seq "
-              << program->seq << ", " << dtypeName(job->dtype) << "\n"
-              << "  step kernels: " << program->step.kernels.stats.total << " ("
-              << program->step.kernels.stats.unique
-              << " unique); update buckets: " << program->optimizers.size() << "\n"
-              << "  " << m.toText() << "\n  at the peak ("
-              << (m.breakdown.update ? "the update" : "the step") << "): " << m.breakdown.toText()
-              << "\n  the formula for this layout (ZeRO's model states, Korthikanti et al.'s "
-                 "activations, recompute "
-              << passes::recomputeModeName(job->context->recompute().mode)
-              << "; logits not counted): "
-              << parallel::memoryFormula(*loaded->config, opts.model.lora, *parallel,
-                                         program->micro_batch, program->seq, job->dtype,
-                                         job->context->recompute().mode)
-                     .toText()
-              << "\n  device " << formatBytes(t.device_memory) << ": "
-              << (m.peak <= t.device_memory ? "fits" : "does NOT fit") << " (npu:" << m.rank
-              << " has the highest peak)\n  the step's largest buffers:\n";
-    for (const auto &[name, bytes] : m.largest)
-      std::cout << "    " << name << ": " << formatBytes(bytes) << "\n";
-    if (m.peak > t.device_memory) {
-      const std::vector<driver::LayoutSuggestion> suggestions = driver::suggestLayouts(
-          opts.model, *job, opts.kernels, *parallel, m.peak, t.device_memory);
-      if (!suggestions.empty())
-        std::cout << "  switches that lower the peak (each planned as --compile-only plans it):\n";
-      for (const driver::LayoutSuggestion &s : suggestions)
-        std::cout << "    " << s.flags << ": " << formatBytes(s.peak) << ", "
-                  << (s.fits ? "fits" : "does not fit") << "\n";
-      note("the step needs " + formatBytes(m.peak) + " on npu:" + std::to_string(m.rank) +
-           ", more than the device's " + formatBytes(t.device_memory));
-      return kExitDoesNotFit;
-    }
-    return kExitOk;
-  }
-  if (opts.data.empty() || t.steps == 0)
-    return fail(std::string(opts.data.empty() ? "--data" : "--steps") +
-                " is required to train (or --compile-only)");
-  const int per_process = opts.devices_per_process > 0 ? opts.devices_per_process : opts.devices;
-  if (per_process > parallel::kMaxDevicesPerProcess)
-    return fail("--devices " + std::to_string(per_process) + " in one process is too many: one " +
-                "process simulates at most " + std::to_string(parallel::kMaxDevicesPerProcess) +
-                " devices (spread more over processes with mpirun and --devices-per-process)");
-  t.settings = runSettings(*loaded->config, opts, *parallel, job->dtype);
-  auto data =
-      runtime::TokenData::open(opts.data, *data_dtype, loaded->config->vocab_size, opts.model.seq);
-  if (!data)
-    return fail(data.error());
+// The weights the run starts from (--weights, or initialised from --seed),
+// with the LoRA adapters; a LoRA run also writes a PEFT folder beside each
+// checkpoint.
+Expected<std::map<std::string, Tensor>>
+startingWeights(TrainOptions &opts, const frontend::QwenConfig &config,
+                const std::optional<frontend::LoraAdapter> &adapter) {
+  runtime::TrainerOptions &t = opts.trainer;
   std::map<std::string, Tensor> weights;
   if (!opts.weights.empty()) {
     auto file = readHfWeights(opts.weights);
     if (!file)
-      return fail(file.error());
+      return file.error();
     weights = std::move(*file);
   } else {
-    weights = frontend::initQwenWeights(*loaded->config, t.seed);
+    weights = frontend::initQwenWeights(config, t.seed);
   }
-  if (*adapter) {
+  if (adapter) {
     // A LoRA run's checkpoints hold the adapters only; each is also written
     // as a PEFT adapter folder beside it.
-    weights.insert((*adapter)->tensors.begin(), (*adapter)->tensors.end());
-    t.after_checkpoint = [config = (*adapter)->config](const std::string &path,
-                                                       const runtime::TrainingState &state) {
+    weights.insert(adapter->tensors.begin(), adapter->tensors.end());
+    t.after_checkpoint = [config = adapter->config](const std::string &path,
+                                                    const runtime::TrainingState &state) {
       return frontend::writeLoraAdapter(runtime::checkpointExportDir(path),
                                         frontend::LoraAdapter{config, state.weights});
     };
   }
+  return weights;
+}
 
-  auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel);
-  if (!program)
-    return fail(program.error());
-
-  std::unique_ptr<runtime::Communicator> comm;
+// The replicas' communicator: OpenMPI's under mpirun or with
+// --devices-per-process, else the process's own.
+Expected<std::unique_ptr<runtime::Communicator>>
+communicatorFor(const TrainOptions &opts, const parallel::ParallelConfig &layout) {
+  const int per_process = opts.devices_per_process > 0 ? opts.devices_per_process : opts.devices;
   if (opts.devices_per_process > 0 || runtime::launchedByMpi()) {
     // A tensor-parallel group stays in one process: its collectives run
     // between kernels, in lockstep.
-    if (per_process % parallel->tp != 0)
-      return fail("--devices-per-process " + std::to_string(per_process) +
-                  " must hold whole tensor-parallel groups: make it a multiple of --tp " +
-                  std::to_string(parallel->tp));
-    auto mpi = runtime::makeMpiCommunicator(parallel->dp, per_process / parallel->tp);
+    if (per_process % layout.tp != 0)
+      return Error("--devices-per-process " + std::to_string(per_process) +
+                   " must hold whole tensor-parallel groups: make it a multiple of --tp " +
+                   std::to_string(layout.tp));
+    auto mpi = runtime::makeMpiCommunicator(layout.dp, per_process / layout.tp);
     if (!mpi)
-      return fail(mpi.error());
-    comm = std::move(*mpi);
-  } else {
-    comm = runtime::makeInProcessCommunicator(parallel->dp);
+      return mpi.error();
+    return std::move(*mpi);
   }
+  return runtime::makeInProcessCommunicator(layout.dp);
+}
+
+// Trains `program` on this process's devices; under MPI one process speaks
+// for the job (prints, logs, traces, writes checkpoints) and an error in
+// any ends them all.
+int trainOn(TrainOptions &opts, const parallel::ParallelConfig &layout,
+            parallel::TrainingProgram program, std::unique_ptr<runtime::Communicator> comm,
+            std::map<std::string, Tensor> weights, const runtime::TokenData &data) {
+  runtime::TrainerOptions &t = opts.trainer;
   // From here on every process of an MPI job waits for the others in each
   // collective: an error in one ends them all.
   auto failJob = [](const auto &error) {
@@ -263,9 +193,9 @@ int runTrain(TrainOptions opts) {
     lock.emplace(std::move(*acquired));
   }
   if (speaker)
-    std::cout << "kiln: " << parallel->toString() << ", global batch " << opts.model.batch << " "
-              << batchSplit(*program) << ", seq " << program->seq << "; "
-              << program->memory.toText() << " of " << formatBytes(t.device_memory) << "\n";
+    std::cout << "kiln: " << layout.toString() << ", global batch " << opts.model.batch << " "
+              << driver::batchSplit(program) << ", seq " << program.seq << "; "
+              << program.memory.toText() << " of " << formatBytes(t.device_memory) << "\n";
   std::ofstream log;
   if (!opts.log_json.empty()) {
     log.open(opts.log_json, t.resume ? std::ios::app : std::ios::trunc);
@@ -273,7 +203,7 @@ int runTrain(TrainOptions opts) {
       return failJob(opts.log_json + ": cannot open the log for writing");
   }
   auto trainer =
-      runtime::Trainer::create(std::move(*program), t, std::move(comm), std::move(weights), *data);
+      runtime::Trainer::create(std::move(program), t, std::move(comm), std::move(weights), data);
   if (!trainer)
     return failJob(trainer.error());
   if (!(*trainer)->resumedFrom().empty())
@@ -299,6 +229,80 @@ int runTrain(TrainOptions opts) {
               << formatBytes((*trainer)->plannedPeak()) << ")\n";
   }
   return 0;
+}
+
+int runTrain(TrainOptions opts) {
+  auto job = resolveJobFlags(opts.job, DType::F32);
+  if (!job)
+    return fail(job.error());
+  auto parallel = parallel::resolveParallelConfig(opts.devices, opts.dp, opts.tp, opts.zero,
+                                                  opts.model.batch, opts.grad_accum);
+  if (!parallel)
+    return fail(parallel.error());
+  if (opts.model.batch == 0)
+    opts.model.batch = int64_t{parallel->dp} * parallel->grad_accum; // one per micro-batch
+  runtime::TrainerOptions &t = opts.trainer;
+  if (Status resolved = resolveTrainerOptions(opts, *job); !resolved)
+    return fail(resolved.error());
+  auto data_dtype = runtime::parseTokenDType(opts.data_dtype);
+  if (!data_dtype)
+    return fail(data_dtype.error());
+
+  frontend::ModelOptions probe;
+  probe.seq = 2; // the config only
+  auto loaded = frontend::loadModel(opts.model.model, probe);
+  if (!loaded)
+    return fail(loaded.error());
+  if (!loaded->config)
+    return fail(opts.model.model + ": kiln train needs a Hugging Face config.json (a Qwen model)");
+  if (opts.model.seq == 0)
+    opts.model.seq = loaded->config->seq_length;
+  auto adapter = resolveLoraFlags(opts.lora, *loaded->config, t.seed, !opts.compile_only);
+  if (!adapter)
+    return fail(adapter.error());
+  if (*adapter) {
+    (*adapter)->config.base_model = opts.model.model;
+    opts.model.lora = (*adapter)->config;
+  }
+  if (opts.compile_only) {
+    auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel);
+    if (!program)
+      return fail(program.error());
+    std::cout << driver::planReport(opts.model, *job, opts.kernels, *parallel, *loaded->config,
+                                    *program, t.device_memory);
+    const parallel::DeviceMemoryEstimate &m = program->memory;
+    if (m.peak <= t.device_memory)
+      return kExitOk;
+    note("the step needs " + formatBytes(m.peak) + " on npu:" + std::to_string(m.rank) +
+         ", more than the device's " + formatBytes(t.device_memory));
+    return kExitDoesNotFit;
+  }
+  if (opts.data.empty() || t.steps == 0)
+    return fail(std::string(opts.data.empty() ? "--data" : "--steps") +
+                " is required to train (or --compile-only)");
+  const int per_process = opts.devices_per_process > 0 ? opts.devices_per_process : opts.devices;
+  if (per_process > parallel::kMaxDevicesPerProcess)
+    return fail("--devices " + std::to_string(per_process) + " in one process is too many: one " +
+                "process simulates at most " + std::to_string(parallel::kMaxDevicesPerProcess) +
+                " devices (spread more over processes with mpirun and --devices-per-process)");
+  t.settings = runSettings(*loaded->config, opts, *parallel, job->dtype);
+  auto data =
+      runtime::TokenData::open(opts.data, *data_dtype, loaded->config->vocab_size, opts.model.seq);
+  if (!data)
+    return fail(data.error());
+  auto weights = startingWeights(opts, *loaded->config, *adapter);
+  if (!weights)
+    return fail(weights.error());
+
+  auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel);
+  if (!program)
+    return fail(program.error());
+
+  auto comm = communicatorFor(opts, *parallel);
+  if (!comm)
+    return fail(comm.error());
+  return trainOn(opts, *parallel, std::move(*program), std::move(*comm), std::move(*weights),
+                 *data);
 }
 
 } // namespace

@@ -1,0 +1,57 @@
+#include "compiler/driver/plan_report.h"
+
+#include <sstream>
+
+#include "compiler/driver/layout_suggestions.h"
+#include "compiler/parallel/memory_formula.h"
+#include "ir/byte_size.h"
+
+namespace kiln::driver {
+
+std::string batchSplit(const parallel::TrainingProgram &program) {
+  const std::string replica = "(" + std::to_string(program.batch_per_replica) + " per replica";
+  if (program.parallel.grad_accum == 1)
+    return replica + ")";
+  return replica + ": " + std::to_string(program.micro_batch) + " per micro-batch, " +
+         std::to_string(program.parallel.grad_accum) + " micro-batches)";
+}
+
+std::string planReport(const ModelRequest &model, const ResolvedJob &job,
+                       const KernelSettings &settings, const parallel::ParallelConfig &layout,
+                       const frontend::QwenConfig &config, const parallel::TrainingProgram &program,
+                       int64_t capacity) {
+  const parallel::DeviceMemoryEstimate &m = program.memory;
+  const passes::RecomputeMode recompute = job.context->recompute().mode;
+  std::ostringstream out;
+  out << "kiln: compiled the training step for " << layout.toString() << ", global batch "
+      << model.batch << " " << batchSplit(program) << ", seq " << program.seq << ", "
+      << dtypeName(job.dtype) << "\n"
+      << "  step kernels: " << program.step.kernels.stats.total << " ("
+      << program.step.kernels.stats.unique
+      << " unique); update buckets: " << program.optimizers.size() << "\n"
+      << "  " << m.toText() << "\n  at the peak ("
+      << (m.breakdown.update ? "the update" : "the step") << "): " << m.breakdown.toText()
+      << "\n  the formula for this layout (ZeRO's model states, Korthikanti et al.'s "
+         "activations, recompute "
+      << passes::recomputeModeName(recompute) << "; logits not counted): "
+      << parallel::memoryFormula(config, model.lora, layout, program.micro_batch, program.seq,
+                                 job.dtype, recompute)
+             .toText()
+      << "\n  device " << formatBytes(capacity) << ": "
+      << (m.peak <= capacity ? "fits" : "does NOT fit") << " (npu:" << m.rank
+      << " has the highest peak)\n  the step's largest buffers:\n";
+  for (const auto &[name, bytes] : m.largest)
+    out << "    " << name << ": " << formatBytes(bytes) << "\n";
+  if (m.peak <= capacity)
+    return out.str();
+  const std::vector<LayoutSuggestion> suggestions =
+      suggestLayouts(model, job, settings, layout, m.peak, capacity);
+  if (!suggestions.empty())
+    out << "  switches that lower the peak (each planned as --compile-only plans it):\n";
+  for (const LayoutSuggestion &s : suggestions)
+    out << "    " << s.flags << ": " << formatBytes(s.peak) << ", "
+        << (s.fits ? "fits" : "does not fit") << "\n";
+  return out.str();
+}
+
+} // namespace kiln::driver

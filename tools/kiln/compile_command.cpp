@@ -66,6 +66,40 @@ void printSummary(const driver::ProgramCompile &c, const driver::ResolvedJob &jo
               << "): graph, passes and kernel plan not rebuilt\n";
 }
 
+// Signs and writes the artifact, and says what it holds.
+int writeArtifact(const std::string &path, const artifact::Manifest &manifest,
+                  std::vector<artifact::EncodedBucket> buckets) {
+  // What the artifact holds, for the line that names it.
+  size_t kernels = 0;
+  std::set<std::string> objects;
+  std::vector<int64_t> bucket_seqs;
+  for (const artifact::EncodedBucket &b : buckets) {
+    kernels += static_cast<size_t>(b.kernels);
+    bucket_seqs.push_back(b.seq);
+    for (const artifact::ArtifactObject &o : b.objects)
+      objects.insert(o.key);
+  }
+  std::sort(bucket_seqs.begin(), bucket_seqs.end());
+  std::string seq_list;
+  for (int64_t s : bucket_seqs)
+    seq_list += (seq_list.empty() ? "" : ", ") + std::to_string(s);
+  auto key = artifact::SigningKey::loadOrCreate();
+  if (!key)
+    return fail(key.error());
+  const size_t buckets_written = buckets.size();
+  auto bytes = artifact::encodeArtifact(manifest, std::move(buckets), *key);
+  if (!bytes)
+    return fail(bytes.error().withContext(path));
+  Status s = writeFileAtomic(path, *bytes);
+  if (!s)
+    return fail(s.error());
+  std::cout << "kiln: wrote " << path << ": " << buckets_written << " bucket"
+            << (buckets_written == 1 ? "" : "s") << " (seq " << seq_list << "), " << kernels
+            << " kernels, " << objects.size() << " objects, " << bytes->size()
+            << " bytes, signed by key " << artifact::keyFingerprint(key->publicKey()) << "\n";
+  return 0;
+}
+
 int runCompile(const CompileOptions &opts) {
   const bool to_artifact = opts.output.ends_with(".kiln");
   std::vector<int64_t> seqs = opts.seqs.empty() ? std::vector<int64_t>{0} : opts.seqs;
@@ -129,8 +163,8 @@ int runCompile(const CompileOptions &opts) {
         codegen::ObjectOptions object; // as driver::compileJobKernels compiles
         object.overflow = job->overflow;
         manifest = driver::makeManifest(*job, object,
-                                          {opts.model.model, compiled->program.summary.graph,
-                                           opts.model.training, compiled->program.bucket.batch});
+                                        {opts.model.model, compiled->program.summary.graph,
+                                         opts.model.training, compiled->program.bucket.batch});
       }
       buckets.push_back(std::move(compiled->program.bucket));
     } else if (!opts.output.empty()) {
@@ -145,35 +179,8 @@ int runCompile(const CompileOptions &opts) {
     if (!s)
       return fail(s.error());
   }
-  if (manifest) {
-    // What the artifact holds, for the line that names it.
-    size_t kernels = 0;
-    std::set<std::string> objects;
-    std::vector<int64_t> bucket_seqs;
-    for (const artifact::EncodedBucket &b : buckets) {
-      kernels += static_cast<size_t>(b.kernels);
-      bucket_seqs.push_back(b.seq);
-      for (const artifact::ArtifactObject &o : b.objects)
-        objects.insert(o.key);
-    }
-    std::sort(bucket_seqs.begin(), bucket_seqs.end());
-    std::string seq_list;
-    for (int64_t s : bucket_seqs)
-      seq_list += (seq_list.empty() ? "" : ", ") + std::to_string(s);
-    auto key = artifact::SigningKey::loadOrCreate();
-    if (!key)
-      return fail(key.error());
-    auto bytes = artifact::encodeArtifact(*manifest, std::move(buckets), *key);
-    if (!bytes)
-      return fail(bytes.error().withContext(opts.output));
-    Status s = writeFileAtomic(opts.output, *bytes);
-    if (!s)
-      return fail(s.error());
-    std::cout << "kiln: wrote " << opts.output << ": " << seqs.size() << " bucket"
-              << (seqs.size() == 1 ? "" : "s") << " (seq " << seq_list << "), " << kernels
-              << " kernels, " << objects.size() << " objects, " << bytes->size()
-              << " bytes, signed by key " << artifact::keyFingerprint(key->publicKey()) << "\n";
-  }
+  if (manifest)
+    return writeArtifact(opts.output, *manifest, std::move(buckets));
   return 0;
 }
 

@@ -2,8 +2,10 @@
 // `compare` finds the first value where two runs part ways, `bisect` the
 // pass responsible; `overflow` and `reduce` have files of their own.
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <set>
+#include <tuple>
 
 #include "compiler/driver/compile.h"
 #include "compiler/driver/kernels.h"
@@ -163,6 +165,40 @@ Expected<driver::ResolvedJob> trialJob(const JobFlags &flags, const debug::Bisec
   return resolveJobFlags(f, default_dtype);
 }
 
+// The outputs of a trial's compiled run.
+using TrialOutputs = std::function<Expected<ops::TensorMap>(const driver::ResolvedJob &,
+                                                            const debug::BisectTrial &)>;
+
+// --check accuracy's reference and what it is: the run with every candidate
+// off when it is finite (then only passes can make a difference), else that
+// run under force_fp32. A reference that is itself inf or NaN would make a
+// fix look like the culprit: it is an error.
+Expected<std::pair<ops::TensorMap, std::string>>
+accuracyReference(const BisectOptions &opts, const std::vector<debug::BisectCandidate> &candidates,
+                  DType default_dtype, const TrialOutputs &outputsOf) {
+  debug::BisectTrial none;
+  for (const debug::BisectCandidate &c : candidates)
+    none.disabled.push_back(c.name);
+  KILN_ASSIGN_OR_RETURN(driver::ResolvedJob plain, trialJob(opts.job, none, default_dtype));
+  KILN_ASSIGN_OR_RETURN(ops::TensorMap ref, outputsOf(plain, none));
+  const std::string plain_bad = firstNonFinite(ref);
+  if (plain_bad.empty())
+    return std::pair{std::move(ref), std::string("every switchable pass off")};
+  JobFlags fp32_flags = opts.job;
+  fp32_flags.settings.precision_mode = passes::PrecisionMode::ForceFp32;
+  KILN_ASSIGN_OR_RETURN(driver::ResolvedJob fp32, trialJob(fp32_flags, none, default_dtype));
+  KILN_ASSIGN_OR_RETURN(ref, outputsOf(fp32, none));
+  if (const std::string fp32_bad = firstNonFinite(ref); !fp32_bad.empty())
+    return Error("debug bisect --check accuracy: no finite reference to compare with: with every "
+                 "switchable pass off " +
+                 plain_bad + ", and under precision_mode force_fp32 " + fp32_bad +
+                 "; no pass causes this (find the op with kiln debug overflow)");
+  return std::pair{std::move(ref),
+                   "force_fp32 with every switchable pass off (the job's own run with them off "
+                   "is not finite: " +
+                       plain_bad + ")"};
+}
+
 int runBisect(const BisectOptions &opts) {
   const bool accuracy = opts.check == "accuracy";
   if (accuracy && (opts.weights.empty() || opts.inputs.empty()))
@@ -203,8 +239,8 @@ int runBisect(const BisectOptions &opts) {
   request.weights_path = opts.weights;
   request.inputs_path = opts.inputs;
   request.training = opts.model.training;
-  auto outputsOf = [&](const driver::ResolvedJob &trial_job,
-                       const debug::BisectTrial &trial) -> Expected<ops::TensorMap> {
+  TrialOutputs outputsOf = [&](const driver::ResolvedJob &trial_job,
+                               const debug::BisectTrial &trial) -> Expected<ops::TensorMap> {
     driver::ReferenceRunRequest r = request;
     r.job = &trial_job;
     KILN_ASSIGN_OR_RETURN(driver::PreparedRun run, driver::prepareModelRun(r));
@@ -218,43 +254,13 @@ int runBisect(const BisectOptions &opts) {
     KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, executor->run(run.inputs));
     return driver::selectRunOutputs(std::move(outputs));
   };
-  // The reference: the run with every candidate off when it is finite (then
-  // only passes can make a difference), else that run under force_fp32. A
-  // reference that is itself inf or NaN would make a fix look like the
-  // culprit: it is an error.
   std::optional<ops::TensorMap> reference;
   std::string reference_name;
   if (accuracy) {
-    debug::BisectTrial none;
-    for (const debug::BisectCandidate &c : candidates)
-      none.disabled.push_back(c.name);
-    auto plain = trialJob(opts.job, none, default_dtype);
-    if (!plain)
-      return fail(plain.error());
-    auto ref = outputsOf(*plain, none);
+    auto ref = accuracyReference(opts, candidates, default_dtype, outputsOf);
     if (!ref)
       return fail(ref.error());
-    const std::string plain_bad = firstNonFinite(*ref);
-    reference_name = "every switchable pass off";
-    if (!plain_bad.empty()) {
-      JobFlags fp32_flags = opts.job;
-      fp32_flags.settings.precision_mode = passes::PrecisionMode::ForceFp32;
-      auto fp32 = trialJob(fp32_flags, none, default_dtype);
-      if (!fp32)
-        return fail(fp32.error());
-      ref = outputsOf(*fp32, none);
-      if (!ref)
-        return fail(ref.error());
-      if (const std::string fp32_bad = firstNonFinite(*ref); !fp32_bad.empty())
-        return fail("debug bisect --check accuracy: no finite reference to compare with: with "
-                    "every switchable pass off " +
-                    plain_bad + ", and under precision_mode force_fp32 " + fp32_bad +
-                    "; no pass causes this (find the op with kiln debug overflow)");
-      reference_name = "force_fp32 with every switchable pass off (the job's own run with them "
-                       "off is not finite: " +
-                       plain_bad + ")";
-    }
-    reference = std::move(*ref);
+    std::tie(reference, reference_name) = std::move(*ref);
   }
 
   std::optional<Signature> baseline;

@@ -4,15 +4,26 @@
 
 namespace kiln::cli {
 
-void addJobFlags(CLI::App &cmd, JobFlags &flags) {
-  driver::JobSettings &s = flags.settings;
-  cmd.add_option("--job", flags.job_file, "job file (docs/job.md)")->group("Job");
-  cmd.add_option_function<std::string>(
-         "--target", [&s](const std::string &t) { s.target = t; },
-         "ascend910, ascend910b or a target .json (default ascend910b)")
+namespace {
+
+// A comma-separated list of layer indices (>= 0) into `layers`.
+void addLayerListFlag(CLI::App &cmd, const std::string &name,
+                      std::optional<std::set<int64_t>> &layers, const std::string &help) {
+  cmd.add_option_function<std::vector<int64_t>>(
+         name,
+         [name, &layers](const std::vector<int64_t> &list) {
+           for (int64_t l : list)
+             if (l < 0)
+               throw CLI::ValidationError(name, "expected layer indices >= 0");
+           layers = std::set<int64_t>(list.begin(), list.end());
+         },
+         help)
+      ->delimiter(',')
       ->group("Job");
-  addOptionalDTypeFlag(cmd, s.dtype)->group("Job");
-  addOptionalOverflowFlag(cmd, s.overflow)->group("Job");
+}
+
+// CANN's precision settings (docs/precision.md).
+void addPrecisionFlags(CLI::App &cmd, driver::JobSettings &s) {
   CLI::Option *v1 =
       cmd.add_option_function<std::string>(
              "--precision-mode",
@@ -54,17 +65,37 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
          "--keep-dtype", [&s](const std::string &f) { s.keep_dtype = f; },
          "file of node names or OpType::X that keep their dtype")
       ->group("Job");
-  cmd.add_option_function<std::vector<int64_t>>(
-         "--attention-fp32-layers",
-         [&s](const std::vector<int64_t> &layers) {
-           for (int64_t l : layers)
-             if (l < 0)
-               throw CLI::ValidationError("--attention-fp32-layers", "expected layer indices >= 0");
-           s.attention_fp32_layers = std::set<int64_t>(layers.begin(), layers.end());
-         },
-         "limit AttentionFp32CastPass to these layers (A,B,...)")
+  addLayerListFlag(cmd, "--attention-fp32-layers", s.attention_fp32_layers,
+                   "limit AttentionFp32CastPass to these layers (A,B,...)");
+}
+
+void addInstrumentationFlags(CLI::App &cmd, JobFlags &flags) {
+  cmd.add_option("--print-ir-before", flags.print_ir_before,
+                 "print the graph before these passes (NAME,...|all)")
       ->delimiter(',')
+      ->group("Pass instrumentation");
+  cmd.add_option("--print-ir-after", flags.print_ir_after,
+                 "print the graph after these passes (NAME,...|all|changed)")
+      ->delimiter(',')
+      ->group("Pass instrumentation");
+  cmd.add_flag("--pass-timing", flags.pass_timing, "print the time each pass took")
+      ->group("Pass instrumentation");
+  cmd.add_flag("--pass-statistics", flags.pass_statistics, "print each pass's counters")
+      ->group("Pass instrumentation");
+}
+
+} // namespace
+
+void addJobFlags(CLI::App &cmd, JobFlags &flags) {
+  driver::JobSettings &s = flags.settings;
+  cmd.add_option("--job", flags.job_file, "job file (docs/job.md)")->group("Job");
+  cmd.add_option_function<std::string>(
+         "--target", [&s](const std::string &t) { s.target = t; },
+         "ascend910, ascend910b or a target .json (default ascend910b)")
       ->group("Job");
+  addOptionalDTypeFlag(cmd, s.dtype)->group("Job");
+  addOptionalOverflowFlag(cmd, s.overflow)->group("Job");
+  addPrecisionFlags(cmd, s);
   cmd.add_option_function<std::string>(
          "--recompute",
          [&s](const std::string &m) {
@@ -77,17 +108,8 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
          "activation recomputation (RecomputePass): none, selective (the attention core) or "
          "full (each layer from its input); docs/training.md")
       ->group("Job");
-  cmd.add_option_function<std::vector<int64_t>>(
-         "--recompute-layers",
-         [&s](const std::vector<int64_t> &layers) {
-           for (int64_t l : layers)
-             if (l < 0)
-               throw CLI::ValidationError("--recompute-layers", "expected layer indices >= 0");
-           s.recompute_layers = std::set<int64_t>(layers.begin(), layers.end());
-         },
-         "limit --recompute to these layers (A,B,...)")
-      ->delimiter(',')
-      ->group("Job");
+  addLayerListFlag(cmd, "--recompute-layers", s.recompute_layers,
+                   "limit --recompute to these layers (A,B,...)");
   cmd.add_option("--fusion-switch-file", flags.fusion_switch_file,
                  "CANN fusion switch file (JSON or one 'Name:off' a line)")
       ->group("Job");
@@ -105,18 +127,7 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
   cmd.add_flag("--allow-unknown-passes", s.allow_unknown_passes,
                "accept switch files naming passes kiln lacks, with a warning each")
       ->group("Job");
-  cmd.add_option("--print-ir-before", flags.print_ir_before,
-                 "print the graph before these passes (NAME,...|all)")
-      ->delimiter(',')
-      ->group("Pass instrumentation");
-  cmd.add_option("--print-ir-after", flags.print_ir_after,
-                 "print the graph after these passes (NAME,...|all|changed)")
-      ->delimiter(',')
-      ->group("Pass instrumentation");
-  cmd.add_flag("--pass-timing", flags.pass_timing, "print the time each pass took")
-      ->group("Pass instrumentation");
-  cmd.add_flag("--pass-statistics", flags.pass_statistics, "print each pass's counters")
-      ->group("Pass instrumentation");
+  addInstrumentationFlags(cmd, flags);
 }
 
 Expected<driver::ResolvedJob> resolveJobFlags(const JobFlags &flags, DType default_dtype) {

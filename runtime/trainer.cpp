@@ -272,6 +272,25 @@ Status Trainer::forwardBackward(int r, double scale, float &loss) {
   return Status::ok();
 }
 
+// The overflow test hook: the first gradient element of the last replica's
+// first device overflows before the reduction.
+void Trainer::injectOverflow() {
+  const int device = (comm_->localSize() - 1) * tp();
+  // As a kernel of that device would overflow: inf in INFNAN mode; in
+  // saturation mode f16's largest finite value (a finite gradient that
+  // nothing but the device's status tells apart).
+  Tensor &first = grads_[device][0];
+  if (first.dtype() != DType::F32) // ZeRO-2 keeps the step's dtype until the reduction
+    first = first.castTo(DType::F32);
+  float &g = first.dataAs<float>()[0];
+  if (step_executor_->kernels().overflow == OverflowMode::Saturation) {
+    g = kF16Max;
+    float_status_[device].raise(kFloatStatusOverflow);
+  } else {
+    g = std::numeric_limits<float>::infinity();
+  }
+}
+
 Expected<StepRecord> Trainer::step() {
   const auto started = std::chrono::steady_clock::now();
   const uint64_t copied_before = Tensor::bytesCopied();
@@ -291,56 +310,17 @@ Expected<StepRecord> Trainer::step() {
   for (int r = 0; r < replicas; ++r)
     KILN_RETURN_IF_ERROR(forwardBackward(r, scale, losses[r]));
   if (step_ == options_.inject_overflow_step &&
-      comm_->firstLocalRank() + replicas == comm_->worldSize()) {
-    // As a kernel of that device would overflow: inf in INFNAN mode; in
-    // saturation mode f16's largest finite value (a finite gradient that
-    // nothing but the device's status tells apart).
-    const int device = (replicas - 1) * T;
-    Tensor &first = grads_[device][0];
-    if (first.dtype() != DType::F32) // ZeRO-2 keeps the step's dtype until the reduction
-      first = first.castTo(DType::F32);
-    float &g = first.dataAs<float>()[0];
-    if (step_executor_->kernels().overflow == OverflowMode::Saturation) {
-      g = kF16Max;
-      float_status_[device].raise(kFloatStatusOverflow);
-    } else {
-      g = std::numeric_limits<float>::infinity();
-    }
-  }
-
-  // Sum the gradients of each tensor-parallel rank (and the losses) over the
-  // replicas; with ZeRO-2 only the owner keeps the sum.
-  // Work shared by every device of the process is on the first one's track.
-  auto clock = Profiler::Clock::now();
-  const int64_t t0 = trace_ ? trace_->now() : 0;
-  for (int t = 0; t < T; ++t)
-    for (size_t i = 0; i < program_.params.size(); ++i)
-      KILN_RETURN_IF_ERROR(reduceGradient(t, i));
-  std::vector<float *> loss_buffers;
-  for (float &l : losses)
-    loss_buffers.push_back(&l);
-  KILN_RETURN_IF_ERROR(comm_->allReduceSum(loss_buffers, 1));
-  // The float status of every device, in the job: how many replicas overflowed.
-  std::vector<float> raised(replicas, 0.0f);
-  std::vector<float *> raised_buffers;
-  for (int r = 0; r < replicas; ++r) {
-    for (int t = 0; t < T; ++t)
-      raised[r] = std::max(raised[r], float_status_[r * T + t].overflowed() ? 1.0f : 0.0f);
-    raised_buffers.push_back(&raised[r]);
-  }
-  KILN_RETURN_IF_ERROR(comm_->allReduceSum(raised_buffers, 1));
-  if (trace_)
-    for (int d = 0; d < devices; ++d)
-      trace_->add(d, "allreduce", t0, trace_->now(), step_ + 1);
-  profileHost(0, "allreduce", clock);
-  clock = Profiler::Clock::now();
+      comm_->firstLocalRank() + replicas == comm_->worldSize())
+    injectOverflow();
+  KILN_ASSIGN_OR_RETURN(const bool raised, reduceAcrossReplicas(losses));
 
   // The gradients and losses are sums of one mean per micro-batch of every replica.
   const double means = program_.parallel.dp * program_.parallel.grad_accum;
+  const auto clock = Profiler::Clock::now();
   KILN_ASSIGN_OR_RETURN(const double sum_squares, gradientSumOfSquares());
   // A set status (saturation mode's only sign), or a gradient that is not
   // finite (INFNAN mode, or the f32 sum itself overflowing).
-  const bool overflow = raised[0] > 0 || !std::isfinite(sum_squares);
+  const bool overflow = raised || !std::isfinite(sum_squares);
   profileHost(0, "gradient norm", clock);
   StepRecord rec;
   rec.step = step_ + 1;
@@ -356,20 +336,7 @@ Expected<StepRecord> Trainer::step() {
                             : 1.0;
     for (int d = 0; d < devices; ++d)
       KILN_RETURN_IF_ERROR(update(d, clip / (scale * means), lr));
-    // ZeRO-1: each parameter's owner sends the updated weights to the others.
-    clock = Profiler::Clock::now();
-    for (int t = 0; t < T; ++t)
-      for (size_t i = 0; i < program_.params.size(); ++i) {
-        if (program_.owner[i] == -1)
-          continue;
-        const std::string &name = program_.params[i].first;
-        std::vector<void *> buffers;
-        for (int r = 0; r < replicas; ++r)
-          buffers.push_back(weights_[r * T + t][name].data());
-        KILN_RETURN_IF_ERROR(
-            comm_->broadcast(buffers, weights_[t][name].byteSize(), program_.owner[i]));
-      }
-    profileHost(0, "broadcast", clock);
+    KILN_RETURN_IF_ERROR(broadcastOwnedWeights());
     ++updates_;
   }
   for (int d = 0; d < devices; ++d)

@@ -107,6 +107,9 @@ private:
   Status resume(const std::string &path);
   Expected<StepRecord> step();
   Status forwardBackward(int replica, double scale, float &loss);
+  void injectOverflow();
+  Expected<bool> reduceAcrossReplicas(std::vector<float> &losses);
+  Status broadcastOwnedWeights();
   Status reduceGradient(int tp_rank, size_t param);
   Expected<double> gradientSumOfSquares();
   Status update(int device, double grad_scale, double lr);

@@ -1,6 +1,7 @@
-// The trainer's collectives on gradients: each one summed over the
-// data-parallel replicas (kept by every replica, or with ZeRO-2 by its owner
-// only), and the global gradient norm's sum of squares from those sums.
+// The trainer's collectives across the data-parallel replicas: each
+// gradient summed (kept by every replica, or with ZeRO-2 by its owner only),
+// the losses and the float status, the global gradient norm's sum of squares
+// from those sums, and with ZeRO the owners' new weights sent to the others.
 #include "runtime/gradient_norm.h"
 #include "runtime/trainer.h"
 
@@ -82,6 +83,57 @@ Expected<double> Trainer::gradientSumOfSquares() {
   for (double s : squares)
     sum += s;
   return sum;
+}
+
+// Sums the gradients of each tensor-parallel rank and the losses over the
+// replicas, and the float status of every device in the job; whether any
+// device's status was raised. Work shared by every device of the process is
+// on the first one's track.
+Expected<bool> Trainer::reduceAcrossReplicas(std::vector<float> &losses) {
+  const int replicas = comm_->localSize(), T = tp();
+  const int devices = replicas * T;
+  auto clock = Profiler::Clock::now();
+  const int64_t t0 = trace_ ? trace_->now() : 0;
+  for (int t = 0; t < T; ++t)
+    for (size_t i = 0; i < program_.params.size(); ++i)
+      KILN_RETURN_IF_ERROR(reduceGradient(t, i));
+  std::vector<float *> loss_buffers;
+  for (float &l : losses)
+    loss_buffers.push_back(&l);
+  KILN_RETURN_IF_ERROR(comm_->allReduceSum(loss_buffers, 1));
+  // The float status of every device, in the job: how many replicas overflowed.
+  std::vector<float> raised(replicas, 0.0f);
+  std::vector<float *> raised_buffers;
+  for (int r = 0; r < replicas; ++r) {
+    for (int t = 0; t < T; ++t)
+      raised[r] = std::max(raised[r], float_status_[r * T + t].overflowed() ? 1.0f : 0.0f);
+    raised_buffers.push_back(&raised[r]);
+  }
+  KILN_RETURN_IF_ERROR(comm_->allReduceSum(raised_buffers, 1));
+  if (trace_)
+    for (int d = 0; d < devices; ++d)
+      trace_->add(d, "allreduce", t0, trace_->now(), step_ + 1);
+  profileHost(0, "allreduce", clock);
+  return raised[0] > 0;
+}
+
+// ZeRO: each parameter's owner sends its updated weights to the others.
+Status Trainer::broadcastOwnedWeights() {
+  const int replicas = comm_->localSize(), T = tp();
+  const auto clock = Profiler::Clock::now();
+  for (int t = 0; t < T; ++t)
+    for (size_t i = 0; i < program_.params.size(); ++i) {
+      if (program_.owner[i] == -1)
+        continue;
+      const std::string &name = program_.params[i].first;
+      std::vector<void *> buffers;
+      for (int r = 0; r < replicas; ++r)
+        buffers.push_back(weights_[r * T + t][name].data());
+      KILN_RETURN_IF_ERROR(
+          comm_->broadcast(buffers, weights_[t][name].byteSize(), program_.owner[i]));
+    }
+  profileHost(0, "broadcast", clock);
+  return Status::ok();
 }
 
 } // namespace kiln::runtime

@@ -156,6 +156,11 @@ public:
   Status compact();
 
 private:
+  // The parts of compact().
+  Status checkErasedUnread() const;
+  Expected<std::vector<NodeId>> scheduleOrder() const;
+  void renumber(const std::vector<NodeId> &order);
+
   std::string name_;
   std::vector<Value> values_;
   std::vector<Node> nodes_;

@@ -21,7 +21,8 @@ void Graph::eraseNode(NodeId id) {
   erased_[id] = true;
 }
 
-Status Graph::compact() {
+// An erased node's output still read is an error; nothing changes then.
+Status Graph::checkErasedUnread() const {
   const NodeId n = static_cast<NodeId>(nodes_.size());
   auto live = [&](NodeId id) { return !isErased(id); };
 
@@ -41,7 +42,13 @@ Status Graph::compact() {
       return Error("graph '" + name_ + "': output '" + out.name + "' still uses '" +
                    valueName(out.value) + "', whose producer was erased");
   }
+  return Status::ok();
+}
 
+// The live nodes in topological order, each group's members contiguous.
+Expected<std::vector<NodeId>> Graph::scheduleOrder() const {
+  const NodeId n = static_cast<NodeId>(nodes_.size());
+  auto live = [&](NodeId id) { return !isErased(id); };
   // Scheduling units: a fusion group, or a single ungrouped node. Units are
   // sorted with Kahn's algorithm, taking the ready unit that came first, so an
   // already sorted graph keeps its order; inside a unit nodes are sorted the
@@ -118,8 +125,12 @@ Status Graph::compact() {
                      "' is not convex: a path leaves it and comes back");
     return Error("graph '" + name_ + "': the nodes form a cycle");
   }
+  return order;
+}
 
-  // Renumber groups (dropping empty ones), values and nodes.
+// Renumbers groups (dropping empty ones), values and nodes in `order`.
+void Graph::renumber(const std::vector<NodeId> &order) {
+  const int32_t num_groups = static_cast<int32_t>(groups_.size());
   std::vector<GroupId> new_group(num_groups, kNoGroup);
   std::vector<FusionGroup> groups;
   for (NodeId id : order) {
@@ -161,6 +172,12 @@ Status Graph::compact() {
   groups_ = std::move(groups);
   erased_.clear();
   node_index_.clear();
+}
+
+Status Graph::compact() {
+  KILN_RETURN_IF_ERROR(checkErasedUnread());
+  KILN_ASSIGN_OR_RETURN(std::vector<NodeId> order, scheduleOrder());
+  renumber(order);
   return Status::ok();
 }
 

@@ -263,7 +263,10 @@ TEST(ParallelConfig, ChecksTheDeviceArithmetic) {
   EXPECT_EQ(split->toString(), "8 devices: dp 4 x tp 2, zero 1");
   EXPECT_NE(parallel::resolveParallelConfig(8, 0, 3, 0, 8).message().find("does not divide"),
             std::string::npos);
-  EXPECT_FALSE(parallel::resolveParallelConfig(8, 8, 1, 2, 8).isOk());
+  EXPECT_TRUE(parallel::resolveParallelConfig(8, 8, 1, 2, 8).isOk()); // ZeRO-2
+  EXPECT_NE(parallel::resolveParallelConfig(8, 8, 1, 3, 8).message().find("ZeRO-3"),
+            std::string::npos);
+  EXPECT_FALSE(parallel::resolveParallelConfig(8, 8, 1, 4, 8).isOk());
   auto accum = parallel::resolveParallelConfig(8, 0, 2, 0, 16, 4);
   ASSERT_TRUE(accum.isOk()) << accum.message();
   EXPECT_EQ(accum->toString(), "8 devices: dp 4 x tp 2, zero 0, grad-accum 4");

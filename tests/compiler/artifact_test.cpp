@@ -67,7 +67,8 @@ protected:
       auto kernels = codegen::compileKernels(*graph, job->target, options);
       ASSERT_TRUE(kernels) << kernels.message();
       if (!builder)
-        builder.emplace(driver::makeManifest(*job, options.object, {kTiny, graph->name(), false, 1}));
+        builder.emplace(
+            driver::makeManifest(*job, options.object, {kTiny, graph->name(), false, 1}));
       ASSERT_TRUE(builder->addBucket(seq, 1, *graph, *kernels));
       if (seq == 8) {
         compiled_->graph8 = *graph;

@@ -335,8 +335,8 @@ TEST_F(TrainCli, CompileOnlyExitsFourWhenThePlanDoesNotFit) {
 // A plan that does not fit lists the switches that lower it, each planned
 // as --compile-only plans it: every one it says fits does, at that peak.
 TEST_F(TrainCli, APlanThatDoesNotFitSaysWhichSwitchesWould) {
-  const std::string plan = "train " + kTiny + " --batch 8 --seq 64 --devices 2 --compile-only " +
-                           "--device-memory 4MiB";
+  const std::string plan =
+      "train " + kTiny + " --batch 8 --seq 64 --devices 2 --compile-only " + "--device-memory 4MiB";
   Result small = run(plan);
   ASSERT_EQ(small.exit_code, 4) << small.err;
   const size_t at = small.out.find("switches that lower the peak");

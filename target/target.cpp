@@ -49,6 +49,75 @@ Expected<OverflowMode> overflowMode(const JsonReader &r, const json &v, const st
 
 } // namespace
 
+// FixPipe, the cores and the memories.
+Status parseUnits(const JsonReader &r, const json &doc, Target &t) {
+  const std::string root = "$";
+  KILN_ASSIGN_OR_RETURN(const json *fixpipe, r.object(doc, root, "fixpipe"));
+  KILN_RETURN_IF_ERROR(r.checkKeys(*fixpipe, "$.fixpipe", {"present", "epilogue_ops"}));
+  KILN_ASSIGN_OR_RETURN(t.fixpipe.present, r.boolean(*fixpipe, "$.fixpipe", "present"));
+  KILN_ASSIGN_OR_RETURN(const json *epilogues, r.member(*fixpipe, "$.fixpipe", "epilogue_ops"));
+  KILN_ASSIGN_OR_RETURN(t.fixpipe.epilogue_ops, r.stringList(*epilogues, "$.fixpipe.epilogue_ops"));
+  if (!t.fixpipe.present && !t.fixpipe.epilogue_ops.empty())
+    return r.error("$.fixpipe.epilogue_ops", "must be empty when FixPipe is not present");
+
+  KILN_ASSIGN_OR_RETURN(const json *cores, r.object(doc, root, "cores"));
+  KILN_RETURN_IF_ERROR(r.checkKeys(*cores, "$.cores", {"cube", "vector"}));
+  KILN_ASSIGN_OR_RETURN(t.cube_cores, positive(r, *cores, "$.cores", "cube"));
+  KILN_ASSIGN_OR_RETURN(t.vector_cores, positive(r, *cores, "$.cores", "vector"));
+
+  KILN_ASSIGN_OR_RETURN(const json *memory, r.object(doc, root, "memory"));
+  KILN_RETURN_IF_ERROR(r.checkKeys(
+      *memory, "$.memory",
+      {"ub_bytes", "l1_bytes", "l0a_bytes", "l0b_bytes", "l0c_bytes", "l2_bytes", "hbm_bytes"}));
+  Memory &m = t.memory;
+  for (auto [key, field] : {std::pair{"ub_bytes", &m.ub_bytes},
+                            {"l1_bytes", &m.l1_bytes},
+                            {"l0a_bytes", &m.l0a_bytes},
+                            {"l0b_bytes", &m.l0b_bytes},
+                            {"l0c_bytes", &m.l0c_bytes},
+                            {"l2_bytes", &m.l2_bytes},
+                            {"hbm_bytes", &m.hbm_bytes}}) {
+    KILN_ASSIGN_OR_RETURN(*field, positive(r, *memory, "$.memory", key));
+  }
+  return Status::ok();
+}
+
+// The optional facts (the cube tile, bandwidth, peak throughput, what is
+// unconfirmed); absent means unknown.
+Status parseOptionalFacts(const JsonReader &r, const json &doc, Target &t) {
+  const std::string root = "$";
+  if (doc.contains("cube_tile")) {
+    const json &tile = doc["cube_tile"];
+    if (!tile.is_array() || tile.size() != 3)
+      return r.error("$.cube_tile", "expected [m, n, k]");
+    for (size_t i = 0; i < 3; ++i) {
+      KILN_ASSIGN_OR_RETURN(t.cube_tile[i], r.integer(tile[i], r.index("$.cube_tile", i)));
+      if (t.cube_tile[i] <= 0)
+        return r.error(r.index("$.cube_tile", i), "expected a positive integer");
+    }
+  }
+  if (doc.contains("hbm_bandwidth_gbps")) {
+    KILN_ASSIGN_OR_RETURN(t.hbm_bandwidth_gbps, positive(r, doc, root, "hbm_bandwidth_gbps"));
+  }
+  if (doc.contains("peak_tflops")) {
+    KILN_ASSIGN_OR_RETURN(const json *peak, r.object(doc, root, "peak_tflops"));
+    for (auto it = peak->begin(); it != peak->end(); ++it) {
+      const std::string path = JsonReader::child("$.peak_tflops", it.key());
+      auto d = parseDType(it.key());
+      if (!d || !t.supports(*d))
+        return r.error(path, "'" + it.key() + "' is not one of $.dtypes");
+      KILN_ASSIGN_OR_RETURN(double v, r.number(it.value(), path));
+      if (!(v > 0))
+        return r.error(path, "expected a positive number");
+      t.peak_tflops[*d] = v;
+    }
+  }
+  if (doc.contains("unconfirmed")) {
+    KILN_ASSIGN_OR_RETURN(t.unconfirmed, r.stringList(doc["unconfirmed"], "$.unconfirmed"));
+  }
+  return Status::ok();
+}
+
 Expected<Target> parseTarget(const json &doc, std::string_view source) {
   JsonReader r(source);
   const std::string root = "$";
@@ -95,65 +164,10 @@ Expected<Target> parseTarget(const json &doc, std::string_view source) {
   if (!t.supports(t.default_overflow_mode))
     return r.error("$.default_overflow_mode", "not one of $.overflow_modes");
 
-  KILN_ASSIGN_OR_RETURN(const json *fixpipe, r.object(doc, root, "fixpipe"));
-  KILN_RETURN_IF_ERROR(r.checkKeys(*fixpipe, "$.fixpipe", {"present", "epilogue_ops"}));
-  KILN_ASSIGN_OR_RETURN(t.fixpipe.present, r.boolean(*fixpipe, "$.fixpipe", "present"));
-  KILN_ASSIGN_OR_RETURN(const json *epilogues, r.member(*fixpipe, "$.fixpipe", "epilogue_ops"));
-  KILN_ASSIGN_OR_RETURN(t.fixpipe.epilogue_ops, r.stringList(*epilogues, "$.fixpipe.epilogue_ops"));
-  if (!t.fixpipe.present && !t.fixpipe.epilogue_ops.empty())
-    return r.error("$.fixpipe.epilogue_ops", "must be empty when FixPipe is not present");
-
-  KILN_ASSIGN_OR_RETURN(const json *cores, r.object(doc, root, "cores"));
-  KILN_RETURN_IF_ERROR(r.checkKeys(*cores, "$.cores", {"cube", "vector"}));
-  KILN_ASSIGN_OR_RETURN(t.cube_cores, positive(r, *cores, "$.cores", "cube"));
-  KILN_ASSIGN_OR_RETURN(t.vector_cores, positive(r, *cores, "$.cores", "vector"));
-
-  KILN_ASSIGN_OR_RETURN(const json *memory, r.object(doc, root, "memory"));
-  KILN_RETURN_IF_ERROR(r.checkKeys(
-      *memory, "$.memory",
-      {"ub_bytes", "l1_bytes", "l0a_bytes", "l0b_bytes", "l0c_bytes", "l2_bytes", "hbm_bytes"}));
-  Memory &m = t.memory;
-  for (auto [key, field] : {std::pair{"ub_bytes", &m.ub_bytes},
-                            {"l1_bytes", &m.l1_bytes},
-                            {"l0a_bytes", &m.l0a_bytes},
-                            {"l0b_bytes", &m.l0b_bytes},
-                            {"l0c_bytes", &m.l0c_bytes},
-                            {"l2_bytes", &m.l2_bytes},
-                            {"hbm_bytes", &m.hbm_bytes}}) {
-    KILN_ASSIGN_OR_RETURN(*field, positive(r, *memory, "$.memory", key));
-  }
+  KILN_RETURN_IF_ERROR(parseUnits(r, doc, t));
   KILN_ASSIGN_OR_RETURN(t.vector_tile_elements, positive(r, doc, root, "vector_tile_elements"));
 
-  // Optional facts; absent means unknown.
-  if (doc.contains("cube_tile")) {
-    const json &tile = doc["cube_tile"];
-    if (!tile.is_array() || tile.size() != 3)
-      return r.error("$.cube_tile", "expected [m, n, k]");
-    for (size_t i = 0; i < 3; ++i) {
-      KILN_ASSIGN_OR_RETURN(t.cube_tile[i], r.integer(tile[i], r.index("$.cube_tile", i)));
-      if (t.cube_tile[i] <= 0)
-        return r.error(r.index("$.cube_tile", i), "expected a positive integer");
-    }
-  }
-  if (doc.contains("hbm_bandwidth_gbps")) {
-    KILN_ASSIGN_OR_RETURN(t.hbm_bandwidth_gbps, positive(r, doc, root, "hbm_bandwidth_gbps"));
-  }
-  if (doc.contains("peak_tflops")) {
-    KILN_ASSIGN_OR_RETURN(const json *peak, r.object(doc, root, "peak_tflops"));
-    for (auto it = peak->begin(); it != peak->end(); ++it) {
-      const std::string path = JsonReader::child("$.peak_tflops", it.key());
-      auto d = parseDType(it.key());
-      if (!d || !t.supports(*d))
-        return r.error(path, "'" + it.key() + "' is not one of $.dtypes");
-      KILN_ASSIGN_OR_RETURN(double v, r.number(it.value(), path));
-      if (!(v > 0))
-        return r.error(path, "expected a positive number");
-      t.peak_tflops[*d] = v;
-    }
-  }
-  if (doc.contains("unconfirmed")) {
-    KILN_ASSIGN_OR_RETURN(t.unconfirmed, r.stringList(doc["unconfirmed"], "$.unconfirmed"));
-  }
+  KILN_RETURN_IF_ERROR(parseOptionalFacts(r, doc, t));
   return t;
 }
 

@@ -137,6 +137,63 @@ json summarizeArtifact(const Artifact &artifact, uint64_t file_bytes, size_t lar
   return s;
 }
 
+namespace {
+
+// One bucket of summaryToText: its kernels, fusion groups and memory plan.
+std::string bucketText(const json &b) {
+  std::ostringstream os;
+  const json &mem = b["memory"];
+  os << "\nbucket seq " << b["seq"].get<int64_t>() << " (batch " << b["batch"].get<int64_t>()
+     << "): graph '" << b["graph"].get<std::string>() << "', " << b["nodes"].get<int64_t>()
+     << " nodes, " << b["kernels"].size() << " kernels (" << b["objects"].get<int64_t>()
+     << " objects), " << b["groups"].size() << " fused groups\n";
+  os << "  kernels:\n";
+  std::vector<std::vector<std::string>> rows{{"#", "NAME", "KIND", "FORMED BY", "KEY", "OBJECT"}};
+  for (size_t i = 0; i < b["kernels"].size(); ++i) {
+    const json &k = b["kernels"][i];
+    rows.push_back(
+        {std::to_string(i), k["name"].get<std::string>(), k["kind"].get<std::string>(),
+         k["formed_by"].get<std::string>().empty() ? "-" : k["formed_by"].get<std::string>(),
+         k["key"].get<std::string>().substr(0, 12), std::to_string(k["object"].get<int>())});
+  }
+  os << table(rows, "    ");
+  std::map<std::string, int> by_pass;
+  for (const json &g : b["groups"])
+    ++by_pass[g["formed_by"].get<std::string>()];
+  os << "  fusion groups: " << b["groups"].size();
+  std::string sep = " (";
+  for (const auto &[pass, n] : by_pass) {
+    os << sep << pass << " " << n;
+    sep = ", ";
+  }
+  os << (by_pass.empty() ? "" : ")") << "\n";
+  rows = {{"NAME", "KIND", "FORMED BY", "MEMBERS", "INTERMEDIATES"}};
+  for (const json &g : b["groups"])
+    rows.push_back({g["name"].get<std::string>(), g["kind"].get<std::string>(),
+                    g["formed_by"].get<std::string>(), std::to_string(g["members"].get<int64_t>()),
+                    g["intermediates"].get<std::string>()});
+  if (!b["groups"].empty())
+    os << table(rows, "    ");
+  const int64_t peak = mem["peak_bytes"].get<int64_t>(), total = mem["total_bytes"].get<int64_t>();
+  char reuse[32];
+  std::snprintf(reuse, sizeof(reuse), "%.2fx", peak > 0 ? double(total) / double(peak) : 1.0);
+  os << "  memory plan: peak " << formatBytes(peak) << " (" << peak << " bytes) in one arena; "
+     << formatBytes(total) << " with a buffer per value (" << reuse << "), "
+     << mem["buffers"].get<int64_t>() << " buffers, " << mem["alignment"].get<int64_t>()
+     << "-byte aligned\n";
+  rows = {{"LARGEST", "BYTES", "OFFSET", "LIVE (KERNELS)"}};
+  for (const json &p : mem["largest"])
+    rows.push_back(
+        {p["value"].get<std::string>(), formatBytes(p["bytes"].get<int64_t>()),
+         std::to_string(p["offset"].get<int64_t>()),
+         std::to_string(p["first"].get<int>()) + ".." + std::to_string(p["last"].get<int>())});
+  if (!mem["largest"].empty())
+    os << table(rows, "    ");
+  return os.str();
+}
+
+} // namespace
+
 std::string summaryToText(const json &s) {
   const json &m = s["manifest"];
   const json &job = m["job"];
@@ -193,57 +250,8 @@ std::string summaryToText(const json &s) {
           return files.empty() ? std::string("none") : files;
         }()}},
       "  ");
-  for (const json &b : s["buckets"]) {
-    const json &mem = b["memory"];
-    os << "\nbucket seq " << b["seq"].get<int64_t>() << " (batch " << b["batch"].get<int64_t>()
-       << "): graph '" << b["graph"].get<std::string>() << "', " << b["nodes"].get<int64_t>()
-       << " nodes, " << b["kernels"].size() << " kernels (" << b["objects"].get<int64_t>()
-       << " objects), " << b["groups"].size() << " fused groups\n";
-    os << "  kernels:\n";
-    std::vector<std::vector<std::string>> rows{{"#", "NAME", "KIND", "FORMED BY", "KEY", "OBJECT"}};
-    for (size_t i = 0; i < b["kernels"].size(); ++i) {
-      const json &k = b["kernels"][i];
-      rows.push_back(
-          {std::to_string(i), k["name"].get<std::string>(), k["kind"].get<std::string>(),
-           k["formed_by"].get<std::string>().empty() ? "-" : k["formed_by"].get<std::string>(),
-           k["key"].get<std::string>().substr(0, 12), std::to_string(k["object"].get<int>())});
-    }
-    os << table(rows, "    ");
-    std::map<std::string, int> by_pass;
-    for (const json &g : b["groups"])
-      ++by_pass[g["formed_by"].get<std::string>()];
-    os << "  fusion groups: " << b["groups"].size();
-    std::string sep = " (";
-    for (const auto &[pass, n] : by_pass) {
-      os << sep << pass << " " << n;
-      sep = ", ";
-    }
-    os << (by_pass.empty() ? "" : ")") << "\n";
-    rows = {{"NAME", "KIND", "FORMED BY", "MEMBERS", "INTERMEDIATES"}};
-    for (const json &g : b["groups"])
-      rows.push_back({g["name"].get<std::string>(), g["kind"].get<std::string>(),
-                      g["formed_by"].get<std::string>(),
-                      std::to_string(g["members"].get<int64_t>()),
-                      g["intermediates"].get<std::string>()});
-    if (!b["groups"].empty())
-      os << table(rows, "    ");
-    const int64_t peak = mem["peak_bytes"].get<int64_t>(),
-                  total = mem["total_bytes"].get<int64_t>();
-    char reuse[32];
-    std::snprintf(reuse, sizeof(reuse), "%.2fx", peak > 0 ? double(total) / double(peak) : 1.0);
-    os << "  memory plan: peak " << formatBytes(peak) << " (" << peak << " bytes) in one arena; "
-       << formatBytes(total) << " with a buffer per value (" << reuse << "), "
-       << mem["buffers"].get<int64_t>() << " buffers, " << mem["alignment"].get<int64_t>()
-       << "-byte aligned\n";
-    rows = {{"LARGEST", "BYTES", "OFFSET", "LIVE (KERNELS)"}};
-    for (const json &p : mem["largest"])
-      rows.push_back(
-          {p["value"].get<std::string>(), formatBytes(p["bytes"].get<int64_t>()),
-           std::to_string(p["offset"].get<int64_t>()),
-           std::to_string(p["first"].get<int>()) + ".." + std::to_string(p["last"].get<int>())});
-    if (!mem["largest"].empty())
-      os << table(rows, "    ");
-  }
+  for (const json &b : s["buckets"])
+    os << bucketText(b);
   return os.str();
 }
 

@@ -21,6 +21,28 @@ bool hasFloatOutput(const Graph &g, const Node &n) {
   return false;
 }
 
+// Fill constants take their users' dtype when the users agree.
+void constantsFollowUsers(const Graph &graph, const PrecisionSettings &p, RetypePlan &plan) {
+  const std::vector<std::vector<NodeId>> users = graph.computeUsers();
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
+    const Node &node = graph.node(id);
+    if (node.op != "Fill" || !isFloat(graph.type(node.outputs[0]).dtype) ||
+        p.keep_dtype.keeps(node))
+      continue;
+    std::optional<DType> common;
+    bool agree = true;
+    for (NodeId u : users[node.outputs[0]]) {
+      const Node &user = graph.node(u);
+      DType d = plan[u].dtype ? *plan[u].dtype : graph.type(user.outputs[0]).dtype;
+      if (user.op == "Cast" || (common && *common != d))
+        agree = false;
+      common = d;
+    }
+    if (agree && common)
+      plan[id] = {*common, {}, "constant: follows its users"};
+  }
+}
+
 class PrecisionModePass : public Pass {
 public:
   const PassInfo &info() const override {
@@ -132,25 +154,7 @@ public:
             planned[v] = *r.dtype;
     }
 
-    // Fill constants take their users' dtype when the users agree.
-    const std::vector<std::vector<NodeId>> users = graph.computeUsers();
-    for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
-      const Node &node = graph.node(id);
-      if (node.op != "Fill" || !isFloat(graph.type(node.outputs[0]).dtype) ||
-          p.keep_dtype.keeps(node))
-        continue;
-      std::optional<DType> common;
-      bool agree = true;
-      for (NodeId u : users[node.outputs[0]]) {
-        const Node &user = graph.node(u);
-        DType d = plan[u].dtype ? *plan[u].dtype : graph.type(user.outputs[0]).dtype;
-        if (user.op == "Cast" || (common && *common != d))
-          agree = false;
-        common = d;
-      }
-      if (agree && common)
-        plan[id] = {*common, {}, "constant: follows its users"};
-    }
+    constantsFollowUsers(graph, p, plan);
 
     KILN_ASSIGN_OR_RETURN(std::vector<DTypeDecision> decisions,
                           applyRetype(graph, plan, kPassName));

@@ -179,6 +179,71 @@ json graphToJson(const Graph &graph) {
   return j;
 }
 
+namespace {
+
+// One entry of $.nodes at `path`: the node added to `graph`, its outputs to
+// `values`, its group looked up in `groups`.
+Status readNode(const Reader &r, const json &n, const std::string &path, Graph &graph,
+                std::unordered_map<std::string, ValueId> &values,
+                const std::unordered_map<std::string, GroupId> &groups) {
+  KILN_ASSIGN_OR_RETURN(std::string op, r.string(n, path, "op"));
+  KILN_ASSIGN_OR_RETURN(std::string node_name, r.string(n, path, "name"));
+  std::vector<ValueId> in_ids;
+  KILN_ASSIGN_OR_RETURN(const json *ins, r.array(n, path, "inputs"));
+  for (size_t k = 0; k < ins->size(); ++k) {
+    const std::string ipath = path + ".inputs[" + std::to_string(k) + "]";
+    if (!(*ins)[k].is_string())
+      return r.error(ipath, "expected a value name");
+    auto it = values.find((*ins)[k].get<std::string>());
+    if (it == values.end())
+      return r.error(ipath, "unknown value '" + (*ins)[k].get<std::string>() +
+                                "' (values must be defined before use)");
+    in_ids.push_back(it->second);
+  }
+  std::vector<TensorType> out_types;
+  KILN_ASSIGN_OR_RETURN(const json *outs, r.array(n, path, "outputs"));
+  for (size_t k = 0; k < outs->size(); ++k) {
+    KILN_ASSIGN_OR_RETURN(TensorType t,
+                          r.type((*outs)[k], path + ".outputs[" + std::to_string(k) + "]"));
+    out_types.push_back(std::move(t));
+  }
+  AttrMap attrs;
+  if (auto it = n.find("attrs"); it != n.end()) {
+    if (!it->is_object())
+      return r.error(path + ".attrs", "expected an object");
+    for (auto a = it->begin(); a != it->end(); ++a) {
+      KILN_ASSIGN_OR_RETURN(AttrValue v, r.attr(a.value(), path + ".attrs." + a.key()));
+      attrs.set(a.key(), std::move(v));
+    }
+  }
+  Provenance prov;
+  if (auto it = n.find("provenance"); it != n.end()) {
+    KILN_ASSIGN_OR_RETURN(prov.pass, r.string(*it, path + ".provenance", "pass"));
+    KILN_ASSIGN_OR_RETURN(const json *origins, r.array(*it, path + ".provenance", "origins"));
+    for (const json &o : *origins) {
+      if (!o.is_string())
+        return r.error(path + ".provenance.origins", "expected strings");
+      prov.origins.push_back(o.get<std::string>());
+    }
+  }
+  NodeId id =
+      graph.addNode(op, node_name, std::move(in_ids), out_types, std::move(attrs), std::move(prov));
+  if (auto it = n.find("group"); it != n.end()) {
+    auto g = it->is_string() ? groups.find(it->get<std::string>()) : groups.end();
+    if (g == groups.end())
+      return r.error(path + ".group", "expected the name of an entry of $.groups");
+    graph.node(id).group = g->second;
+  }
+  for (ValueId out : graph.node(id).outputs) {
+    std::string vname = graph.valueName(out);
+    if (!values.emplace(vname, out).second)
+      return r.error(path + ".name", "duplicate value name '" + vname + "'");
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Expected<Graph> graphFromJson(const json &j, std::string_view source) {
   Reader r(source);
   KILN_ASSIGN_OR_RETURN(std::string format, r.string(j, "$", "format"));
@@ -232,61 +297,8 @@ Expected<Graph> graphFromJson(const json &j, std::string_view source) {
 
   KILN_ASSIGN_OR_RETURN(const json *nodes, r.array(j, "$", "nodes"));
   for (size_t i = 0; i < nodes->size(); ++i) {
-    const std::string path = "$.nodes[" + std::to_string(i) + "]";
-    const json &n = (*nodes)[i];
-    KILN_ASSIGN_OR_RETURN(std::string op, r.string(n, path, "op"));
-    KILN_ASSIGN_OR_RETURN(std::string node_name, r.string(n, path, "name"));
-    std::vector<ValueId> in_ids;
-    KILN_ASSIGN_OR_RETURN(const json *ins, r.array(n, path, "inputs"));
-    for (size_t k = 0; k < ins->size(); ++k) {
-      const std::string ipath = path + ".inputs[" + std::to_string(k) + "]";
-      if (!(*ins)[k].is_string())
-        return r.error(ipath, "expected a value name");
-      auto it = values.find((*ins)[k].get<std::string>());
-      if (it == values.end())
-        return r.error(ipath, "unknown value '" + (*ins)[k].get<std::string>() +
-                                  "' (values must be defined before use)");
-      in_ids.push_back(it->second);
-    }
-    std::vector<TensorType> out_types;
-    KILN_ASSIGN_OR_RETURN(const json *outs, r.array(n, path, "outputs"));
-    for (size_t k = 0; k < outs->size(); ++k) {
-      KILN_ASSIGN_OR_RETURN(TensorType t,
-                            r.type((*outs)[k], path + ".outputs[" + std::to_string(k) + "]"));
-      out_types.push_back(std::move(t));
-    }
-    AttrMap attrs;
-    if (auto it = n.find("attrs"); it != n.end()) {
-      if (!it->is_object())
-        return r.error(path + ".attrs", "expected an object");
-      for (auto a = it->begin(); a != it->end(); ++a) {
-        KILN_ASSIGN_OR_RETURN(AttrValue v, r.attr(a.value(), path + ".attrs." + a.key()));
-        attrs.set(a.key(), std::move(v));
-      }
-    }
-    Provenance prov;
-    if (auto it = n.find("provenance"); it != n.end()) {
-      KILN_ASSIGN_OR_RETURN(prov.pass, r.string(*it, path + ".provenance", "pass"));
-      KILN_ASSIGN_OR_RETURN(const json *origins, r.array(*it, path + ".provenance", "origins"));
-      for (const json &o : *origins) {
-        if (!o.is_string())
-          return r.error(path + ".provenance.origins", "expected strings");
-        prov.origins.push_back(o.get<std::string>());
-      }
-    }
-    NodeId id = graph.addNode(op, node_name, std::move(in_ids), out_types, std::move(attrs),
-                              std::move(prov));
-    if (auto it = n.find("group"); it != n.end()) {
-      auto g = it->is_string() ? groups.find(it->get<std::string>()) : groups.end();
-      if (g == groups.end())
-        return r.error(path + ".group", "expected the name of an entry of $.groups");
-      graph.node(id).group = g->second;
-    }
-    for (ValueId out : graph.node(id).outputs) {
-      std::string vname = graph.valueName(out);
-      if (!values.emplace(vname, out).second)
-        return r.error(path + ".name", "duplicate value name '" + vname + "'");
-    }
+    KILN_RETURN_IF_ERROR(
+        readNode(r, (*nodes)[i], "$.nodes[" + std::to_string(i) + "]", graph, values, groups));
   }
 
   KILN_ASSIGN_OR_RETURN(const json *outputs, r.array(j, "$", "outputs"));

@@ -29,11 +29,8 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
                           ex->loader_->load(ex->kernels_.objects[k.object], k.symbol, k.spec.name));
     ex->entries_.push_back(entry);
   }
-  for (const codegen::CompiledKernel &k : ex->kernels_.kernels) {
-    const Node &node = graph.node(k.spec.members.front());
-    ex->is_view_.push_back(!k.host && k.spec.members.size() == 1 && node.op == "Reshape" &&
-                           graph.type(node.inputs[0]).dtype == graph.type(node.outputs[0]).dtype);
-  }
+  for (const codegen::CompiledKernel &k : ex->kernels_.kernels)
+    ex->is_view_.push_back(!k.host && codegen::isReshapeView(graph, k.spec));
   for (ValueId v = 0; v < static_cast<ValueId>(graph.numValues()); ++v)
     ex->value_names_.push_back(graph.valueName(v));
   ex->last_use_kernel_.assign(graph.numValues(), -1);

@@ -82,7 +82,47 @@ Status parseUnits(const JsonReader &r, const json &doc, Target &t) {
   return Status::ok();
 }
 
-// The optional facts (the cube tile, bandwidth, peak throughput, what is
+// A map from dtype to a positive rate, `key` of the document, when present.
+Status peakRates(const JsonReader &r, const json &doc, const Target &t, const std::string &key,
+                 std::map<DType, double> &rates) {
+  if (!doc.contains(key))
+    return Status::ok();
+  KILN_ASSIGN_OR_RETURN(const json *peak, r.object(doc, "$", key));
+  for (auto it = peak->begin(); it != peak->end(); ++it) {
+    const std::string path = JsonReader::child("$." + key, it.key());
+    auto d = parseDType(it.key());
+    if (!d || !t.supports(*d))
+      return r.error(path, "'" + it.key() + "' is not one of $.dtypes");
+    KILN_ASSIGN_OR_RETURN(double v, r.number(it.value(), path));
+    if (!(v > 0))
+      return r.error(path, "expected a positive number");
+    rates[*d] = v;
+  }
+  return Status::ok();
+}
+
+Status parseInterconnect(const JsonReader &r, const json &doc, Interconnect &link) {
+  if (!doc.contains("interconnect"))
+    return Status::ok();
+  const std::string path = "$.interconnect";
+  KILN_ASSIGN_OR_RETURN(const json *obj, r.object(doc, "$", "interconnect"));
+  KILN_RETURN_IF_ERROR(r.checkKeys(*obj, path,
+                                   {"devices_per_node", "intra_node_gbps", "intra_node_latency_us",
+                                    "inter_node_gbps", "inter_node_latency_us"}));
+  KILN_ASSIGN_OR_RETURN(link.devices_per_node, positive(r, *obj, path, "devices_per_node"));
+  for (auto [key, field] : {std::pair{"intra_node_gbps", &link.intra_node_gbps},
+                            {"intra_node_latency_us", &link.intra_node_latency_us},
+                            {"inter_node_gbps", &link.inter_node_gbps},
+                            {"inter_node_latency_us", &link.inter_node_latency_us}}) {
+    KILN_ASSIGN_OR_RETURN(const json *v, r.member(*obj, path, key));
+    KILN_ASSIGN_OR_RETURN(*field, r.number(*v, JsonReader::child(path, key)));
+    if (!(*field > 0))
+      return r.error(JsonReader::child(path, key), "expected a positive number");
+  }
+  return Status::ok();
+}
+
+// The optional facts (the cube tile, bandwidths, peak throughput, what is
 // unconfirmed); absent means unknown.
 Status parseOptionalFacts(const JsonReader &r, const json &doc, Target &t) {
   const std::string root = "$";
@@ -99,19 +139,9 @@ Status parseOptionalFacts(const JsonReader &r, const json &doc, Target &t) {
   if (doc.contains("hbm_bandwidth_gbps")) {
     KILN_ASSIGN_OR_RETURN(t.hbm_bandwidth_gbps, positive(r, doc, root, "hbm_bandwidth_gbps"));
   }
-  if (doc.contains("peak_tflops")) {
-    KILN_ASSIGN_OR_RETURN(const json *peak, r.object(doc, root, "peak_tflops"));
-    for (auto it = peak->begin(); it != peak->end(); ++it) {
-      const std::string path = JsonReader::child("$.peak_tflops", it.key());
-      auto d = parseDType(it.key());
-      if (!d || !t.supports(*d))
-        return r.error(path, "'" + it.key() + "' is not one of $.dtypes");
-      KILN_ASSIGN_OR_RETURN(double v, r.number(it.value(), path));
-      if (!(v > 0))
-        return r.error(path, "expected a positive number");
-      t.peak_tflops[*d] = v;
-    }
-  }
+  KILN_RETURN_IF_ERROR(peakRates(r, doc, t, "peak_tflops", t.peak_tflops));
+  KILN_RETURN_IF_ERROR(peakRates(r, doc, t, "vector_peak_tflops", t.vector_peak_tflops));
+  KILN_RETURN_IF_ERROR(parseInterconnect(r, doc, t.interconnect));
   if (doc.contains("unconfirmed")) {
     KILN_ASSIGN_OR_RETURN(t.unconfirmed, r.stringList(doc["unconfirmed"], "$.unconfirmed"));
   }
@@ -125,7 +155,7 @@ Expected<Target> parseTarget(const json &doc, std::string_view source) {
       doc, root,
       {"format", "version", "name", "description", "dtypes", "cube_input_dtypes", "overflow_modes",
        "default_overflow_mode", "fixpipe", "cores", "memory", "vector_tile_elements", "cube_tile",
-       "hbm_bandwidth_gbps", "peak_tflops", "unconfirmed"}));
+       "hbm_bandwidth_gbps", "peak_tflops", "vector_peak_tflops", "interconnect", "unconfirmed"}));
   KILN_ASSIGN_OR_RETURN(std::string format, r.string(doc, root, "format"));
   if (format != "kiln.target")
     return r.error("$.format", "expected \"kiln.target\", got \"" + format + "\"");
@@ -181,9 +211,12 @@ json targetToJson(const Target &t) {
   json modes = json::array();
   for (OverflowMode m : t.overflow_modes)
     modes.push_back(overflowModeName(m));
-  json peak = json::object();
-  for (const auto &[d, v] : t.peak_tflops)
-    peak[std::string(dtypeName(d))] = v;
+  auto rates = [](const std::map<DType, double> &peak) {
+    json o = json::object();
+    for (const auto &[d, v] : peak)
+      o[std::string(dtypeName(d))] = v;
+    return o;
+  };
   json doc = {
       {"format", "kiln.target"},
       {"version", 1},
@@ -205,11 +238,18 @@ json targetToJson(const Target &t) {
         {"hbm_bytes", t.memory.hbm_bytes}}},
       {"vector_tile_elements", t.vector_tile_elements},
       {"cube_tile", t.cube_tile},
-      {"peak_tflops", peak},
+      {"peak_tflops", rates(t.peak_tflops)},
+      {"vector_peak_tflops", rates(t.vector_peak_tflops)},
       {"unconfirmed", t.unconfirmed},
   };
   if (t.hbm_bandwidth_gbps > 0)
     doc["hbm_bandwidth_gbps"] = t.hbm_bandwidth_gbps;
+  if (const Interconnect &l = t.interconnect; l.devices_per_node > 0)
+    doc["interconnect"] = {{"devices_per_node", l.devices_per_node},
+                           {"intra_node_gbps", l.intra_node_gbps},
+                           {"intra_node_latency_us", l.intra_node_latency_us},
+                           {"inter_node_gbps", l.inter_node_gbps},
+                           {"inter_node_latency_us", l.inter_node_latency_us}};
   return doc;
 }
 

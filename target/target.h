@@ -34,6 +34,17 @@ struct Memory {
   int64_t hbm_bytes = 0;
 };
 
+// The links between devices, for the cost model's collectives: a ring
+// inside a node runs at the intra-node figures, one that crosses nodes at
+// the inter-node ones. Bandwidths are per device and direction; 0 is unknown.
+struct Interconnect {
+  int64_t devices_per_node = 0;
+  double intra_node_gbps = 0;
+  double intra_node_latency_us = 0;
+  double inter_node_gbps = 0;
+  double inter_node_latency_us = 0;
+};
+
 struct Target {
   std::string name;
   std::string description;
@@ -54,8 +65,13 @@ struct Target {
   std::array<int64_t, 3> cube_tile{16, 16, 16};
   // HBM bandwidth in GB/s, 0 when unknown.
   int64_t hbm_bandwidth_gbps = 0;
-  // Peak throughput in TFLOPS per dtype; a dtype absent is unknown.
+  // Peak throughput of the cube (matmuls) in TFLOPS by input dtype; a dtype
+  // absent is unknown.
   std::map<DType, double> peak_tflops;
+  // Peak throughput of the vector units (everything else) in TFLOPS, one
+  // operation per element; a dtype absent runs at the f32 rate.
+  std::map<DType, double> vector_peak_tflops;
+  Interconnect interconnect;
   // Fields whose value is a default rather than a published fact.
   std::vector<std::string> unconfirmed;
 

@@ -250,6 +250,15 @@ Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Targe
       *failure = std::move(f);
     return Error(message);
   }
+  auto finish = [&] {
+    out.stats.total = static_cast<int64_t>(out.kernels.size());
+    out.stats.unique = static_cast<int64_t>(unique_inputs.size());
+    out.stats.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::move(out);
+  };
+  if (!options.compile_objects)
+    return finish();
 
   // One representative kernel per distinct object.
   std::vector<const CompiledKernel *> representative(unique_inputs.size(), nullptr);
@@ -300,11 +309,7 @@ Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Targe
     if (!explanations[i].empty())
       out.miss_explanations.push_back(explanations[i]);
   }
-  out.stats.total = static_cast<int64_t>(out.kernels.size());
-  out.stats.unique = static_cast<int64_t>(unique_inputs.size());
-  out.stats.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return out;
+  return finish();
 }
 
 } // namespace kiln::codegen

@@ -31,6 +31,10 @@ struct KernelCompileOptions {
   cache::KernelCache *cache = nullptr; // null: compile everything, keep nothing
   bool explain_misses = false;
   int threads = 0; // 0: one per core
+  // False: every kernel is partitioned, built and checked as for a compile,
+  // but no object is made (CompiledKernels::objects stays empty): a plan of
+  // the program's kernels and memory that cannot run.
+  bool compile_objects = true;
   // Where the IR of a kernel that cannot be built is written
   // (KernelDiagnostic::ir_dump); empty: nowhere.
   std::string dump_dir;

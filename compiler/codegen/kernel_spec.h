@@ -30,6 +30,10 @@ std::vector<KernelSpec> partitionKernels(const Graph &graph);
 // failing group falls back to.
 KernelSpec singleNodeKernel(const Graph &graph, NodeId node);
 
+// A lone Reshape that keeps its dtype: its output is a view of its input,
+// so nothing runs and nothing is copied (the runtime binds the view).
+bool isReshapeView(const Graph &graph, const KernelSpec &kernel);
+
 // The kernel's canonical text: inputs and values numbered locally, attributes
 // sorted, no names. Equal texts compile to equal code.
 std::string canonicalKernelText(const Graph &graph, const KernelSpec &kernel);

@@ -368,4 +368,13 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   return resolved;
 }
 
+ResolvedJob withRecompute(const ResolvedJob &job, passes::RecomputeMode mode) {
+  ResolvedJob variant = job;
+  variant.context = std::make_shared<passes::PassContext>(*job.context);
+  passes::RecomputeSettings recompute = job.context->recompute();
+  recompute.mode = mode;
+  variant.context->setRecompute(recompute);
+  return variant;
+}
+
 } // namespace kiln::driver

@@ -83,4 +83,8 @@ struct ResolvedJob {
 Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
                                  const JobSettings &command_line, DType default_dtype);
 
+// `job` with recomputation `mode` (its layer list kept), in a context of its
+// own: a variant to plan beside the job without changing it.
+ResolvedJob withRecompute(const ResolvedJob &job, passes::RecomputeMode mode);
+
 } // namespace kiln::driver

@@ -39,6 +39,7 @@ Expected<JobKernels> compileJobKernels(const Graph &graph, const ResolvedJob &jo
   options.explain_misses = settings.explain_misses;
   options.on_error = settings.on_compile_error;
   options.dump_dir = settings.dump_dir;
+  options.compile_objects = settings.compile_objects;
   KILN_ASSIGN_OR_RETURN(result.kernels,
                         codegen::compileKernels(graph, job.target, options, failure));
   return result; // the cache's destructor adds its counters, warning if it cannot

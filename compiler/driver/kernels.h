@@ -21,6 +21,9 @@ struct KernelSettings {
   // --kernel-dump-dir: the IR of every kernel that cannot be built goes here
   // (relative to the working directory, as CANN's kernel_meta); empty: none.
   std::string dump_dir = "kiln_dump";
+  // False: plan the kernels without compiling them (codegen's
+  // compile_objects); the program is a plan and cannot run.
+  bool compile_objects = true;
 };
 
 struct JobKernels {

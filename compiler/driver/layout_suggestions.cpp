@@ -1,6 +1,5 @@
 #include "compiler/driver/layout_suggestions.h"
 
-#include <memory>
 #include <optional>
 
 namespace kiln::driver {
@@ -71,12 +70,8 @@ std::vector<LayoutSuggestion> suggestLayouts(const ModelRequest &model, const Re
                                                    s.layout.zero, model.batch, s.layout.grad_accum);
     if (!checked)
       return std::nullopt;
-    ResolvedJob variant = job;
-    variant.context = std::make_shared<passes::PassContext>(*job.context);
-    passes::RecomputeSettings recompute = job.context->recompute();
-    recompute.mode = s.recompute;
-    variant.context->setRecompute(recompute);
-    auto program = compileTrainingProgram(model, variant, settings, *checked);
+    auto program =
+        compileTrainingProgram(model, withRecompute(job, s.recompute), settings, *checked);
     if (!program)
       return std::nullopt; // e.g. the heads do not split that many ways
     return LayoutSuggestion{flagsOf(given, s), program->memory.peak,

@@ -1,9 +1,12 @@
 #include "compiler/driver/plan_report.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "compiler/driver/layout_suggestions.h"
 #include "compiler/parallel/memory_formula.h"
+#include "compiler/parallel/step_time.h"
 #include "ir/byte_size.h"
 
 namespace kiln::driver {
@@ -15,6 +18,31 @@ std::string batchSplit(const parallel::TrainingProgram &program) {
   return replica + ": " + std::to_string(program.micro_batch) + " per micro-batch, " +
          std::to_string(program.parallel.grad_accum) + " micro-batches)";
 }
+
+namespace {
+
+// The cost model's step time, with the kernel kinds that take the most.
+std::string predictedTime(const target::Target &target, const parallel::TrainingProgram &program) {
+  const int nodes = parallel::nodesFor(target, program.parallel.devices);
+  auto time = parallel::predictStepTime(program, target, nodes);
+  if (!time)
+    return "no predicted step time: " + time.message();
+  std::vector<std::pair<double, std::string>> kinds;
+  for (const auto &[kind, s] : time->kernel_kinds)
+    kinds.emplace_back(s, kind);
+  std::sort(kinds.rbegin(), kinds.rend());
+  std::string text = "predicted on " + target.name + " (" + std::to_string(nodes) + " node" +
+                     (nodes == 1 ? "" : "s") + ", the target's roofline): " + time->toText();
+  for (size_t i = 0; i < kinds.size() && i < 3; ++i) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "%s %s %.3f s", i == 0 ? "; kernels by kind:" : ",",
+                  kinds[i].second.c_str(), kinds[i].first);
+    text += buf;
+  }
+  return text;
+}
+
+} // namespace
 
 std::string planReport(const ModelRequest &model, const ResolvedJob &job,
                        const KernelSettings &settings, const parallel::ParallelConfig &layout,
@@ -39,7 +67,8 @@ std::string planReport(const ModelRequest &model, const ResolvedJob &job,
              .toText()
       << "\n  device " << formatBytes(capacity) << ": "
       << (m.peak <= capacity ? "fits" : "does NOT fit") << " (npu:" << m.rank
-      << " has the highest peak)\n  the step's largest buffers:\n";
+      << " has the highest peak)\n  " << predictedTime(job.target, program)
+      << "\n  the step's largest buffers:\n";
   for (const auto &[name, bytes] : m.largest)
     out << "    " << name << ": " << formatBytes(bytes) << "\n";
   if (m.peak <= capacity)

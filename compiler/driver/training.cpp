@@ -19,18 +19,26 @@ Expected<parallel::CompiledGraph> compiled(Graph graph, const ResolvedJob &job,
   return parallel::CompiledGraph{std::move(graph), std::move(kernels.kernels)};
 }
 
+// The step outputs its gradients (the runtime sums them over the replicas)
+// and takes its loss scale; the update is compiled apart, in buckets.
+autodiff::TrainingStepOptions stepOptions() {
+  autodiff::TrainingStepOptions options;
+  options.optimizer = false;
+  options.output_gradients = true;
+  options.loss_scale_input = true;
+  options.grad_norm = false;
+  return options;
+}
+
 } // namespace
 
-Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &model,
-                                                           const ResolvedJob &job,
-                                                           const KernelSettings &settings,
-                                                           const parallel::ParallelConfig &config) {
+Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &model,
+                                                        const ResolvedJob &job,
+                                                        const KernelSettings &settings,
+                                                        const parallel::ParallelConfig &config,
+                                                        cache::KernelCache *cache) {
   parallel::TrainingProgram program;
   program.parallel = config;
-  // One cache for the step and every update bucket: opened, and its
-  // counters written, once.
-  std::string cache_dir;
-  std::unique_ptr<cache::KernelCache> cache = openKernelCache(settings, cache_dir);
   program.batch_per_replica = model.batch / config.dp;
   program.micro_batch = program.batch_per_replica / config.grad_accum;
   frontend::ModelOptions options;
@@ -42,12 +50,7 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel loaded, frontend::loadModel(model.model, options));
   program.seq = model.seq > 0 ? model.seq : loaded.config ? loaded.config->seq_length : 0;
 
-  autodiff::TrainingStepOptions step_options;
-  step_options.optimizer = false;
-  step_options.output_gradients = true;
-  step_options.loss_scale_input = true;
-  step_options.grad_norm = false;
-  KILN_ASSIGN_OR_RETURN(Graph step, autodiff::buildTrainingStep(loaded.graph, step_options));
+  KILN_ASSIGN_OR_RETURN(Graph step, autodiff::buildTrainingStep(loaded.graph, stepOptions()));
   for (const GraphInput &in : loaded.graph.inputs()) {
     if (!isWeight(in.role))
       continue;
@@ -57,7 +60,7 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
     (trained ? program.params : program.frozen).emplace_back(in.name, loaded.graph.type(in.value));
     (trained ? program.splits : program.frozen_splits).push_back(split);
   }
-  KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings, cache.get()));
+  KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings, cache));
   parallel::TrainingSignature &sig = program.signature;
   sig.loss_scale = autodiff::kLossScaleName;
   if (program.step.graph.findInput(frontend::kLoraDropoutSeedName))
@@ -72,7 +75,16 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
     sig.moment.push_back(autodiff::adamMomentName(name));
     sig.velocity.push_back(autodiff::adamVelocityName(name));
   }
+  return program;
+}
 
+Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob &job,
+                          const KernelSettings &settings, cache::KernelCache *cache) {
+  const parallel::ParallelConfig &config = program.parallel;
+  program.owner.clear();
+  program.optimizers.clear();
+  program.bucket_params.clear();
+  program.replica_updates.clear();
   std::vector<int64_t> sizes;
   for (const auto &[name, type] : program.params)
     sizes.push_back(numElements(type.shape) * static_cast<int64_t>(dtypeSize(type.dtype)));
@@ -89,15 +101,29 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
       std::vector<std::pair<std::string, TensorType>> params;
       for (size_t i : bucket)
         params.push_back(program.params[i]);
-      KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(params, step_options));
+      KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(params, stepOptions()));
       KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c,
-                            compiled(std::move(update), job, settings, cache.get()));
+                            compiled(std::move(update), job, settings, cache));
       program.replica_updates.back().push_back(program.optimizers.size());
       program.optimizers.push_back(std::move(c));
       program.bucket_params.push_back(std::move(bucket));
     }
   }
   program.memory = parallel::estimateDeviceMemory(program);
+  return Status::ok();
+}
+
+Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &model,
+                                                           const ResolvedJob &job,
+                                                           const KernelSettings &settings,
+                                                           const parallel::ParallelConfig &config) {
+  // One cache for the step and every update bucket: opened, and its
+  // counters written, once.
+  std::string cache_dir;
+  std::unique_ptr<cache::KernelCache> cache = openKernelCache(settings, cache_dir);
+  KILN_ASSIGN_OR_RETURN(parallel::TrainingProgram program,
+                        compileTrainingStep(model, job, settings, config, cache.get()));
+  KILN_RETURN_IF_ERROR(addTrainingUpdates(program, job, settings, cache.get()));
   return program;
 }
 

@@ -17,4 +17,17 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
                                                            const KernelSettings &settings,
                                                            const parallel::ParallelConfig &config);
 
+// The two halves of compileTrainingProgram, for callers that plan many
+// layouts sharing a step (kiln plan): the step for `config`'s tensor
+// parallelism and micro-batch, with the parameter tables and signature; then
+// for `program.parallel`'s replicas and ZeRO stage the updates, the owners
+// and the memory estimate (replacing any it had). `cache` may be null.
+Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &model,
+                                                        const ResolvedJob &job,
+                                                        const KernelSettings &settings,
+                                                        const parallel::ParallelConfig &config,
+                                                        cache::KernelCache *cache);
+Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob &job,
+                          const KernelSettings &settings, cache::KernelCache *cache);
+
 } // namespace kiln::driver

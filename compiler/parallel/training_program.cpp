@@ -95,8 +95,8 @@ int64_t MemoryBreakdown::total() const {
   return sum;
 }
 
-std::string MemoryBreakdown::toText() const {
-  const std::pair<const char *, int64_t> parts[] = {
+std::vector<std::pair<std::string, int64_t>> MemoryBreakdown::parts() const {
+  const std::pair<const char *, int64_t> all[] = {
       {"weights", weights},
       {"frozen weights", frozen_weights},
       {update ? "gradients (f32)" : "gradients", gradients},
@@ -104,10 +104,17 @@ std::string MemoryBreakdown::toText() const {
       {"accumulated gradients", accumulated_gradients},
       {"activations", activations},
       {update ? "the largest bucket's new weights and moments" : "workspace (packing)", workspace}};
-  std::string out;
-  for (const auto &[name, bytes] : parts)
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto &[name, bytes] : all)
     if (bytes > 0)
-      out += (out.empty() ? "" : ", ") + std::string(name) + " " + formatBytes(bytes);
+      out.emplace_back(name, bytes);
+  return out;
+}
+
+std::string MemoryBreakdown::toText() const {
+  std::string out;
+  for (const auto &[name, bytes] : parts())
+    out += (out.empty() ? "" : ", ") + name + " " + formatBytes(bytes);
   return out;
 }
 

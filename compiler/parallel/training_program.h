@@ -37,7 +37,9 @@ struct MemoryBreakdown {
   int64_t activations = 0; // everything else live: what the backward reads, temporaries, data
   int64_t workspace = 0;
   int64_t total() const;
-  // "weights 1.0 GiB, gradients 2.0 GiB, ..." (the parts that are not zero)
+  // The parts that are not zero, by name ("gradients (f32)"), in this order.
+  std::vector<std::pair<std::string, int64_t>> parts() const;
+  // "weights 1.0 GiB, gradients 2.0 GiB, ..."
   std::string toText() const;
 };
 

@@ -1,4 +1,6 @@
 // Target descriptions: the built-in chips and malformed target files.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +23,9 @@ TEST(Target, BuiltinsCarryTheChipFacts) {
   EXPECT_EQ(a->cube_tile, (std::array<int64_t, 3>{16, 16, 16}));
   EXPECT_GT(a->hbm_bandwidth_gbps, 0);
   EXPECT_FALSE(a->cubeTakes(DType::F32));
+  EXPECT_EQ(a->interconnect.devices_per_node, 8);
+  EXPECT_EQ(a->interconnect.inter_node_gbps, 12.5) << "the 910's 100 Gb/s RoCE port";
+  EXPECT_GT(a->vector_peak_tflops.at(DType::F32), 0);
 
   auto b = loadTarget("ascend910b");
   ASSERT_TRUE(b) << b.message();
@@ -31,7 +36,11 @@ TEST(Target, BuiltinsCarryTheChipFacts) {
   EXPECT_EQ(b->memory.ub_bytes, 192 * 1024);
   EXPECT_EQ(b->memory.l0c_bytes, 128 * 1024);
   EXPECT_EQ(b->cube_cores, 24);
-  EXPECT_TRUE(b->peak_tflops.empty()) << "not published: unknown, not invented";
+  EXPECT_FALSE(b->peak_tflops.contains(DType::F32)) << "not published: unknown, not invented";
+  for (const char *guessed : {"peak_tflops", "vector_peak_tflops", "interconnect"})
+    EXPECT_NE(std::find(b->unconfirmed.begin(), b->unconfirmed.end(), guessed),
+              b->unconfirmed.end())
+        << guessed << " has no public figure and must say so";
   EXPECT_EQ(builtinTargetNames(), (std::vector<std::string>{"ascend910", "ascend910b"}));
 }
 
@@ -70,6 +79,14 @@ TEST(Target, MalformedFilesNameThePath) {
        },
        "$.peak_tflops.f16: expected a positive"},
       {[](auto &j) { j["hbm_bandwidth_gbps"] = 0; }, "$.hbm_bandwidth_gbps: expected a positive"},
+      {[](auto &j) { j["vector_peak_tflops"]["i8"] = 1; },
+       "$.vector_peak_tflops.i8: 'i8' is not one"},
+      {[](auto &j) { j["interconnect"]["inter_node_gbps"] = 0; },
+       "$.interconnect.inter_node_gbps: expected a positive"},
+      {[](auto &j) { j["interconnect"].erase("devices_per_node"); },
+       "$.interconnect: missing field 'devices_per_node'"},
+      {[](auto &j) { j["interconnect"]["nvlink_gbps"] = 1; },
+       "$.interconnect.nvlink_gbps: unknown field"},
       {[](auto &j) { j["cube_input_dtypes"] = {"f64"}; },
        "$.cube_input_dtypes[0]: 'f64' is not one of $.dtypes"},
   };

@@ -86,5 +86,6 @@ void registerInspectCommand(CLI::App &app, Action &action);
 void registerTrainCommand(CLI::App &app, Action &action);
 void registerKeysCommand(CLI::App &app, Action &action);
 void registerMergeCommand(CLI::App &app, Action &action);
+void registerPlanCommand(CLI::App &app, Action &action);
 
 } // namespace kiln::cli

@@ -1,0 +1,249 @@
+#include "compiler/driver/layout_planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <tuple>
+
+#include "ir/byte_size.h"
+
+namespace kiln::driver {
+
+using passes::RecomputeMode;
+
+std::string LayoutCandidate::trainFlags() const {
+  std::string flags = "--tp " + std::to_string(layout.tp);
+  if (layout.dp > 1)
+    flags += " --zero " + std::to_string(layout.zero);
+  flags += " --recompute " + std::string(passes::recomputeModeName(recompute));
+  if (layout.grad_accum > 1)
+    flags += " --grad-accum " + std::to_string(layout.grad_accum);
+  return flags;
+}
+
+const LayoutCandidate *LayoutPlan::recommended() const {
+  return !candidates.empty() && candidates.front().fits ? &candidates.front() : nullptr;
+}
+
+namespace {
+
+constexpr RecomputeMode kRecomputeModes[] = {RecomputeMode::None, RecomputeMode::Selective,
+                                             RecomputeMode::Full};
+
+// Plans layouts of one model, reusing each compiled step for every layout
+// that shares its tensor-parallel size, recomputation and micro-batch.
+class Planner {
+public:
+  Planner(const PlanRequest &request, const ResolvedJob &job, const KernelSettings &settings)
+      : request_(request), job_(job), settings_(settings) {
+    settings_.compile_objects = false; // a plan: partitioned and checked, nothing compiled
+    settings_.dump_dir.clear();
+  }
+
+  // The candidate; nothing when the model cannot take the layout (the heads
+  // do not split `tp` ways, the batch does not split over the replicas).
+  Expected<std::optional<LayoutCandidate>> plan(int tp, int zero, RecomputeMode recompute,
+                                                int64_t micro_batch) {
+    const int dp = request_.devices / tp;
+    const int64_t batch = request_.model.batch;
+    if (request_.devices % tp != 0 || batch % dp != 0 || (batch / dp) % micro_batch != 0)
+      return std::optional<LayoutCandidate>();
+    auto layout = parallel::resolveParallelConfig(request_.devices, dp, tp, zero, batch,
+                                                  static_cast<int>(batch / dp / micro_batch));
+    if (!layout)
+      return std::optional<LayoutCandidate>();
+    const parallel::TrainingProgram *step = stepFor(*layout, recompute);
+    if (!step)
+      return std::optional<LayoutCandidate>();
+    parallel::TrainingProgram program = *step;
+    program.parallel = *layout;
+    program.batch_per_replica = batch / dp;
+    KILN_RETURN_IF_ERROR(addTrainingUpdates(program, job_, settings_, nullptr));
+    return std::optional(candidate(program, recompute));
+  }
+
+  // Why the model could take no layout at all: the first step that failed.
+  const std::string &firstFailure() const { return first_failure_; }
+  const std::string &noTime() const { return no_time_; }
+
+private:
+  const parallel::TrainingProgram *stepFor(const parallel::ParallelConfig &layout,
+                                           RecomputeMode recompute) {
+    const int64_t micro = request_.model.batch / layout.dp / layout.grad_accum;
+    const auto key = std::make_tuple(layout.tp, recompute, micro);
+    auto found = steps_.find(key);
+    if (found == steps_.end()) {
+      auto step = compileTrainingStep(request_.model, withRecompute(job_, recompute), settings_,
+                                      layout, nullptr);
+      if (!step && first_failure_.empty())
+        first_failure_ = step.message();
+      found = steps_.emplace(key, step ? std::optional(std::move(*step)) : std::nullopt).first;
+    }
+    return found->second ? &*found->second : nullptr;
+  }
+
+  LayoutCandidate candidate(const parallel::TrainingProgram &program, RecomputeMode recompute) {
+    const int64_t capacity = request_.device_memory;
+    LayoutCandidate c;
+    c.layout = program.parallel;
+    c.recompute = recompute;
+    c.micro_batch = program.micro_batch;
+    c.peak = program.memory.peak;
+    c.fits = c.peak <= capacity;
+    c.breakdown = program.memory.breakdown;
+    if (!c.fits) {
+      c.reason = "needs " + formatBytes(c.peak) + " of " + formatBytes(capacity);
+      std::vector<std::pair<std::string, int64_t>> parts = c.breakdown.parts();
+      auto largest = std::max_element(parts.begin(), parts.end(),
+                                      [](auto &a, auto &b) { return a.second < b.second; });
+      if (largest != parts.end())
+        c.reason += "; the largest part: " + largest->first + " " + formatBytes(largest->second);
+      if (!program.memory.largest.empty())
+        c.reason += "; the largest buffer: " + program.memory.largest.front().first + " " +
+                    formatBytes(program.memory.largest.front().second);
+    }
+    auto time = parallel::predictStepTime(program, job_.target, request_.nodes);
+    if (time)
+      c.time = *time;
+    else if (no_time_.empty())
+      no_time_ = time.message();
+    return c;
+  }
+
+  const PlanRequest &request_;
+  const ResolvedJob &job_;
+  KernelSettings settings_;
+  std::map<std::tuple<int, RecomputeMode, int64_t>, std::optional<parallel::TrainingProgram>>
+      steps_;
+  std::string first_failure_, no_time_;
+};
+
+std::vector<int> divisorsOf(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0)
+      out.push_back(d);
+  return out;
+}
+
+// Micro-batches worth planning for `per_replica` sequences: the powers of
+// two that divide it, and the whole share.
+std::vector<int64_t> microBatchesOf(int64_t per_replica) {
+  std::vector<int64_t> out;
+  for (int64_t m = 1; m < per_replica && per_replica % m == 0; m *= 2)
+    out.push_back(m);
+  out.push_back(per_replica);
+  return out;
+}
+
+// Fitting first, fastest first; then the others, smallest peak first.
+bool better(const LayoutCandidate &a, const LayoutCandidate &b) {
+  if (a.fits != b.fits)
+    return a.fits;
+  if (a.fits && a.time && b.time &&
+      a.time->tokensPerSecondPerDevice() != b.time->tokensPerSecondPerDevice())
+    return a.time->tokensPerSecondPerDevice() > b.time->tokensPerSecondPerDevice();
+  return a.peak < b.peak;
+}
+
+// The most frugal layout of each tensor-parallel size (ZeRO-2, full
+// recomputation, one sequence at a time): the smallest peak, first.
+Expected<std::optional<LayoutCandidate>>
+smallestLayout(const PlanRequest &request, const ResolvedJob &job, const KernelSettings &settings) {
+  Planner planner(request, job, settings);
+  std::optional<LayoutCandidate> best;
+  for (int tp : divisorsOf(request.devices)) {
+    const int zero = request.devices / tp > 1 ? 2 : 0;
+    KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
+                          planner.plan(tp, zero, RecomputeMode::Full, 1));
+    if (c && (!best || c->peak < best->peak))
+      best = std::move(c);
+  }
+  return best;
+}
+
+// What would make a model that fits no layout fit: more devices (the
+// fewest doublings, up to 8x), LoRA, a shorter sequence (halved down to 256).
+Expected<std::vector<std::string>> whatWouldFit(const PlanRequest &request, const ResolvedJob &job,
+                                                const KernelSettings &settings) {
+  std::vector<std::string> out;
+  auto describe = [](const LayoutCandidate &c) {
+    return c.trainFlags() + " (" + formatBytes(c.peak) + ")";
+  };
+  for (int devices = request.devices * 2;
+       devices <= std::min(request.devices * 8, parallel::kMaxDevices); devices *= 2) {
+    PlanRequest more = request;
+    more.devices = devices;
+    more.nodes = 0;
+    KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c, smallestLayout(more, job, settings));
+    if (c && c->fits) {
+      out.push_back(std::to_string(devices) + " devices: --devices " + std::to_string(devices) +
+                    " " + describe(*c));
+      break;
+    }
+  }
+  if (!request.model.lora.enabled()) {
+    PlanRequest lora = request;
+    lora.model.lora.rank = 64;
+    KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c, smallestLayout(lora, job, settings));
+    if (c && c->fits)
+      out.push_back("LoRA (Qwen's recipe): --lora-rank 64 " + describe(*c));
+  }
+  for (int64_t shorter = request.model.seq / 2; shorter >= 256; shorter /= 2) {
+    PlanRequest cut = request;
+    cut.model.seq = shorter;
+    KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c, smallestLayout(cut, job, settings));
+    if (c && c->fits) {
+      out.push_back("a shorter sequence: --seq " + std::to_string(shorter) + " " + describe(*c));
+      break;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &job,
+                                 const KernelSettings &settings) {
+  const auto start = std::chrono::steady_clock::now();
+  PlanRequest r = request;
+  if (r.device_memory <= 0)
+    r.device_memory = job.target.memory.hbm_bytes;
+  if (r.nodes <= 0)
+    r.nodes = parallel::nodesFor(job.target, r.devices);
+  LayoutPlan plan;
+  plan.nodes = r.nodes;
+  plan.device_memory = r.device_memory;
+  Planner planner(r, job, settings);
+  for (int tp : divisorsOf(r.devices)) {
+    const int dp = r.devices / tp;
+    if (r.model.batch % dp != 0)
+      continue;
+    for (RecomputeMode recompute : kRecomputeModes)
+      for (int zero = 0; zero <= (dp > 1 ? 2 : 0); ++zero)
+        for (int64_t micro : microBatchesOf(r.model.batch / dp)) {
+          KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
+                                planner.plan(tp, zero, recompute, micro));
+          if (!c)
+            break;
+          const bool fits = c->fits;
+          plan.candidates.push_back(std::move(*c));
+          if (!fits) // a larger micro-batch needs more
+            break;
+        }
+  }
+  if (plan.candidates.empty())
+    return Error(planner.firstFailure().empty()
+                     ? "no layout of " + std::to_string(r.devices) + " devices takes a global " +
+                           "batch of " + std::to_string(r.model.batch)
+                     : planner.firstFailure());
+  std::stable_sort(plan.candidates.begin(), plan.candidates.end(), better);
+  plan.no_time = planner.noTime();
+  if (!plan.recommended()) {
+    KILN_ASSIGN_OR_RETURN(plan.would_fit, whatWouldFit(r, job, settings));
+  }
+  plan.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return plan;
+}
+
+} // namespace kiln::driver

@@ -1,0 +1,179 @@
+#include "compiler/parallel/step_time.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "compiler/codegen/kernel_cost.h"
+
+namespace kiln::parallel {
+
+double ringAllReduceSeconds(double bytes, int64_t ranks, const Link &link) {
+  if (ranks <= 1)
+    return 0;
+  const double n = static_cast<double>(ranks);
+  return 2 * (n - 1) * (link.latency_seconds + bytes / n / link.bytes_per_second);
+}
+
+double ringReduceScatterSeconds(double bytes, int64_t ranks, const Link &link) {
+  if (ranks <= 1)
+    return 0;
+  const double n = static_cast<double>(ranks);
+  return (n - 1) * (link.latency_seconds + bytes / n / link.bytes_per_second);
+}
+
+double ringAllGatherSeconds(double bytes, int64_t ranks, const Link &link) {
+  return ringReduceScatterSeconds(bytes, ranks, link);
+}
+
+double StepTime::tokensPerSecondPerDevice() const {
+  const double s = seconds();
+  return s > 0 && devices > 0 ? static_cast<double>(tokens) / s / devices : 0;
+}
+
+std::string StepTime::toText() const {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "step %.3f s (kernels %.3f s, update %.3f s, tensor-parallel %.3f s, "
+                "data-parallel %.3f s): %.0f tokens/s per device",
+                seconds(), kernels, update, tensor_parallel, data_parallel,
+                tokensPerSecondPerDevice());
+  return buf;
+}
+
+namespace {
+
+double tensorBytes(const TensorType &type) {
+  return static_cast<double>(numElements(type.shape)) * static_cast<double>(dtypeSize(type.dtype));
+}
+
+// The rates a kernel runs at, from the target; made once per prediction.
+class Roofline {
+public:
+  static Expected<Roofline> of(const target::Target &target) {
+    if (target.hbm_bandwidth_gbps <= 0)
+      return Error("target '" + target.name +
+                   "' has no hbm_bandwidth_gbps: the cost model needs it");
+    return Roofline(target);
+  }
+
+  // max(cube time, vector time, memory time) of one kernel.
+  Expected<double> seconds(const Graph &graph, const codegen::KernelSpec &kernel) const {
+    double cube = 0, vector = 0;
+    for (NodeId id : kernel.members) {
+      const Node &node = graph.node(id);
+      const double flops = codegen::nodeFlops(graph, node);
+      if (flops == 0)
+        continue;
+      if (node.op == "MatMul" || node.op == "BatchMatMul") {
+        const DType d = graph.type(node.inputs[0]).dtype;
+        auto rate = target_.peak_tflops.find(d);
+        if (rate == target_.peak_tflops.end())
+          return Error("target '" + target_.name + "' gives no cube peak for " +
+                       std::string(dtypeName(d)) + " matmuls (peak_tflops." +
+                       std::string(dtypeName(d)) + ")");
+        cube += flops / (rate->second * 1e12);
+      } else {
+        const DType d = node.outputs.empty() ? DType::F32 : graph.type(node.outputs[0]).dtype;
+        auto rate = target_.vector_peak_tflops.find(d);
+        if (rate == target_.vector_peak_tflops.end())
+          rate = target_.vector_peak_tflops.find(DType::F32);
+        if (rate == target_.vector_peak_tflops.end())
+          return Error("target '" + target_.name +
+                       "' gives no vector peak (vector_peak_tflops.f32)");
+        vector += flops / (rate->second * 1e12);
+      }
+    }
+    const double memory = codegen::kernelCost(graph, kernel).bytes() /
+                          (static_cast<double>(target_.hbm_bandwidth_gbps) * 1e9);
+    return std::max({cube, vector, memory});
+  }
+
+private:
+  explicit Roofline(const target::Target &target) : target_(target) {}
+  const target::Target &target_;
+};
+
+// The kernels of `graph` on one device, and its tensor-parallel collectives.
+struct GraphTime {
+  double kernels = 0, collectives = 0;
+  std::map<std::string, double> kinds;
+};
+
+Expected<GraphTime> graphTime(const CompiledGraph &compiled, const Roofline &roofline, int64_t tp,
+                              const Link &tp_link) {
+  GraphTime t;
+  for (const codegen::CompiledKernel &k : compiled.kernels.kernels) {
+    if (k.collective) {
+      // TensorParallelCopy hands every rank the value it already has.
+      const Node &node = compiled.graph.node(k.spec.members[0]);
+      if (node.op != "TensorParallelCopy")
+        for (ValueId v : node.outputs)
+          t.collectives += ringAllReduceSeconds(tensorBytes(compiled.graph.type(v)), tp, tp_link);
+      continue;
+    }
+    if (codegen::isReshapeView(compiled.graph, k.spec))
+      continue; // a view: nothing runs
+    KILN_ASSIGN_OR_RETURN(double s, roofline.seconds(compiled.graph, k.spec));
+    t.kernels += s;
+    t.kinds[k.spec.kind] += s;
+  }
+  return t;
+}
+
+} // namespace
+
+int nodesFor(const target::Target &target, int devices) {
+  const int64_t per_node = target.interconnect.devices_per_node;
+  return per_node > 0 ? static_cast<int>((devices + per_node - 1) / per_node) : 1;
+}
+
+Expected<StepTime> predictStepTime(const TrainingProgram &program, const target::Target &target,
+                                   int nodes) {
+  const ParallelConfig &layout = program.parallel;
+  const target::Interconnect &net = target.interconnect;
+  if (net.devices_per_node <= 0 && layout.devices > 1)
+    return Error("target '" + target.name + "' has no interconnect: the cost model needs it");
+  KILN_ASSIGN_OR_RETURN(Roofline roofline, Roofline::of(target));
+  const int64_t per_node = std::max<int64_t>(1, layout.devices / std::max(1, nodes));
+  // A group of `ranks` devices `stride` apart from device 0 runs at the
+  // intra-node link unless it reaches past the first node.
+  auto linkOf = [&](int64_t ranks, int64_t stride) {
+    const bool crosses = (ranks - 1) * stride >= per_node;
+    return crosses ? Link{net.inter_node_gbps * 1e9, net.inter_node_latency_us * 1e-6}
+                   : Link{net.intra_node_gbps * 1e9, net.intra_node_latency_us * 1e-6};
+  };
+
+  StepTime time;
+  time.devices = layout.devices;
+  time.tokens = program.batch_per_replica * layout.dp * program.seq;
+  KILN_ASSIGN_OR_RETURN(GraphTime step,
+                        graphTime(program.step, roofline, layout.tp, linkOf(layout.tp, 1)));
+  time.kernels = step.kernels * layout.grad_accum;
+  for (const auto &[kind, s] : step.kinds)
+    time.kernel_kinds[kind] = s * layout.grad_accum;
+  time.tensor_parallel = step.collectives * layout.grad_accum;
+  for (size_t r = 0; r < program.replica_updates.size(); ++r) {
+    double update = 0;
+    for (size_t b : program.replica_updates[r]) {
+      KILN_ASSIGN_OR_RETURN(GraphTime t, graphTime(program.optimizers[b], roofline, 1, {}));
+      update += t.kernels;
+    }
+    time.update = std::max(time.update, update);
+  }
+
+  // The gradients leave the step in the parameters' dtype; under ZeRO the
+  // owners' new weights go back to every replica.
+  double param_bytes = 0;
+  for (const auto &[name, type] : program.params)
+    param_bytes += tensorBytes(type);
+  const Link dp_link = linkOf(layout.dp, layout.tp);
+  time.data_parallel = layout.zero >= 2 ? ringReduceScatterSeconds(param_bytes, layout.dp, dp_link)
+                                        : ringAllReduceSeconds(param_bytes, layout.dp, dp_link);
+  if (layout.zero >= 1)
+    time.data_parallel += ringAllGatherSeconds(param_bytes, layout.dp, dp_link);
+  // The float status and the gradient norm: two scalars over every device.
+  time.data_parallel += 2 * ringAllReduceSeconds(8, layout.devices, linkOf(layout.devices, 1));
+  return time;
+}
+
+} // namespace kiln::parallel

@@ -1,0 +1,100 @@
+// `kiln plan`: which layout of N devices trains a model, planned by the same
+// compiler and memory planner as `kiln train --compile-only` and ranked by
+// the target's cost model; the kiln train command for the best, or when
+// nothing fits, what would.
+#include <iostream>
+
+#include "compiler/driver/layout_plan_report.h"
+#include "compiler/frontend/model_loader.h"
+#include "ir/byte_size.h"
+#include "tools/kiln/cli_common.h"
+#include "tools/kiln/job_flags.h"
+#include "tools/kiln/lora_flags.h"
+
+namespace kiln::cli {
+namespace {
+
+struct PlanOptions {
+  driver::PlanRequest request;
+  JobFlags job;
+  driver::KernelSettings kernels;
+  frontend::LoraConfig lora;
+  std::string device_memory, format = "text";
+  int top = 5;
+};
+
+int runPlan(PlanOptions opts) {
+  auto job = resolveJobFlags(opts.job, DType::F16);
+  if (!job)
+    return fail(job.error());
+  driver::PlanRequest &r = opts.request;
+  if (!opts.device_memory.empty()) {
+    auto bytes = parseByteSize(opts.device_memory);
+    if (!bytes || *bytes == 0 || *bytes > INT64_MAX)
+      return fail(
+          "--device-memory: " +
+          (bytes ? "'" + opts.device_memory + "' is not a size above zero" : bytes.message()));
+    r.device_memory = static_cast<int64_t>(*bytes);
+  }
+  if (r.devices > parallel::kMaxDevices)
+    return fail("--devices " + std::to_string(r.devices) + ": at most " +
+                std::to_string(parallel::kMaxDevices));
+  frontend::ModelOptions probe;
+  probe.seq = 2; // the config only
+  auto loaded = frontend::loadModel(r.model.model, probe);
+  if (!loaded)
+    return fail(loaded.error());
+  if (!loaded->config)
+    return fail(r.model.model + ": kiln plan needs a Hugging Face config.json (a Qwen model)");
+  if (r.model.seq == 0)
+    r.model.seq = loaded->config->seq_length;
+  if (opts.lora.rank > 0) {
+    if (Status ok = frontend::validateLoraConfig(opts.lora, "--lora-rank"); !ok)
+      return fail(ok.error());
+    r.model.lora = opts.lora;
+  }
+  auto plan = driver::planLayouts(r, *job, opts.kernels);
+  if (!plan)
+    return fail(plan.error());
+  if (opts.format == "json")
+    std::cout << driver::layoutPlanToJson(r, *job, *plan).dump(2) << "\n";
+  else
+    std::cout << driver::layoutPlanToText(r, *job, *plan, opts.top);
+  return plan->recommended() ? kExitOk : kExitDoesNotFit;
+}
+
+} // namespace
+
+void registerPlanCommand(CLI::App &app, Action &action) {
+  auto opts = std::make_shared<PlanOptions>();
+  CLI::App *cmd = app.add_subcommand(
+      "plan", "Find the layouts of N devices that fit a Qwen training job, ranked by predicted "
+              "tokens/s per device, and the kiln train command for the best");
+  driver::PlanRequest &r = opts->request;
+  cmd->add_option("MODEL", r.model.model, "config.json or a folder holding it")->required();
+  cmd->add_option("--devices", r.devices, "devices in all (default 8)")->check(PositiveInteger);
+  cmd->add_option("--nodes", r.nodes,
+                  "nodes they sit in (default: devices over the target's devices per node)")
+      ->check(PositiveInteger);
+  cmd->add_option("--device-memory", opts->device_memory,
+                  "memory of each device, e.g. 32GiB (default: the target's HBM)");
+  r.model.batch = 0;
+  cmd->add_option("--global-batch", r.model.batch, "sequences per step, over all replicas")
+      ->required()
+      ->check(PositiveInteger);
+  cmd->add_option("--seq", r.model.seq, "sequence length (default: the config's)")
+      ->check(PositiveInteger);
+  cmd->add_option("--lora-rank", opts->lora.rank,
+                  "plan a LoRA fine-tune of this rank (Qwen's targets: c_attn, c_proj, w1, w2)")
+      ->check(PositiveInteger);
+  cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--top", opts->top,
+                  "layouts to show of those that fit and those that do not "
+                  "(default 5)")
+      ->check(PositiveInteger);
+  addJobFlags(*cmd, opts->job);
+  cmd->callback([opts, &action] { action = [opts] { return runPlan(*opts); }; });
+  suggestOnUnknownArguments(*cmd);
+}
+
+} // namespace kiln::cli

@@ -1,0 +1,117 @@
+// kiln plan's search on the tiny Qwen: every candidate's peak is the plan
+// `kiln train --compile-only` makes for its flags, the ones that fit come
+// first and fastest first, and when none fits it says what would.
+#include "compiler/driver/layout_planner.h"
+
+#include <filesystem>
+#include <set>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "compiler/driver/layout_plan_report.h"
+
+namespace kiln::driver {
+namespace {
+
+class LayoutPlanner : public ::testing::Test {
+protected:
+  void SetUp() override {
+    JobSettings flags;
+    flags.source = "test";
+    flags.target = "ascend910b";
+    flags.dtype = DType::F16;
+    auto job = resolveJob(std::nullopt, flags, DType::F16);
+    ASSERT_TRUE(job) << job.message();
+    job_ = std::make_unique<ResolvedJob>(std::move(*job));
+    kernels_.dir =
+        (std::filesystem::temp_directory_path() / ("kiln-planner-" + std::to_string(::getpid())))
+            .string();
+    request_.model = {std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json", true, 8,
+                      32};
+    request_.devices = 4;
+  }
+  void TearDown() override { std::filesystem::remove_all(*kernels_.dir); }
+
+  // The plan kiln train --compile-only makes for the candidate's flags.
+  int64_t trainPlan(const LayoutCandidate &c) {
+    auto program = compileTrainingProgram(request_.model, withRecompute(*job_, c.recompute),
+                                          kernels_, c.layout);
+    EXPECT_TRUE(program) << program.message();
+    return program ? program->memory.peak : -1;
+  }
+
+  std::unique_ptr<ResolvedJob> job_;
+  KernelSettings kernels_;
+  PlanRequest request_;
+};
+
+TEST_F(LayoutPlanner, EveryCandidateIsTheTrainPlanAndTheFastestFitComesFirst) {
+  // Between the smallest plan (about 620 KiB) and the largest (2.4 MiB).
+  request_.device_memory = 1 << 20;
+  auto plan = planLayouts(request_, *job_, kernels_);
+  ASSERT_TRUE(plan) << plan.message();
+  ASSERT_NE(plan->recommended(), nullptr);
+  EXPECT_TRUE(plan->no_time.empty()) << plan->no_time;
+  bool some_do_not_fit = false, seen_unfit = false;
+  std::set<int> tps;
+  for (size_t i = 0; i < plan->candidates.size(); ++i) {
+    const LayoutCandidate &c = plan->candidates[i];
+    SCOPED_TRACE(c.trainFlags());
+    tps.insert(c.layout.tp);
+    EXPECT_EQ(c.layout.dp * c.layout.tp, 4);
+    EXPECT_EQ(c.peak, trainPlan(c)) << "the planner's peak is kiln train's";
+    EXPECT_EQ(c.fits, c.peak <= request_.device_memory);
+    EXPECT_EQ(c.reason.empty(), c.fits);
+    ASSERT_TRUE(c.time.has_value());
+    seen_unfit |= !c.fits;
+    EXPECT_FALSE(seen_unfit && c.fits) << "the ones that fit come first";
+    if (i > 0 && c.fits) {
+      EXPECT_LE(c.time->tokensPerSecondPerDevice(),
+                plan->candidates[i - 1].time->tokensPerSecondPerDevice());
+    }
+    some_do_not_fit |= !c.fits;
+  }
+  EXPECT_TRUE(some_do_not_fit) << "choose a capacity that splits the layouts";
+  EXPECT_EQ(tps, (std::set<int>{1, 2, 4}));
+  EXPECT_TRUE(plan->would_fit.empty());
+
+  const nlohmann::json j = layoutPlanToJson(request_, *job_, *plan);
+  EXPECT_EQ(j["candidates"].size(), plan->candidates.size());
+  for (const char *key : {"dp", "tp", "pp", "zero", "recompute", "micro_batches", "grad_accum",
+                          "peak_bytes", "fits", "step_time_s", "tokens_per_s_per_device", "reason"})
+    EXPECT_TRUE(j["recommended"].contains(key)) << key;
+  const std::string command = j["command"];
+  EXPECT_EQ(command.rfind("kiln train " + request_.model.model +
+                              " --devices 4 --batch 8 --seq 32 " +
+                              "--dtype f16 --target ascend910b --device-memory 1MiB --tp ",
+                          0),
+            0u)
+      << command;
+}
+
+TEST_F(LayoutPlanner, WhenNothingFitsItSaysWhatWould) {
+  // Below the smallest 4-device plan; 8 devices hold a smaller share each.
+  request_.device_memory = 600 << 10;
+  auto plan = planLayouts(request_, *job_, kernels_);
+  ASSERT_TRUE(plan) << plan.message();
+  EXPECT_EQ(plan->recommended(), nullptr);
+  ASSERT_FALSE(plan->would_fit.empty());
+  bool more_devices = false;
+  for (const std::string &w : plan->would_fit)
+    more_devices |= w.starts_with("8 devices: --devices 8 --tp ");
+  EXPECT_TRUE(more_devices) << plan->would_fit.front();
+  const std::string text = layoutPlanToText(request_, *job_, *plan);
+  EXPECT_NE(text.find("nothing fits 4 x"), std::string::npos) << text;
+  EXPECT_NE(text.find("needs "), std::string::npos) << text;
+}
+
+TEST_F(LayoutPlanner, AModelThatDoesNotLoadIsAnError) {
+  request_.model.model = std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/missing.json";
+  auto plan = planLayouts(request_, *job_, kernels_);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.message().find("missing.json"), std::string::npos) << plan.message();
+}
+
+} // namespace
+} // namespace kiln::driver

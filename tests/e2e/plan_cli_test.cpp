@@ -1,0 +1,75 @@
+// `kiln plan`: the layouts that fit, as text and JSON; the command it
+// recommends plans the same peak under kiln train --compile-only; exit 4 and
+// what would fit when nothing does; bad flags are one-line errors.
+#include <regex>
+
+#include "tests/e2e/cli_fixture.h"
+
+namespace kiln::testing {
+namespace {
+
+using PlanCli = Cli;
+
+const std::string kTinyPlan =
+    "plan " + kTiny + " --devices 4 --global-batch 8 --seq 32 --target ascend910b --dtype f16";
+
+// The peak a `kiln train ... --compile-only` report prints ("930.1 KiB").
+std::string printedPeak(const std::string &out) {
+  std::smatch m;
+  std::regex_search(out, m, std::regex("per device: peak ([0-9.]+ [KMG]?i?B)"));
+  return m.size() > 1 ? m[1].str() : "";
+}
+
+TEST_F(PlanCli, TheRecommendedCommandPlansThePeakItPromises) {
+  Result r = run(kTinyPlan + " --device-memory 1MiB --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(plan["recommended"].is_object()) << r.out;
+  EXPECT_TRUE(plan["recommended"]["fits"].get<bool>());
+  EXPECT_EQ(plan["recommended"]["pp"], 1);
+  EXPECT_GT(plan["recommended"]["tokens_per_s_per_device"].get<double>(), 0);
+  const std::string command = plan["command"];
+  ASSERT_EQ(command.rfind("kiln train ", 0), 0u) << command;
+  Result train = run(command.substr(5) + " --compile-only");
+  ASSERT_EQ(train.exit_code, 0) << train.out << train.err;
+  const std::string text = run(kTinyPlan + " --device-memory 1MiB").out;
+  // The text table's peak for the best is the one kiln train prints.
+  EXPECT_NE(text.find(printedPeak(train.out)), std::string::npos) << text << train.out;
+  EXPECT_NE(text.find("run the best:\n    " + command), std::string::npos) << text;
+}
+
+TEST_F(PlanCli, NothingFitsExitsFourAndSaysWhatWould) {
+  Result r = run(kTinyPlan + " --device-memory 600KiB");
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_NE(r.out.find("nothing fits 4 x 600.0 KiB; what would:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("8 devices: --devices 8"), std::string::npos) << r.out;
+}
+
+TEST_F(PlanCli, BadFlagsAreOneLineErrors) {
+  expectError(run(kTinyPlan + " --device-memory lots"), {"--device-memory"});
+  expectError(run("plan " + kTiny + " --global-batch 8 --target ascend310"),
+              {"unknown target 'ascend310'"});
+  expectError(run("plan " + path("none.json") + " --global-batch 8"), {"none.json"});
+  Result no_batch = run("plan " + kTiny);
+  EXPECT_EQ(no_batch.exit_code, 2) << no_batch.err;
+  EXPECT_NE(no_batch.err.find("--global-batch"), std::string::npos) << no_batch.err;
+}
+
+// The question: a Qwen-14B full fine-tune on one 8 x 910B (64 GB)
+// node. The recommended layout fits, at the peak kiln train plans for it.
+TEST_F(PlanCli, Qwen14BOnEight910BFits) {
+  Result r = run("plan " + k14b +
+                 " --devices 8 --target ascend910b --seq 2048 --global-batch 16 --dtype f16 "
+                 "--format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  const nlohmann::json &best = plan["recommended"];
+  EXPECT_LE(best["peak_bytes"].get<int64_t>(), int64_t{64} << 30);
+  EXPECT_LT(plan["seconds"].get<double>(), 60);
+  Result train = run(plan["command"].get<std::string>().substr(5) + " --compile-only");
+  ASSERT_EQ(train.exit_code, 0) << train.out << train.err;
+  EXPECT_NE(train.out.find("fits"), std::string::npos) << train.out;
+}
+
+} // namespace
+} // namespace kiln::testing

@@ -10,9 +10,8 @@
 //
 //   memcpy_1t/DT/SIZE      std::memcpy of one tensor of that dtype and size,
 //                          one thread; bytes = 2 x the tensor (read + write)
-//   memcpy_mt/DT/SIZE      the same split over as many std::threads as the
-//                          executor's pool has (one per core), kept alive
-//                          between iterations
+//   memcpy_mt/DT/SIZE      the same split over a ThreadPool as large as the
+//                          executor's (one thread per core)
 //   <mode>/<case>/DT/SIZE  a kiln kernel (or two), where mode is
 //     run      executor->run(inputs) after Executor::create, everything
 //              run() does: it also copies each input tensor into its value
@@ -20,7 +19,7 @@
 //              outputs into the returned map
 //     kernel   the same compiled kernels loaded with KernelLoader and called
 //              directly on buffers allocated once, rows split into tiles on a
-//              runtime::ThreadPool exactly as Executor::launch does: the
+//              ThreadPool exactly as Executor::launch does: the
 //              generated code alone
 //
 // Cases ([T, 5120] unless said, T = 3276 or 204):
@@ -55,7 +54,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -63,7 +61,6 @@
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,7 +73,7 @@
 #include "ir/tensor.h"
 #include "ops/op_builder.h"
 #include "runtime/executor.h"
-#include "runtime/thread_pool.h"
+#include "ir/thread_pool.h"
 #include "target/target.h"
 
 namespace {
@@ -167,7 +164,7 @@ struct Case {
   std::unique_ptr<codegen::KernelLoader> loader;
   std::vector<codegen::KernelEntry> entries;
   std::vector<Tensor> values; // every value of the graph, allocated once
-  std::unique_ptr<runtime::ThreadPool> pool;
+  std::unique_ptr<ThreadPool> pool;
   std::vector<std::vector<uint64_t>> scratch; // per worker
   std::string error;
 };
@@ -400,7 +397,7 @@ std::unique_ptr<Case> makeCase(const CaseKey &key) {
         c->values[v] = Tensor(g.type(v));
     scratch_slots = std::max(scratch_slots, k.build.program.scratchElementsPerRow());
   }
-  c->pool = std::make_unique<runtime::ThreadPool>();
+  c->pool = std::make_unique<ThreadPool>();
   c->scratch.assign(c->pool->size(), std::vector<uint64_t>(static_cast<size_t>(scratch_slots)));
 
   // The direct calls must compute what run() does, bit for bit.
@@ -474,85 +471,27 @@ void BM_kernel(benchmark::State &state, CaseKey key) {
 // ---------------------------------------------------------------------------
 // memcpy baselines
 
-// `threads` std::threads (the caller is one of them) that each copy their
-// share of a buffer when asked, kept alive between copies.
-class CopyCrew {
-public:
-  explicit CopyCrew(int threads) : threads_(threads) {
-    for (int w = 1; w < threads_; ++w)
-      workers_.emplace_back([this, w] { work(w); });
-  }
-  ~CopyCrew() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread &t : workers_)
-      t.join();
-  }
-
-  void copy(void *dst, const void *src, size_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      dst_ = static_cast<char *>(dst);
-      src_ = static_cast<const char *>(src);
-      bytes_ = bytes;
-      pending_ = threads_ - 1;
-      ++generation_;
-    }
-    wake_.notify_all();
-    part(0);
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return pending_ == 0; });
-  }
-
-private:
-  void part(int w) {
-    const size_t chunk = (bytes_ / threads_ + 63) / 64 * 64;
-    const size_t begin = std::min(bytes_, chunk * w);
-    const size_t end = std::min(bytes_, begin + chunk);
+// A buffer copied in `threads` contiguous, cache-line aligned shares on a
+// thread pool, as the executor runs a kernel's tiles.
+void parallelCopy(ThreadPool &pool, int threads, char *dst, const char *src, size_t bytes) {
+  const size_t chunk = (bytes / threads + 63) / 64 * 64;
+  pool.parallelFor(threads, [&](int64_t t, int) {
+    const size_t begin = std::min(bytes, chunk * static_cast<size_t>(t));
+    const size_t end = std::min(bytes, begin + chunk);
     if (end > begin)
-      std::memcpy(dst_ + begin, src_ + begin, end - begin);
-  }
-  void work(int w) {
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_)
-          return;
-        seen = generation_;
-      }
-      part(w);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0)
-        done_.notify_all();
-    }
-  }
-
-  const int threads_;
-  std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  char *dst_ = nullptr;
-  const char *src_ = nullptr;
-  size_t bytes_ = 0;
-  int pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-};
+      std::memcpy(dst + begin, src + begin, end - begin);
+  });
+}
 
 void BM_memcpy(benchmark::State &state, size_t bytes, int threads) {
   std::vector<char> src(bytes), dst(bytes);
   for (size_t i = 0; i < bytes; i += 4096)
     src[i] = static_cast<char>(i >> 12);
-  CopyCrew crew(threads);
-  crew.copy(dst.data(), src.data(), bytes); // warm
+  ThreadPool pool(threads);
+  parallelCopy(pool, threads, dst.data(), src.data(), bytes); // warm
   settle();
   for (auto _ : state) {
-    crew.copy(dst.data(), src.data(), bytes);
+    parallelCopy(pool, threads, dst.data(), src.data(), bytes);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(static_cast<int64_t>(2 * bytes) * state.iterations());

@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
+#include "ir/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>
@@ -245,16 +246,12 @@ template <typename Fn> void parallelFor(size_t n, int threads, Fn fn) {
     fn(size_t{0}, n);
     return;
   }
-  std::vector<std::thread> pool;
+  static kiln::ThreadPool pool; // one thread per core, for every call
   const size_t chunk = (n + static_cast<size_t>(threads) - 1) / static_cast<size_t>(threads);
-  for (int t = 1; t < threads; ++t) {
+  pool.parallelFor(threads, [&](int64_t t, int) {
     const size_t b = std::min(n, chunk * static_cast<size_t>(t));
-    const size_t e = std::min(n, b + chunk);
-    pool.emplace_back([=] { fn(b, e); });
-  }
-  fn(0, std::min(n, chunk));
-  for (auto &th : pool)
-    th.join();
+    fn(b, std::min(n, b + chunk));
+  });
 }
 
 void halfToFloatParallel(const uint16_t *src, float *dst, size_t n, int threads) {
@@ -554,13 +551,9 @@ void openblasRowTiles(benchmark::State &state, int64_t m, Linear l, int64_t bloc
   };
   openblas_set_num_threads(1);
   settle();
+  kiln::ThreadPool pool(g_threads);
   for (auto _ : state) {
-    std::vector<std::thread> pool;
-    for (int t = 1; t < g_threads; ++t)
-      pool.emplace_back(worker, t);
-    worker(0);
-    for (auto &th : pool)
-      th.join();
+    pool.parallelFor(g_threads, [&](int64_t t, int) { worker(static_cast<int>(t)); });
     benchmark::ClobberMemory();
   }
   openblas_set_num_threads(g_threads);

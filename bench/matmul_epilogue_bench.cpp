@@ -65,7 +65,7 @@
 #include "ir/tensor.h"
 #include "ops/op_builder.h"
 #include "runtime/executor.h"
-#include "runtime/thread_pool.h"
+#include "ir/thread_pool.h"
 #include "target/target.h"
 
 namespace {
@@ -320,7 +320,7 @@ void BM_kiln(benchmark::State &state, MmShape s, Variant v) {
 
 // The epilogue alone: the same compiled kernel called directly (loaded with
 // KernelLoader) on a ready f32 accumulator of the whole [M, N] result, in
-// tiles of ExecutorOptions::tile_elements / N rows on a runtime::ThreadPool
+// tiles of ExecutorOptions::tile_elements / N rows on a ThreadPool
 // (one thread per core). The accumulator is read from memory, as in the
 // executor, where each thread's row block (256+ rows x N f32) outgrows L2
 // before its epilogue runs.
@@ -365,7 +365,7 @@ void BM_epilogue(benchmark::State &state, MmShape s, Variant v) {
   buffers.push_back(out.data());
   bytes += static_cast<double>(acc.size() * sizeof(float) + out.byteSize());
 
-  runtime::ThreadPool pool;
+  ThreadPool pool;
   std::vector<std::vector<uint64_t>> scratch(
       static_cast<size_t>(pool.size()), std::vector<uint64_t>(static_cast<size_t>(std::max<int64_t>(
                                             1, program.scratchElementsPerRow()))));

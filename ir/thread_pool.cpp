@@ -1,6 +1,6 @@
-#include "runtime/thread_pool.h"
+#include "ir/thread_pool.h"
 
-namespace kiln::runtime {
+namespace kiln {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0)
@@ -71,4 +71,4 @@ void ThreadPool::parallelFor(int64_t tasks,
   job_ = nullptr;
 }
 
-} // namespace kiln::runtime
+} // namespace kiln

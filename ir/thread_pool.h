@@ -1,6 +1,8 @@
-// A fixed set of worker threads for the tiles of one kernel at a time. The
-// host's cores are shared by all simulated devices, so one pool per process
-// and no nesting: a kernel's tiles never start more threads.
+// A fixed set of worker threads: kiln's one way of running work in parallel
+// on the host. The executor runs a kernel's tiles on one pool per process
+// (the host's cores are shared by all simulated devices, and a kernel's tiles
+// never start more threads); the kernel compiler runs LLVM on one per
+// compile.
 #pragma once
 
 #include <condition_variable>
@@ -9,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace kiln::runtime {
+namespace kiln {
 
 class ThreadPool {
 public:
@@ -38,4 +40,4 @@ private:
   bool stop_ = false;
 };
 
-} // namespace kiln::runtime
+} // namespace kiln

@@ -20,7 +20,7 @@
 #include "runtime/device.h"
 #include "runtime/float_status.h"
 #include "runtime/profiler.h"
-#include "runtime/thread_pool.h"
+#include "ir/thread_pool.h"
 
 namespace kiln::runtime {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ir/tensor.h"
-#include "runtime/thread_pool.h"
+#include "ir/thread_pool.h"
 
 namespace kiln::runtime {
 

@@ -34,7 +34,7 @@
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/profiler.h"
-#include "runtime/thread_pool.h"
+#include "ir/thread_pool.h"
 #include "runtime/token_data.h"
 #include "runtime/trace.h"
 

@@ -1,6 +1,5 @@
 #include "compiler/codegen/kernel_compiler.h"
 
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -9,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "compiler/codegen/kernel_dump.h"
+#include "ir/thread_pool.h"
 #include "ops/op_registry.h"
 #include "passes/fusion/fusion_group_util.h"
 
@@ -20,21 +20,6 @@ namespace kiln::codegen {
 namespace {
 
 std::string symbolFor(const std::string &key) { return "kiln_kernel_" + key.substr(0, 32); }
-
-// Runs fn(i) for i in [0, n) on `threads` threads.
-template <typename Fn> void parallelFor(size_t n, int threads, Fn fn) {
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < n; i = next++)
-      fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads && static_cast<size_t>(t) < n; ++t)
-    pool.emplace_back(worker);
-  worker();
-  for (std::thread &t : pool)
-    t.join();
-}
 
 } // namespace
 
@@ -274,7 +259,8 @@ Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Targe
   const int threads =
       options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   std::mutex cache_mutex; // KernelCache instances are not shared between threads
-  parallelFor(unique_inputs.size(), threads, [&](size_t i) {
+  ThreadPool pool(static_cast<int>(std::min<size_t>(threads, std::max<size_t>(1, unique_inputs.size()))));
+  pool.parallelFor(static_cast<int64_t>(unique_inputs.size()), [&](int64_t i, int) {
     const CompiledKernel &k = *representative[i];
     const cache::CacheKey &key = out.object_keys[i] = cache::makeCacheKey(unique_inputs[i]);
     if (options.cache) {

@@ -45,7 +45,7 @@ Expected<ops::TensorMap> execute(const Graph &graph, codegen::CompiledKernels ke
   std::unique_ptr<runtime::Profiler> profiler;
   if (!profile_dir.empty()) {
     KILN_RETURN_IF_ERROR(runtime::createProfileDir(profile_dir));
-    runtime::ThreadPool pool;
+    ThreadPool pool;
     profiler = std::make_unique<runtime::Profiler>(runtime::measureHostRoofline(pool));
   }
   const int program = profiler ? profiler->addProgram("run", graph, kernels) : -1;

@@ -15,6 +15,7 @@
 
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "passes/verdict.h"
 
 namespace kiln::passes {
 
@@ -64,16 +65,17 @@ struct PassResult {
   void reject(const Node &node, std::string reason) {
     rejections.push_back({node.name, std::move(reason)});
   }
+  void reject(const Node &node, const Verdict &verdict) { reject(node, verdict.reason()); }
 };
 
 class Pass {
 public:
   virtual ~Pass() = default;
   virtual const PassInfo &info() const = 0;
-  // Why the pass can do nothing for the job's target (e.g. "ascend910 has no
-  // FixPipe"); empty when it applies. A pass that does not apply still
-  // appears in the report, with effect_times 0 and this reason.
-  virtual std::string notApplicableReason(const PassContext &ctx) const { return {}; }
+  // Whether the pass can do anything for the job; when not, why (e.g.
+  // "ascend910 has no FixPipe"). A pass that does not apply still appears
+  // in the report, with effect_times 0 and this reason.
+  virtual Verdict appliesTo(const PassContext &ctx) const { return Verdict::allow(); }
   // Rewrites `graph` in place. The graph may be left with erased nodes and
   // out-of-order appended nodes: the pass manager compacts and verifies it.
   virtual Expected<PassResult> run(Graph &graph, const PassContext &ctx) const = 0;

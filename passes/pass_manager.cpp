@@ -160,7 +160,7 @@ Expected<PipelineReport> PassManager::run(Graph &graph) const {
     record.group = info.group;
     record.enabled = context_.isEnabled(info.name, info.default_on);
     record.decided_by = context_.decidedBy(info.name);
-    record.not_applicable = pass->notApplicableReason(context_);
+    record.not_applicable = pass->appliesTo(context_).reason();
     // A pass that cannot apply to the target is reported, not run.
     if (record.enabled && record.not_applicable.empty()) {
       if (wants(instrumentation_.print_before, info.name))

@@ -12,13 +12,13 @@ json jobToJson(const ResolvedJob &job) {
   json passes = json::array();
   for (const passes::Pass *p : job.registry->ordered()) {
     const passes::PassInfo &info = p->info();
-    const std::string why_not = p->notApplicableReason(ctx);
+    const bool applies = p->appliesTo(ctx).allowed();
     json entry{{"name", info.name},
                {"group", std::string(passes::passGroupName(info.group))},
                {"enabled", ctx.isEnabled(info.name, info.default_on)},
                {"default", info.default_on},
                {"decided_by", ctx.decidedBy(info.name)},
-               {"applicable", why_not.empty()}};
+               {"applicable", applies}};
     passes.push_back(std::move(entry));
   }
   json white = json::array(), black = json::array();

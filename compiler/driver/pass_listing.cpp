@@ -12,7 +12,7 @@ namespace {
 json passEntry(const passes::Pass &pass, const ResolvedJob &job) {
   const passes::PassInfo &info = pass.info();
   const passes::PassContext &ctx = *job.context;
-  std::string reason = pass.notApplicableReason(ctx);
+  const passes::Verdict applies = pass.appliesTo(ctx);
   json e{{"name", info.name},
          {"group", std::string(passes::passGroupName(info.group))},
          {"priority", info.priority},
@@ -20,13 +20,13 @@ json passEntry(const passes::Pass &pass, const ResolvedJob &job) {
          {"may_disable", info.may_disable},
          {"enabled", ctx.isEnabled(info.name, info.default_on)},
          {"decided_by", ctx.decidedBy(info.name)},
-         {"applicable", reason.empty()},
+         {"applicable", applies.allowed()},
          {"summary", info.summary},
          {"description", info.description}};
   if (!info.may_disable)
     e["required_because"] = info.required_because;
-  if (!reason.empty())
-    e["reason"] = reason;
+  if (!applies)
+    e["reason"] = applies.reason();
   return e;
 }
 
@@ -93,8 +93,8 @@ std::string passesToMarkdown(const passes::PassRegistry &registry) {
     if (!info.may_disable)
       os << "May not be disabled: " << info.required_because << ".\n\n";
     for (const target::Target &t : targets) {
-      std::string why = p->notApplicableReason(passes::PassContext(t, {}));
-      os << "- " << t.name << ": " << (why.empty() ? "applies" : why) << "\n";
+      const passes::Verdict applies = p->appliesTo(passes::PassContext(t, {}));
+      os << "- " << t.name << ": " << (applies ? "applies" : applies.reason()) << "\n";
     }
   }
   return os.str();

@@ -68,19 +68,19 @@ public:
       if (node.group != kNoGroup) {
         // Groups this pass made were decided already, with their own report lines.
         if (graph_.group(node.group).formed_by != kPassName)
-          reject(node, alreadyGrouped(graph_, {c}), "already_grouped");
+          reject(node, checkUngrouped(graph_, {c}).reason(), "already_grouped");
         continue;
       }
       members.push_back(c);
-      if (std::string why = convexityViolation(view_, members); !why.empty()) {
+      if (Verdict why = checkConvex(view_, members); !why) {
         members.pop_back();
-        reject(node, "joining '" + group + "': " + why, "convexity_rejections");
+        reject(node, "joining '" + group + "': " + why.reason(), "convexity_rejections");
         continue;
       }
       UbUsage usage = ubUsage(view_, members, target_.vector_tile_elements);
-      if (std::string why = ubBudgetViolation(usage, target_); !why.empty()) {
+      if (Verdict why = checkUbBudget(usage, target_); !why) {
         members.pop_back();
-        reject(node, "joining '" + group + "': the kernel " + why, "budget_rejections");
+        reject(node, "joining '" + group + "': the kernel " + why.reason(), "budget_rejections");
         continue;
       }
       pushNeighbours(c);

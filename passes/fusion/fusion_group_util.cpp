@@ -41,7 +41,7 @@ void absorbPrivateFills(const FusionView &view, std::vector<NodeId> &members) {
     }
 }
 
-std::string convexityViolation(const FusionView &view, const std::vector<NodeId> &members) {
+Verdict checkConvex(const FusionView &view, const std::vector<NodeId> &members) {
   const Graph &graph = view.graph();
   std::unordered_set<NodeId> inside(members.begin(), members.end());
   NodeId last = *std::max_element(members.begin(), members.end());
@@ -60,23 +60,25 @@ std::string convexityViolation(const FusionView &view, const std::vector<NodeId>
     for (ValueId v : graph.node(n).outputs)
       for (NodeId u : view.users(v)) {
         if (inside.count(u))
-          return "the result would not be one kernel: a path leaves the group through '" +
-                 graph.node(n).name + "' and comes back into '" + graph.node(u).name + "'";
+          return Verdict::forbid(
+              "the result would not be one kernel: a path leaves the group through '" +
+              graph.node(n).name + "' and comes back into '" + graph.node(u).name + "'");
         if (u < last && seen.insert(u).second)
           stack.push_back(u);
       }
   }
-  return {};
+  return Verdict::allow();
 }
 
-std::string alreadyGrouped(const Graph &graph, const std::vector<NodeId> &members) {
+Verdict checkUngrouped(const Graph &graph, const std::vector<NodeId> &members) {
   for (NodeId m : members) {
     GroupId g = graph.node(m).group;
     if (g != kNoGroup)
-      return "'" + graph.node(m).name + "' is already in fused group '" + graph.group(g).name +
-             "' (formed by " + graph.group(g).formed_by + ")";
+      return Verdict::forbid("'" + graph.node(m).name + "' is already in fused group '" +
+                             graph.group(g).name + "' (formed by " + graph.group(g).formed_by +
+                             ")");
   }
-  return {};
+  return Verdict::allow();
 }
 
 GroupId formGroup(Graph &graph, const std::vector<NodeId> &members, NodeId anchor,

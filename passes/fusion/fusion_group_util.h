@@ -6,6 +6,7 @@
 
 #include "ir/graph.h"
 #include "passes/pass.h"
+#include "passes/verdict.h"
 
 namespace kiln::passes {
 
@@ -39,14 +40,14 @@ bool isSplat(const FusionView &view, ValueId v);
 // splat as a scalar input.
 void absorbPrivateFills(const FusionView &view, std::vector<NodeId> &members);
 
-// Empty when `members` (distinct, ungrouped nodes) may form one kernel: the
-// set is convex (no path leaves it and comes back). Otherwise the reason,
+// Allows `members` (distinct, ungrouped nodes) to form one kernel when the
+// set is convex (no path leaves it and comes back); otherwise forbids,
 // naming the node through which the path runs.
-std::string convexityViolation(const FusionView &view, const std::vector<NodeId> &members);
+Verdict checkConvex(const FusionView &view, const std::vector<NodeId> &members);
 
-// Empty when no member belongs to a group yet; otherwise "'<node>' is already
-// in fused group '<group>' (formed by <pass>)".
-std::string alreadyGrouped(const Graph &graph, const std::vector<NodeId> &members);
+// Allows when no member belongs to a group yet; otherwise "'<node>' is
+// already in fused group '<group>' (formed by <pass>)".
+Verdict checkUngrouped(const Graph &graph, const std::vector<NodeId> &members);
 
 // Makes `members` one group named "fused.<anchor's name>", formed by `pass`.
 GroupId formGroup(Graph &graph, const std::vector<NodeId> &members, NodeId anchor,

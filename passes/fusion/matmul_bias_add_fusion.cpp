@@ -50,8 +50,8 @@ BiasUse findBiasUse(const FusionView &view, const Node &mm) {
   if (add.op != "BiasAdd" && add.op != "Add")
     return {kNoNode, kNoValue,
             what + " is followed by " + describeNode(add) + ", not by BiasAdd or Add"};
-  if (std::string grouped = alreadyGrouped(graph, {users[0]}); !grouped.empty())
-    return {kNoNode, kNoValue, grouped};
+  if (Verdict grouped = checkUngrouped(graph, {users[0]}); !grouped)
+    return {kNoNode, kNoValue, grouped.reason()};
   // BiasAdd's bias is its second input; Add's may be either.
   const bool first = add.inputs[0] == c, second = add.inputs[1] == c;
   if (first && second)
@@ -61,24 +61,24 @@ BiasUse findBiasUse(const FusionView &view, const Node &mm) {
   return {users[0], first ? add.inputs[1] : add.inputs[0], {}};
 }
 
-// Empty when `bias` may become `mm`'s bias input (CANN's conditions).
-std::string biasConditions(const Graph &graph, const Node &mm, const Node &add, ValueId bias) {
+// Allows when `bias` may become `mm`'s bias input (CANN's conditions).
+Verdict checkBias(const Graph &graph, const Node &mm, const Node &add, ValueId bias) {
   const TensorType &c = graph.type(mm.outputs[0]);
   const TensorType &b = graph.type(bias);
   const std::string what = describeNode(mm) + " + " + describeNode(add);
   if (c.rank() != 2)
-    return what + ": the result " + typeToString(c) +
-           " is not 2-D; the bias folds only into a 2-D MatMul";
+    return Verdict::forbid(what + ": the result " + typeToString(c) +
+                           " is not 2-D; the bias folds only into a 2-D MatMul");
   if (b.rank() != 1)
-    return what + ": the operand " + graph.valueName(bias) + " " + typeToString(b) +
-           " is not a 1-D bias";
+    return Verdict::forbid(what + ": the operand " + graph.valueName(bias) + " " + typeToString(b) +
+                           " is not a 1-D bias");
   if (b.shape[0] != c.shape[1])
-    return what + ": the bias length " + std::to_string(b.shape[0]) +
-           " is not the result's last dimension " + std::to_string(c.shape[1]);
+    return Verdict::forbid(what + ": the bias length " + std::to_string(b.shape[0]) +
+                           " is not the result's last dimension " + std::to_string(c.shape[1]));
   if (b.dtype != c.dtype)
-    return what + ": the bias dtype " + std::string(dtypeName(b.dtype)) + " is not the result's " +
-           std::string(dtypeName(c.dtype));
-  return {};
+    return Verdict::forbid(what + ": the bias dtype " + std::string(dtypeName(b.dtype)) +
+                           " is not the result's " + std::string(dtypeName(c.dtype)));
+  return Verdict::allow();
 }
 
 } // namespace
@@ -113,7 +113,7 @@ public:
         continue;
       ++result.match_times;
       const Node &mm = graph.node(id);
-      if (std::string grouped = alreadyGrouped(graph, {id}); !grouped.empty()) {
+      if (Verdict grouped = checkUngrouped(graph, {id}); !grouped) {
         result.reject(mm, grouped);
         continue;
       }
@@ -123,7 +123,7 @@ public:
         continue;
       }
       const Node &add = graph.node(use.add);
-      if (std::string why = biasConditions(graph, mm, add, use.bias); !why.empty()) {
+      if (Verdict why = checkBias(graph, mm, add, use.bias); !why) {
         result.reject(mm, why);
         continue;
       }

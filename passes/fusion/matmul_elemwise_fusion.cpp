@@ -56,9 +56,10 @@ public:
     std::vector<NodeId> links(chain.walked.begin() + 1, chain.walked.end());
     links.push_back(id);
     UbUsage usage = ubUsage(view_, links, target_.vector_tile_elements);
-    if (std::string why = ubBudgetViolation(usage, target_); !why.empty()) {
+    if (Verdict why = checkUbBudget(usage, target_); !why) {
       cut_by_ub_ = true;
-      return LinkVerdict::stop(describeNode(next) + " does not fit in the UB: the epilogue " + why);
+      return LinkVerdict::stop(describeNode(next) + " does not fit in the UB: the epilogue " +
+                               why.reason());
     }
     return LinkVerdict::take();
   }
@@ -103,7 +104,7 @@ public:
         continue;
       ++result.match_times;
       const Node &mm = graph.node(id);
-      if (std::string grouped = alreadyGrouped(graph, {id}); !grouped.empty()) {
+      if (Verdict grouped = checkUngrouped(graph, {id}); !grouped) {
         result.reject(mm, grouped);
         continue;
       }
@@ -113,7 +114,7 @@ public:
         result.reject(mm, "no elementwise epilogue: " + chain.stop_reason);
         continue;
       }
-      if (std::string why = convexityViolation(view, chain.members); !why.empty()) {
+      if (Verdict why = checkConvex(view, chain.members); !why) {
         result.reject(mm, why);
         continue;
       }

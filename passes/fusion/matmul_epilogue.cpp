@@ -58,8 +58,8 @@ EpilogueChain walkEpilogue(const FusionView &view, NodeId anchor, const LinkFn &
     if (!chain.stop_reason.empty())
       break;
     const Node &link = graph.node(next);
-    if (std::string grouped = alreadyGrouped(graph, {next}); !grouped.empty()) {
-      chain.stop_reason = grouped;
+    if (Verdict grouped = checkUngrouped(graph, {next}); !grouped) {
+      chain.stop_reason = grouped.reason();
       break;
     }
     // The pass's verdict first: it names the op and the pass's own condition.

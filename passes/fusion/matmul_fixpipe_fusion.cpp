@@ -88,11 +88,11 @@ public:
     return info;
   }
 
-  std::string notApplicableReason(const PassContext &ctx) const override {
+  Verdict appliesTo(const PassContext &ctx) const override {
     if (ctx.target().fixpipe.present)
-      return {};
-    return "target " + ctx.target().name + " has no FixPipe (fix_pipe_l0c2out); " + kPassName +
-           " fuses nothing there";
+      return Verdict::allow();
+    return Verdict::forbid("target " + ctx.target().name + " has no FixPipe (fix_pipe_l0c2out); " +
+                           kPassName + " fuses nothing there");
   }
 
   Expected<PassResult> run(Graph &graph, const PassContext &ctx) const override {
@@ -104,7 +104,7 @@ public:
         continue;
       ++result.match_times;
       const Node &mm = graph.node(id);
-      if (std::string grouped = alreadyGrouped(graph, {id}); !grouped.empty()) {
+      if (Verdict grouped = checkUngrouped(graph, {id}); !grouped) {
         result.reject(mm, grouped);
         continue;
       }
@@ -115,7 +115,7 @@ public:
         result.reject(mm, "no FixPipe epilogue: " + chain.stop_reason);
         continue;
       }
-      if (std::string why = convexityViolation(view, chain.members); !why.empty()) {
+      if (Verdict why = checkConvex(view, chain.members); !why) {
         result.reject(mm, why);
         continue;
       }

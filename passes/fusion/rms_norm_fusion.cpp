@@ -315,11 +315,10 @@ private:
   // Forms `members` as one group unless a member is grouped or it is not convex.
   static bool form(Graph &graph, const FusionView &view, std::vector<NodeId> members, NodeId anchor,
                    const char *kernel, PassResult &result) {
-    std::string why = alreadyGrouped(graph, members);
-    if (why.empty())
-      why = convexityViolation(view, members);
-    if (!why.empty()) {
-      result.reject(graph.node(anchor), why);
+    const Verdict verdict =
+        checkUngrouped(graph, members).andThen([&] { return checkConvex(view, members); });
+    if (!verdict) {
+      result.reject(graph.node(anchor), verdict);
       return false;
     }
     absorbPrivateFills(view, members);
@@ -337,10 +336,10 @@ private:
     }
     std::vector<NodeId> members = f.core();
     if (f.cast_in != kNoNode) {
-      if (std::string why = alreadyGrouped(graph, {f.cast_in}); why.empty())
+      if (Verdict why = checkUngrouped(graph, {f.cast_in}); why)
         members.push_back(f.cast_in);
       else
-        result.reject(graph.node(f.cast_in), "left out of the rms_norm kernel: " + why);
+        result.reject(graph.node(f.cast_in), "left out of the rms_norm kernel: " + why.reason());
     }
     if (form(graph, view, members, mean, "rms_norm", result))
       ++result.statistics["forward_groups"];

@@ -24,14 +24,15 @@ constexpr const char *kPassName = "SoftmaxFusionPass";
 
 std::string describe(const Node &node) { return node.op + " '" + node.name + "'"; }
 
-// Why a Softmax/SoftmaxGrad does not work on rows of its last axis, or empty.
-std::string notLastAxis(const Graph &g, const Node &node) {
+// Allows a Softmax/SoftmaxGrad that works on rows of its last axis.
+Verdict checkLastAxis(const Graph &g, const Node &node) {
   int64_t rank = g.type(node.inputs[0]).rank();
   int64_t axis = node.attrs.getInt("axis");
   if (axis == rank - 1 || axis == -1)
-    return {};
-  return describe(node) + " normalises axis " + std::to_string(axis) + " of a rank-" +
-         std::to_string(rank) + " input; the kernel works on rows of the last axis";
+    return Verdict::allow();
+  return Verdict::forbid(describe(node) + " normalises axis " + std::to_string(axis) +
+                         " of a rank-" + std::to_string(rank) +
+                         " input; the kernel works on rows of the last axis");
 }
 
 // The scaled operand of Div(x, splat) or Mul(x, splat)/Mul(splat, x), else kNoValue.
@@ -82,15 +83,16 @@ public:
   }
 
 private:
-  // Checks the anchor itself: last axis, not grouped. Empty when it may be fused.
-  static std::string anchorProblem(const Graph &graph, NodeId anchor) {
-    std::string why = notLastAxis(graph, graph.node(anchor));
-    return why.empty() ? alreadyGrouped(graph, {anchor}) : why;
+  // Checks the anchor itself: last axis, not grouped.
+  static Verdict checkAnchor(const Graph &graph, NodeId anchor) {
+    return checkLastAxis(graph, graph.node(anchor)).andThen([&] {
+      return checkUngrouped(graph, {anchor});
+    });
   }
 
   static bool form(Graph &graph, const FusionView &view, std::vector<NodeId> members, NodeId anchor,
                    const char *kernel, PassResult &result) {
-    if (std::string why = convexityViolation(view, members); !why.empty()) {
+    if (Verdict why = checkConvex(view, members); !why) {
       result.reject(graph.node(anchor), why);
       return false;
     }
@@ -103,15 +105,16 @@ private:
   static void fuseForward(Graph &graph, const FusionView &view, NodeId sm, PassResult &result) {
     ++result.match_times;
     const Node &s = graph.node(sm);
-    if (std::string why = anchorProblem(graph, sm); !why.empty())
+    if (Verdict why = checkAnchor(graph, sm); !why)
       return result.reject(s, why);
     std::vector<NodeId> members{sm};
     std::string stopped; // why the prologue ends where it does
     ValueId v = s.inputs[0];
     auto take = [&](NodeId p) {
-      if (std::string why = alreadyGrouped(graph, {p}); !why.empty()) {
-        stopped = why;
-        result.reject(graph.node(p), "left out of the softmax kernel of '" + s.name + "': " + why);
+      if (Verdict why = checkUngrouped(graph, {p}); !why) {
+        stopped = why.reason();
+        result.reject(graph.node(p),
+                      "left out of the softmax kernel of '" + s.name + "': " + why.reason());
         return false;
       }
       members.push_back(p);
@@ -144,7 +147,7 @@ private:
   static void fuseBackward(Graph &graph, const FusionView &view, NodeId sg, PassResult &result) {
     ++result.match_times;
     const Node &anchor = graph.node(sg);
-    if (std::string why = anchorProblem(graph, sg); !why.empty())
+    if (Verdict why = checkAnchor(graph, sg); !why)
       return result.reject(anchor, why);
     const Shape &rows = graph.type(anchor.outputs[0]).shape;
     std::vector<NodeId> members{sg};
@@ -178,14 +181,16 @@ private:
       const Node &node = graph.node(c);
       if (node.op == "Fill" || !onRows(node))
         continue;
-      if (std::string why = alreadyGrouped(graph, {c}); !why.empty()) {
-        result.reject(node, "left out of the softmax_grad kernel of '" + anchor.name + "': " + why);
+      if (Verdict why = checkUngrouped(graph, {c}); !why) {
+        result.reject(node, "left out of the softmax_grad kernel of '" + anchor.name +
+                                "': " + why.reason());
         continue;
       }
       members.push_back(c);
-      if (std::string why = convexityViolation(view, members); !why.empty()) {
+      if (Verdict why = checkConvex(view, members); !why) {
         members.pop_back();
-        result.reject(node, "left out of the softmax_grad kernel of '" + anchor.name + "': " + why);
+        result.reject(node, "left out of the softmax_grad kernel of '" + anchor.name +
+                                "': " + why.reason());
         continue;
       }
       inside.insert(c);

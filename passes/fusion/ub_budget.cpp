@@ -38,14 +38,15 @@ UbUsage ubUsage(const FusionView &view, const std::vector<NodeId> &members, int6
   return usage;
 }
 
-std::string ubBudgetViolation(const UbUsage &usage, const target::Target &target) {
+Verdict checkUbBudget(const UbUsage &usage, const target::Target &target) {
   if (usage.bytes <= target.memory.ub_bytes)
-    return {};
-  return "needs " + std::to_string(usage.bytes) + " bytes of UB (" + std::to_string(usage.inputs) +
-         " inputs and " + std::to_string(usage.outputs) + " outputs double-buffered, " +
-         std::to_string(usage.intermediates) + " intermediates, tiles of " +
-         std::to_string(target.vector_tile_elements) + " elements), more than the " +
-         std::to_string(target.memory.ub_bytes) + " bytes of " + target.name;
+    return Verdict::allow();
+  return Verdict::forbid(
+      "needs " + std::to_string(usage.bytes) + " bytes of UB (" + std::to_string(usage.inputs) +
+      " inputs and " + std::to_string(usage.outputs) + " outputs double-buffered, " +
+      std::to_string(usage.intermediates) + " intermediates, tiles of " +
+      std::to_string(target.vector_tile_elements) + " elements), more than the " +
+      std::to_string(target.memory.ub_bytes) + " bytes of " + target.name);
 }
 
 } // namespace kiln::passes

@@ -37,7 +37,7 @@ struct UbUsage {
 // The buffers `members` (distinct nodes) need with tiles of `tile_elements`.
 UbUsage ubUsage(const FusionView &view, const std::vector<NodeId> &members, int64_t tile_elements);
 
-// Empty when `usage` fits `target`'s UB; otherwise why not, with the numbers.
-std::string ubBudgetViolation(const UbUsage &usage, const target::Target &target);
+// Allows when `usage` fits `target`'s UB; otherwise says why not, with the numbers.
+Verdict checkUbBudget(const UbUsage &usage, const target::Target &target);
 
 } // namespace kiln::passes

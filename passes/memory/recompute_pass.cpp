@@ -264,10 +264,10 @@ const PassInfo &RecomputePass::info() const {
   return info;
 }
 
-std::string RecomputePass::notApplicableReason(const PassContext &ctx) const {
+Verdict RecomputePass::appliesTo(const PassContext &ctx) const {
   if (ctx.recompute().mode == RecomputeMode::None)
-    return "the job recomputes nothing (--recompute none)";
-  return {};
+    return Verdict::forbid("the job recomputes nothing (--recompute none)");
+  return Verdict::allow();
 }
 
 Expected<PassResult> RecomputePass::run(Graph &graph, const PassContext &ctx) const {

@@ -24,7 +24,7 @@ PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings)
 class RecomputePass final : public Pass {
 public:
   const PassInfo &info() const override;
-  std::string notApplicableReason(const PassContext &ctx) const override;
+  Verdict appliesTo(const PassContext &ctx) const override;
   Expected<PassResult> run(Graph &graph, const PassContext &ctx) const override;
 };
 

@@ -30,8 +30,9 @@ Graph smallGraph() {
 class NeedsFixPipe : public FakePass {
 public:
   NeedsFixPipe() : FakePass(fakeInfo("NeedsFixPipe", PassGroup::UBFusion, 5)) {}
-  std::string notApplicableReason(const PassContext &ctx) const override {
-    return ctx.target().fixpipe.present ? "" : "no FixPipe on " + ctx.target().name;
+  Verdict appliesTo(const PassContext &ctx) const override {
+    return ctx.target().fixpipe.present ? Verdict::allow()
+                                        : Verdict::forbid("no FixPipe on " + ctx.target().name);
   }
 };
 

@@ -189,24 +189,24 @@ Expected<std::vector<Match>> matchStructure(const Graph &graph, const Pattern &p
   return StructureMatcher(graph, pattern, limit, budget).run(root);
 }
 
-std::string constraintViolation(const Graph &graph, const Pattern &pattern, const Match &match) {
+Verdict checkConstraints(const Graph &graph, const Pattern &pattern, const Match &match) {
   for (size_t p = 0; p < pattern.nodes.size(); ++p) {
     const Node &node = graph.node(match.nodes[p]);
     std::string why =
         check(graph, pattern, match, pattern.nodes[p].constraints, node.outputs[0], &node);
     if (!why.empty())
-      return why;
+      return Verdict::forbid(std::move(why));
   }
   for (size_t w = 0; w < pattern.wildcards.size(); ++w) {
     std::string why =
         check(graph, pattern, match, pattern.wildcards[w].constraints, match.wildcards[w], nullptr);
     if (!why.empty())
-      return why;
+      return Verdict::forbid(std::move(why));
   }
-  return {};
+  return Verdict::allow();
 }
 
-std::string fusionViolation(const FusionView &view, const Pattern &pattern, const Match &match) {
+Verdict checkFusible(const FusionView &view, const Pattern &pattern, const Match &match) {
   const Graph &graph = view.graph();
   const std::vector<NodeId> members = match.members();
   std::unordered_set<NodeId> inside(members.begin(), members.end());
@@ -217,18 +217,16 @@ std::string fusionViolation(const FusionView &view, const Pattern &pattern, cons
     for (ValueId v : node.outputs) {
       for (NodeId user : view.users(v))
         if (!inside.count(user))
-          return "'" + node.name + "' is also used by '" + graph.node(user).name +
-                 "' outside the pattern";
+          return Verdict::forbid("'" + node.name + "' is also used by '" + graph.node(user).name +
+                                 "' outside the pattern");
       if (view.isGraphOutput(v))
         for (const GraphOutput &out : graph.outputs())
           if (out.value == v)
-            return "'" + node.name + "' is also used by graph output '" + out.name +
-                   "' outside the pattern";
+            return Verdict::forbid("'" + node.name + "' is also used by graph output '" + out.name +
+                                   "' outside the pattern");
     }
   }
-  if (std::string why = alreadyGrouped(graph, members); !why.empty())
-    return why;
-  return convexityViolation(view, members);
+  return checkUngrouped(graph, members).andThen([&] { return checkConvex(view, members); });
 }
 
 } // namespace kiln::passes::rules

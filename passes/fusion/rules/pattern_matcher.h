@@ -40,10 +40,10 @@ inline constexpr size_t kMatchStepBudget = 1'000'000;
 Expected<std::vector<Match>> matchStructure(const Graph &graph, const Pattern &pattern, NodeId root,
                                             size_t limit = 16, size_t budget = kMatchStepBudget);
 
-// Empty when every constraint holds; otherwise which one failed, by JSON path.
-std::string constraintViolation(const Graph &graph, const Pattern &pattern, const Match &match);
+// Allows when every constraint holds; otherwise says which one failed, by JSON path.
+Verdict checkConstraints(const Graph &graph, const Pattern &pattern, const Match &match);
 
-// Empty when the match may become one kernel; otherwise why not.
-std::string fusionViolation(const FusionView &view, const Pattern &pattern, const Match &match);
+// Allows when the match may become one kernel; otherwise says why not.
+Verdict checkFusible(const FusionView &view, const Pattern &pattern, const Match &match);
 
 } // namespace kiln::passes::rules

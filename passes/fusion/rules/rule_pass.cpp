@@ -27,15 +27,15 @@ Expected<PassResult> applyFusionRule(Graph &graph, const FusionRule &rule) {
     std::string first_reason;
     const Match *chosen = nullptr;
     for (const Match &m : matches) {
-      std::string why = constraintViolation(graph, pattern, m);
-      if (why.empty())
-        why = fusionViolation(view, pattern, m);
-      if (why.empty()) {
+      const Verdict verdict = checkConstraints(graph, pattern, m).andThen([&] {
+        return checkFusible(view, pattern, m);
+      });
+      if (verdict) {
         chosen = &m;
         break;
       }
       if (first_reason.empty())
-        first_reason = std::move(why);
+        first_reason = verdict.reason();
     }
     if (!chosen) {
       result.reject(graph.node(n), std::move(first_reason));

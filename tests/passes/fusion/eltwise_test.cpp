@@ -241,7 +241,7 @@ TEST(EltwiseFusion, EveryKernelOfQwen14BFitsTheUb) {
   for (size_t i = 0; i < members.size(); ++i) {
     EXPECT_GE(members[i].size(), 2u) << train->groups()[i].name;
     passes::UbUsage u = passes::ubUsage(view, members[i], target->vector_tile_elements);
-    EXPECT_EQ(passes::ubBudgetViolation(u, *target), "") << train->groups()[i].name;
+    EXPECT_EQ(passes::checkUbBudget(u, *target).reason(), "") << train->groups()[i].name;
   }
 }
 

@@ -63,9 +63,9 @@ TEST(UbBudget, FitsUpToTheTargetsUbAndSaysWhyNot) {
   target::Target t = loadOrFail("ascend910b");
   UbUsage fits;
   fits.bytes = t.memory.ub_bytes;
-  EXPECT_EQ(ubBudgetViolation(fits, t), "");
+  EXPECT_EQ(checkUbBudget(fits, t).reason(), "");
   UbUsage over{t.memory.ub_bytes + 1, 1, 2, 3};
-  std::string why = ubBudgetViolation(over, t);
+  std::string why = checkUbBudget(over, t).reason();
   EXPECT_TRUE(kiln::testing::mentions(
       why,
       {"needs " + std::to_string(t.memory.ub_bytes + 1) + " bytes of UB", "1 inputs", "2 outputs",

@@ -36,20 +36,6 @@ void killPoint() {
     ::kill(::getpid(), SIGKILL);
 }
 
-Status writeAll(int fd, const char *p, size_t left) {
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return Error(std::strerror(errno));
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  return Status::ok();
-}
-
 // Who wrote a temporary file, as it goes into its name: this host's name and
 // the pid namespace (two containers of one host may share a folder and a
 // host name, each with its own pids), so that a pid read back from a name is
@@ -104,6 +90,20 @@ std::string folderOf(const std::string &path) {
 }
 
 } // namespace
+
+Status writeAll(int fd, const char *p, size_t left) {
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return Error(std::strerror(errno));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
 
 std::string temporaryPath(const std::string &path, long pid, long n) {
   return path + ".tmp." + hostTag() + "." + std::to_string(pid) + "." + std::to_string(n);

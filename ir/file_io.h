@@ -32,6 +32,9 @@ inline constexpr size_t kMaxStreamBytes = size_t{1} << 30;
 // file behind, which no reader takes for the real one; the next write of
 // `path` removes it.
 Status writeFileAtomic(const std::string &path, std::string_view contents);
+// Writes all `size` bytes to `fd`, retrying short and interrupted writes; the
+// error is errno's text.
+Status writeAll(int fd, const char *data, size_t size);
 // The temporary file name writeFileAtomic uses for `path`: its `n`-th write
 // in process `pid` of this host.
 std::string temporaryPath(const std::string &path, long pid, long n);

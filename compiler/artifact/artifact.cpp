@@ -13,6 +13,7 @@
 #include "ir/file_io.h"
 #include "ir/file_names.h"
 #include "ir/graph_json.h"
+#include "ir/little_endian.h"
 #include "ir/printable_text.h"
 #include "ops/op_verifier.h"
 
@@ -24,16 +25,6 @@ namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\0'};
 
-void putLE(std::string &out, uint64_t v, int width) {
-  for (int i = 0; i < width; ++i)
-    out.push_back(char(uint8_t(v >> (8 * i))));
-}
-uint64_t getLE(std::string_view bytes, size_t offset, int width) {
-  uint64_t v = 0;
-  for (int i = 0; i < width; ++i)
-    v |= uint64_t(uint8_t(bytes[offset + i])) << (8 * i);
-  return v;
-}
 void putSection(std::string &out, std::string_view section) {
   putLE(out, section.size(), 8);
   out += section;

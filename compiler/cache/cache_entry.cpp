@@ -7,26 +7,12 @@
 
 #include "compiler/cache/sha256.h"
 #include "ir/file_io.h"
+#include "ir/little_endian.h"
 
 namespace kiln::cache {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'K', 'C', 'E', '\0'};
-
-void putU32(std::string &out, uint32_t v) {
-  for (int i = 0; i < 4; ++i)
-    out.push_back(char(uint8_t(v >> (8 * i))));
-}
-void putU64(std::string &out, uint64_t v) {
-  for (int i = 0; i < 8; ++i)
-    out.push_back(char(uint8_t(v >> (8 * i))));
-}
-uint64_t getLE(std::string_view bytes, size_t offset, int width) {
-  uint64_t v = 0;
-  for (int i = 0; i < width; ++i)
-    v |= uint64_t(uint8_t(bytes[offset + i])) << (8 * i);
-  return v;
-}
 
 struct Header {
   uint64_t meta_size = 0;
@@ -98,10 +84,10 @@ std::string encodeEntry(const CacheEntry &entry, std::string_view secret) {
     meta["entry"] = "program";
   const std::string meta_text = meta.dump();
   std::string out(kMagic, sizeof(kMagic));
-  putU32(out, kEntryFormatVersion);
-  putU32(out, 0);
-  putU64(out, meta_text.size());
-  putU64(out, entry.object.size());
+  putLE(out, kEntryFormatVersion, 4);
+  putLE(out, 0, 4);
+  putLE(out, meta_text.size(), 8);
+  putLE(out, entry.object.size(), 8);
   out += meta_text;
   out += entry.object;
   const Sha256::Digest mac = hmacSha256(secret, out);

@@ -22,18 +22,10 @@ Status writeNewFile(const std::string &path, const std::string &bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
     return Error(path + ": cannot create: " + errnoText());
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      const std::string why = errnoText();
-      ::close(fd);
-      ::unlink(path.c_str());
-      return Error(path + ": cannot write: " + why);
-    }
-    done += static_cast<size_t>(n);
+  if (Status written = writeAll(fd, bytes.data(), bytes.size()); !written) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    return Error(path + ": cannot write: " + written.message());
   }
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);

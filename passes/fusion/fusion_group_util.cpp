@@ -90,4 +90,18 @@ GroupId formGroup(Graph &graph, const std::vector<NodeId> &members, NodeId ancho
   return id;
 }
 
+bool formRowKernel(Graph &graph, const FusionView &view, std::vector<NodeId> members, NodeId anchor,
+                   const std::string &kernel, const std::string &pass, PassResult &result) {
+  const Verdict verdict =
+      checkUngrouped(graph, members).andThen([&] { return checkConvex(view, members); });
+  if (!verdict) {
+    result.reject(graph.node(anchor), verdict);
+    return false;
+  }
+  absorbPrivateFills(view, members);
+  formGroup(graph, members, anchor, kernel, pass, Intermediates::F32);
+  ++result.effect_times;
+  return true;
+}
+
 } // namespace kiln::passes

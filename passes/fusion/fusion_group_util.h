@@ -53,4 +53,12 @@ Verdict checkUngrouped(const Graph &graph, const std::vector<NodeId> &members);
 GroupId formGroup(Graph &graph, const std::vector<NodeId> &members, NodeId anchor,
                   const std::string &kernel, const std::string &pass, Intermediates intermediates);
 
+// The row kernels' (rms_norm, softmax and their gradients) last step: unless
+// a member is grouped already or the set is not convex (then the anchor is
+// rejected with the reason), `members` and their private splats become one
+// group of `kernel` keeping its intermediates in f32, and the pass's effect
+// is counted.
+bool formRowKernel(Graph &graph, const FusionView &view, std::vector<NodeId> members, NodeId anchor,
+                   const std::string &kernel, const std::string &pass, PassResult &result);
+
 } // namespace kiln::passes

@@ -16,6 +16,7 @@
 // (192 KiB, 4096-element tiles, 16 KiB in f32) that is nine unary f32 ops, or
 // three with a full-size operand each. CANN's own pass takes one op.
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,12 +34,12 @@ constexpr const char *kPassName = "ATbeMatmulElemwiseFusionPass";
 
 // Decides the links of one chain; the UB account covers the links only, as
 // the cube's operands live in L1/L0, not in the UB.
-class ElemwiseLinks {
+class ElemwiseLinks final : public EpilogueLinks {
 public:
   ElemwiseLinks(const target::Target &target, const FusionView &view)
       : target_(target), view_(view) {}
 
-  LinkVerdict operator()(NodeId id, const EpilogueChain &chain) {
+  LinkVerdict operator()(NodeId id, const EpilogueChain &chain) override {
     const Graph &graph = view_.graph();
     const Node &next = graph.node(id);
     if (next.op == "Reshape")
@@ -64,7 +65,12 @@ public:
     return LinkVerdict::take();
   }
 
-  bool cutByUb() const { return cut_by_ub_; }
+  void count(const EpilogueChain &formed, PassResult &result) const override {
+    result.statistics["epilogue_ops"] += formed.epilogue_ops;
+    result.statistics["reshapes_absorbed"] += formed.views;
+    if (cut_by_ub_)
+      ++result.statistics["chains_cut_by_ub"];
+  }
 
 private:
   const target::Target &target_;
@@ -96,36 +102,11 @@ public:
   }
 
   Expected<PassResult> run(Graph &graph, const PassContext &ctx) const override {
-    PassResult result;
     const target::Target &target = ctx.target();
-    const FusionView view(graph);
-    for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
-      if (graph.isErased(id) || !isCubeOp(graph.node(id)))
-        continue;
-      ++result.match_times;
-      const Node &mm = graph.node(id);
-      if (Verdict grouped = checkUngrouped(graph, {id}); !grouped) {
-        result.reject(mm, grouped);
-        continue;
-      }
-      ElemwiseLinks links(target, view);
-      EpilogueChain chain = walkEpilogue(view, id, std::ref(links));
-      if (chain.epilogue_ops == 0) {
-        result.reject(mm, "no elementwise epilogue: " + chain.stop_reason);
-        continue;
-      }
-      if (Verdict why = checkConvex(view, chain.members); !why) {
-        result.reject(mm, why);
-        continue;
-      }
-      result.statistics["epilogue_ops"] += chain.epilogue_ops;
-      result.statistics["reshapes_absorbed"] += chain.views;
-      if (links.cutByUb())
-        ++result.statistics["chains_cut_by_ub"];
-      formGroup(graph, chain.members, id, "matmul_elemwise", kPassName, Intermediates::Storage);
-      ++result.effect_times;
-    }
-    return result;
+    return runEpilogueFusion(graph, {kPassName, "matmul_elemwise", "elementwise",
+                                     Intermediates::Storage, [&](const FusionView &view) {
+                                       return std::make_unique<ElemwiseLinks>(target, view);
+                                     }});
   }
 };
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,5 +60,29 @@ struct EpilogueChain {
 // fusion group already or has more than one output.
 using LinkFn = std::function<LinkVerdict(NodeId next, const EpilogueChain &so_far)>;
 EpilogueChain walkEpilogue(const FusionView &view, NodeId anchor, const LinkFn &decide);
+
+// One chain's walk for a pass: its verdict on each link, and what it counts
+// of a chain it makes a group.
+class EpilogueLinks {
+public:
+  virtual ~EpilogueLinks() = default;
+  virtual LinkVerdict operator()(NodeId next, const EpilogueChain &so_far) = 0;
+  virtual void count(const EpilogueChain &formed, PassResult &result) const = 0;
+};
+
+struct EpilogueFusion {
+  const char *pass;   // the pass's name, for the groups it forms
+  const char *kernel; // the groups' kernel kind
+  const char *what;   // "FixPipe": the rejection "no FixPipe epilogue: ..."
+  Intermediates intermediates;
+  // Fresh links for the chain of each cube op.
+  std::function<std::unique_ptr<EpilogueLinks>(const FusionView &)> links;
+};
+
+// The loop of the matmul epilogue passes: every MatMul and BatchMatMul not
+// in a group yet walks its epilogue, and a chain of at least one epilogue op
+// that is convex becomes one group; every other candidate is rejected with
+// the reason.
+PassResult runEpilogueFusion(Graph &graph, const EpilogueFusion &fusion);
 
 } // namespace kiln::passes

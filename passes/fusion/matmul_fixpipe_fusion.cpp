@@ -13,6 +13,7 @@
 // BiasAdd after a Reshape that changes the last dimension ends the chain. The
 // group keeps its intermediates in f32 (Intermediates::F32): only the last
 // link's result is rounded, to its own dtype.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,26 @@ LinkVerdict fixpipeLink(const target::Target &target, const Graph &graph, const 
   return LinkVerdict::take();
 }
 
+// FixPipe's verdict on each link; a formed chain counts its epilogue ops by
+// op and the Reshapes it absorbed.
+class FixPipeLinks final : public EpilogueLinks {
+public:
+  FixPipeLinks(const target::Target &target, const Graph &graph) : target_(target), graph_(graph) {}
+  LinkVerdict operator()(NodeId next, const EpilogueChain &so_far) override {
+    return fixpipeLink(target_, graph_, graph_.node(next), so_far);
+  }
+  void count(const EpilogueChain &formed, PassResult &result) const override {
+    for (NodeId m : formed.members)
+      if (m != formed.members.front())
+        ++result.statistics[graph_.node(m).op == "Reshape" ? "reshapes_absorbed"
+                                                           : "epilogue." + graph_.node(m).op];
+  }
+
+private:
+  const target::Target &target_;
+  const Graph &graph_;
+};
+
 } // namespace
 
 class TbeMatmulFixPipeFusionPass final : public Pass {
@@ -96,37 +117,11 @@ public:
   }
 
   Expected<PassResult> run(Graph &graph, const PassContext &ctx) const override {
-    PassResult result;
     const target::Target &target = ctx.target();
-    const FusionView view(graph);
-    for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
-      if (graph.isErased(id) || !isCubeOp(graph.node(id)))
-        continue;
-      ++result.match_times;
-      const Node &mm = graph.node(id);
-      if (Verdict grouped = checkUngrouped(graph, {id}); !grouped) {
-        result.reject(mm, grouped);
-        continue;
-      }
-      EpilogueChain chain = walkEpilogue(view, id, [&](NodeId next, const EpilogueChain &so_far) {
-        return fixpipeLink(target, graph, graph.node(next), so_far);
-      });
-      if (chain.epilogue_ops == 0) {
-        result.reject(mm, "no FixPipe epilogue: " + chain.stop_reason);
-        continue;
-      }
-      if (Verdict why = checkConvex(view, chain.members); !why) {
-        result.reject(mm, why);
-        continue;
-      }
-      for (NodeId m : chain.members)
-        if (m != id)
-          ++result.statistics[graph.node(m).op == "Reshape" ? "reshapes_absorbed"
-                                                            : "epilogue." + graph.node(m).op];
-      formGroup(graph, chain.members, id, "matmul_fixpipe", kPassName, Intermediates::F32);
-      ++result.effect_times;
-    }
-    return result;
+    return runEpilogueFusion(graph, {kPassName, "matmul_fixpipe", "FixPipe", Intermediates::F32,
+                                     [&](const FusionView &view) {
+                                       return std::make_unique<FixPipeLinks>(target, view.graph());
+                                     }});
   }
 };
 

@@ -312,21 +312,6 @@ public:
   }
 
 private:
-  // Forms `members` as one group unless a member is grouped or it is not convex.
-  static bool form(Graph &graph, const FusionView &view, std::vector<NodeId> members, NodeId anchor,
-                   const char *kernel, PassResult &result) {
-    const Verdict verdict =
-        checkUngrouped(graph, members).andThen([&] { return checkConvex(view, members); });
-    if (!verdict) {
-      result.reject(graph.node(anchor), verdict);
-      return false;
-    }
-    absorbPrivateFills(view, members);
-    formGroup(graph, members, anchor, kernel, kPassName, Intermediates::F32);
-    ++result.effect_times;
-    return true;
-  }
-
   static void fuseForward(Graph &graph, const FusionView &view, NodeId mean, PassResult &result) {
     ++result.match_times;
     NormForward f = matchForward(view, mean);
@@ -341,7 +326,7 @@ private:
       else
         result.reject(graph.node(f.cast_in), "left out of the rms_norm kernel: " + why.reason());
     }
-    if (form(graph, view, members, mean, "rms_norm", result))
+    if (formRowKernel(graph, view, members, mean, "rms_norm", kPassName, result))
       ++result.statistics["forward_groups"];
   }
 
@@ -350,7 +335,7 @@ private:
     NormBackward b = matchBackward(view, rg);
     if (!b.rejection.empty())
       return result.reject(graph.node(rg), describe(graph.node(rg)) + ": " + b.rejection);
-    if (form(graph, view, b.members, rg, "rms_norm_grad", result))
+    if (formRowKernel(graph, view, b.members, rg, "rms_norm_grad", kPassName, result))
       ++result.statistics["backward_groups"];
   }
 };

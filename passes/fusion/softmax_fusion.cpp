@@ -90,18 +90,6 @@ private:
     });
   }
 
-  static bool form(Graph &graph, const FusionView &view, std::vector<NodeId> members, NodeId anchor,
-                   const char *kernel, PassResult &result) {
-    if (Verdict why = checkConvex(view, members); !why) {
-      result.reject(graph.node(anchor), why);
-      return false;
-    }
-    absorbPrivateFills(view, members);
-    formGroup(graph, members, anchor, kernel, kPassName, Intermediates::F32);
-    ++result.effect_times;
-    return true;
-  }
-
   static void fuseForward(Graph &graph, const FusionView &view, NodeId sm, PassResult &result) {
     ++result.match_times;
     const Node &s = graph.node(sm);
@@ -140,7 +128,7 @@ private:
       return result.reject(
           s, describe(s) + " has nothing to fuse with" +
                  (stopped.empty() ? ": no scale or CausalMask before it" : ": " + stopped));
-    if (form(graph, view, members, sm, "softmax", result))
+    if (formRowKernel(graph, view, members, sm, "softmax", kPassName, result))
       ++result.statistics["forward_groups"];
   }
 
@@ -199,7 +187,7 @@ private:
     if (members.size() < 2)
       return result.reject(anchor, describe(anchor) +
                                        " has nothing to fuse with: no vector op on its rows");
-    if (form(graph, view, members, sg, "softmax_grad", result))
+    if (formRowKernel(graph, view, members, sg, "softmax_grad", kPassName, result))
       ++result.statistics["backward_groups"];
   }
 };

@@ -160,4 +160,14 @@ CLI::Option *addOptionalOverflowFlag(CLI::App &app, std::optional<OverflowMode> 
       ->type_name("infnan|saturation");
 }
 
+void addModelArgument(CLI::App &cmd, std::string &model, ModelArgument kind,
+                      const std::string &also) {
+  std::string what = kind == ModelArgument::Qwen
+                         ? "config.json or a folder holding it"
+                         : "config.json, a folder holding it" +
+                               std::string(also.empty() ? ", or a kiln graph JSON"
+                                                        : ", a kiln graph JSON, " + also);
+  cmd.add_option("MODEL", model, what)->required();
+}
+
 } // namespace kiln::cli

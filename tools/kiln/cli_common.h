@@ -67,6 +67,14 @@ std::string suggestFlag(const CLI::App &command, const std::string &flag);
 // --disable-pass?)". Call after all of the command's options are added.
 void suggestOnUnknownArguments(CLI::App &command);
 
+// The MODEL argument every model command takes, required. A Qwen model
+// (kiln train, plan, merge) is a config.json or a folder holding it; any
+// model may also be a kiln graph JSON; `also` names what else the command
+// takes ("or an artifact ...").
+enum class ModelArgument { Qwen, AnyModel };
+void addModelArgument(CLI::App &cmd, std::string &model, ModelArgument kind,
+                      const std::string &also = "");
+
 // MODEL, --weights, --inputs and --training, as kiln run takes them (the
 // debug commands that run a model).
 void addModelRunFlags(CLI::App &cmd, driver::ReferenceRunRequest &request);

@@ -189,9 +189,7 @@ int runCompile(const CompileOptions &opts) {
 void registerCompileCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<CompileOptions>();
   CLI::App *cmd = app.add_subcommand("compile", "Compile a model with a job's passes");
-  cmd->add_option("MODEL", opts->model.model,
-                  "config.json, a folder holding it, or a kiln graph JSON")
-      ->required();
+  addModelArgument(*cmd, opts->model.model, ModelArgument::AnyModel);
   cmd->add_flag("--training", opts->model.training,
                 "the whole training step: forward, loss, backward, AdamW");
   cmd->add_option("--batch", opts->model.batch, "batch size")->check(PositiveInteger);

@@ -322,8 +322,7 @@ void registerBisect(CLI::App &debug, Action &action) {
 
 // MODEL, --weights, --inputs and --training, as kiln run takes them.
 void addModelRunFlags(CLI::App &cmd, driver::ReferenceRunRequest &request) {
-  cmd.add_option("MODEL", request.model, "config.json, a folder holding it, or a kiln graph JSON")
-      ->required();
+  addModelArgument(cmd, request.model, ModelArgument::AnyModel);
   cmd.add_option(
          "--weights", request.weights_path,
          "the parameters: a safetensors file, a sharded checkpoint's index, or the model folder")

@@ -59,8 +59,7 @@ int runGraph(const GraphOptions &opts) {
 void registerGraphCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<GraphOptions>();
   CLI::App *cmd = app.add_subcommand("graph", "Build a model's graph and print it");
-  cmd->add_option("MODEL", opts->model, "config.json, a folder holding it, or a kiln graph JSON")
-      ->required();
+  addModelArgument(*cmd, opts->model, ModelArgument::AnyModel);
   cmd->add_flag("--training", opts->training,
                 "the whole training step: forward, loss, backward, AdamW");
   cmd->add_option("--batch", opts->batch, "batch size")->check(PositiveInteger);

@@ -74,8 +74,7 @@ void registerInitCommand(CLI::App &app, Action &action) {
   CLI::App *cmd = app.add_subcommand(
       "init", "Initialise weights to safetensors: a Qwen config's (normal 0.02, c_proj "
               "0.02/sqrt(2*layers)), or a graph JSON's parameters (normal --std)");
-  cmd->add_option("MODEL", opts->model, "config.json, a folder holding it, or a kiln graph JSON")
-      ->required();
+  addModelArgument(*cmd, opts->model, ModelArgument::AnyModel);
   cmd->add_option("-o,--output", opts->output, "the safetensors file to write")->required();
   cmd->add_option("--seed", opts->seed, "random seed (default 0)");
   cmd->add_option("--scale", opts->scales,

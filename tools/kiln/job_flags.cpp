@@ -154,8 +154,7 @@ passes::Instrumentation instrumentationOf(const JobFlags &flags) {
 }
 
 void addModelFlags(CLI::App &cmd, driver::ModelRequest &model) {
-  cmd.add_option("MODEL", model.model, "config.json, a folder holding it, or a kiln graph JSON")
-      ->required();
+  addModelArgument(cmd, model.model, ModelArgument::AnyModel);
   cmd.add_flag("--training", model.training, "the whole training step");
   cmd.add_option("--batch", model.batch, "batch size (a Qwen config)")->check(PositiveInteger);
   cmd.add_option("--seq", model.seq, "sequence length (a Qwen config)")->check(PositiveInteger);

@@ -84,8 +84,7 @@ void registerMakeInputsCommand(CLI::App &app, Action &action) {
   CLI::App *cmd = app.add_subcommand(
       "make-inputs", "Write random inputs for a model: uniform input_ids (i64 [batch, seq]) for "
                      "a Qwen config, normal(0, 1) data inputs for a graph JSON");
-  cmd->add_option("MODEL", opts->model, "config.json, a folder holding it, or a kiln graph JSON")
-      ->required();
+  addModelArgument(*cmd, opts->model, ModelArgument::AnyModel);
   cmd->add_option("-o,--output", opts->output, "the safetensors file to write")->required();
   cmd->add_option("--batch", opts->batch, "batch size")->check(PositiveInteger);
   cmd->add_option("--seq", opts->seq, "sequence length")->check(PositiveInteger);

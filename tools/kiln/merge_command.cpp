@@ -72,7 +72,7 @@ void registerMergeCommand(CLI::App &app, Action &action) {
   CLI::App *cmd = app.add_subcommand(
       "merge", "Merge a LoRA adapter into its base weights (W + alpha/r * B A, in the base "
                "dtype) and write a Hugging Face model folder");
-  cmd->add_option("MODEL", opts->model, "config.json or a folder holding it")->required();
+  addModelArgument(*cmd, opts->model, ModelArgument::Qwen);
   cmd->add_option("--weights", opts->weights,
                   "the base weights: a safetensors file, a sharded checkpoint's index, or the "
                   "model folder")

@@ -71,7 +71,7 @@ void registerPlanCommand(CLI::App &app, Action &action) {
       "plan", "Find the layouts of N devices that fit a Qwen training job, ranked by predicted "
               "tokens/s per device, and the kiln train command for the best");
   driver::PlanRequest &r = opts->request;
-  cmd->add_option("MODEL", r.model.model, "config.json or a folder holding it")->required();
+  addModelArgument(*cmd, r.model.model, ModelArgument::Qwen);
   cmd->add_option("--devices", r.devices, "devices in all (default 8)")->check(PositiveInteger);
   cmd->add_option("--nodes", r.nodes,
                   "nodes they sit in (default: devices over the target's devices per node)")

@@ -144,10 +144,8 @@ void registerRunCommand(CLI::App &app, Action &action) {
   CLI::App *cmd = app.add_subcommand(
       "run", "Compile a model with a job's passes and run its kernels (or the reference "
              "interpreter)");
-  cmd->add_option("MODEL", opts->request.model,
-                  "config.json, a folder holding it, a kiln graph JSON, or an artifact "
-                  "(FILE.kiln, from kiln compile -o; run without compiling)")
-      ->required();
+  addModelArgument(*cmd, opts->request.model, ModelArgument::AnyModel,
+                   "or an artifact (FILE.kiln, from kiln compile -o; run without compiling)");
   cmd->add_option(
          "--weights", opts->request.weights_path,
          "the parameters: a safetensors file, a sharded checkpoint's index, or the model folder")

@@ -312,7 +312,7 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   CLI::App *cmd = app.add_subcommand(
       "train", "Train a Qwen model on N simulated devices: the step compiled ahead of time, data "
                "and tensor parallel (ZeRO-1 optional), loss scaling, clipping, checkpoints");
-  cmd->add_option("MODEL", opts->model.model, "config.json or a folder holding it")->required();
+  addModelArgument(*cmd, opts->model.model, ModelArgument::Qwen);
   cmd->add_option("--data", opts->data,
                   "pre-tokenised data: a flat token file (nanoGPT's train.bin) or safetensors "
                   "with input_ids");

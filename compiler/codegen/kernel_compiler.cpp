@@ -139,128 +139,133 @@ cache::CacheKeyInputs baseKeyInputs(const target::Target &target, const ObjectOp
   return in;
 }
 
-Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Target &target,
-                                         const KernelCompileOptions &options,
-                                         KernelCompileFailure *failure) {
-  const auto start = std::chrono::steady_clock::now();
-  CompiledKernels out;
-  out.overflow = options.object.overflow;
-  const passes::FusionView view(graph);
-  std::vector<KernelDiagnostic> diagnostics;
-  std::map<std::string, int> object_of_key;
-  std::vector<cache::CacheKeyInputs> unique_inputs;
-  const cache::CacheKeyInputs base = baseKeyInputs(target, options.object);
+namespace {
 
-  // Points the problems of `spec` at its IR dump, when dumps are asked for.
-  auto dump = [&](const KernelSpec &spec, const KernelBuild *build,
-                  std::vector<KernelDiagnostic> &problems) {
-    if (options.dump_dir.empty())
-      return;
-    auto path = writeKernelDump(options.dump_dir, graph, spec, build, problems);
-    if (!path) {
-      spdlog::warn("{}", path.message());
-      return;
-    }
-    for (KernelDiagnostic &d : problems)
-      d.ir_dump = *path;
-  };
-  // Builds and checks `spec`; a kernel that fits joins `out`.
-  auto plan = [&](KernelSpec spec, std::vector<KernelDiagnostic> &problems) {
-    CompiledKernel k;
-    problems = buildAndCheck(view, spec, target, k.build, k.tiling);
-    if (!problems.empty()) {
-      dump(spec, problems.front().code == kErrLowering ? nullptr : &k.build, problems);
-      return;
-    }
-    cache::CacheKeyInputs in = base;
-    in.kernel_name = spec.name;
-    in.kernel_ir = canonicalKernelText(graph, spec);
-    const cache::CacheKey key = cache::makeCacheKey(in);
-    k.key = key.hex;
-    k.symbol = symbolFor(key.hex);
-    auto [it, fresh] = object_of_key.emplace(key.hex, static_cast<int>(unique_inputs.size()));
-    if (fresh)
-      unique_inputs.push_back(std::move(in));
-    k.object = it->second;
-    k.spec = std::move(spec);
-    out.kernels.push_back(std::move(k));
-  };
-  auto onHost = [&](KernelSpec spec, KernelDiagnostic why) {
-    CompiledKernel k;
-    k.host = true;
-    k.spec = std::move(spec);
-    out.fallbacks.push_back({std::move(why), "runs its reference kernel on the host"});
-    out.kernels.push_back(std::move(k));
-  };
+// The first half of a compile: each kernel built and checked against the
+// target and given its cache key, identical kernels sharing one object; a
+// kernel the target cannot hold is a diagnostic, or with Fallback splits
+// into single-op kernels or runs on the host.
+class KernelPlanner {
+public:
+  KernelPlanner(const Graph &graph, const target::Target &target,
+                const KernelCompileOptions &options, CompiledKernels &out)
+      : graph_(graph), target_(target), options_(options), out_(out), view_(graph),
+        base_(baseKeyInputs(target, options.object)) {}
 
-  const bool fallback = options.on_error == OnCompileError::Fallback;
-  for (KernelSpec &spec : partitionKernels(graph)) {
-    if (isCollective(graph, spec)) {
+  void add(KernelSpec spec, std::vector<KernelDiagnostic> &diagnostics) {
+    if (isCollective(graph_, spec)) {
       CompiledKernel k;
       k.host = k.collective = true;
       k.spec = std::move(spec);
-      out.kernels.push_back(std::move(k));
-      continue;
+      out_.kernels.push_back(std::move(k));
+      return;
     }
     std::vector<KernelDiagnostic> problems;
     const std::vector<NodeId> members = spec.members;
     const bool grouped = spec.grouped;
     plan(spec, problems);
     if (problems.empty())
-      continue;
-    if (!fallback) {
+      return;
+    if (options_.on_error != OnCompileError::Fallback) {
       for (KernelDiagnostic &d : problems)
         diagnostics.push_back(std::move(d));
-      continue;
+      return;
     }
     if (!grouped) {
       onHost(std::move(spec), std::move(problems.front()));
-      continue;
+      return;
     }
-    out.fallbacks.push_back(
+    out_.fallbacks.push_back(
         {std::move(problems.front()),
          "split into " + std::to_string(members.size()) + " single-op kernels"});
     for (NodeId n : members) {
       std::vector<KernelDiagnostic> single;
-      KernelSpec one = singleNodeKernel(graph, n);
+      KernelSpec one = singleNodeKernel(graph_, n);
       plan(one, single);
       if (!single.empty())
         onHost(std::move(one), std::move(single.front()));
     }
   }
-  if (!diagnostics.empty()) {
-    KernelCompileFailure f{std::move(diagnostics)};
-    std::string message = f.message();
-    if (failure)
-      *failure = std::move(f);
-    return Error(message);
-  }
-  auto finish = [&] {
-    out.stats.total = static_cast<int64_t>(out.kernels.size());
-    out.stats.unique = static_cast<int64_t>(unique_inputs.size());
-    out.stats.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return std::move(out);
-  };
-  if (!options.compile_objects)
-    return finish();
 
+  // The key inputs of each distinct object, by CompiledKernel::object.
+  std::vector<cache::CacheKeyInputs> &uniqueInputs() { return unique_inputs_; }
+
+private:
+  // Builds and checks `spec`; a kernel that fits joins the output.
+  void plan(KernelSpec spec, std::vector<KernelDiagnostic> &problems) {
+    CompiledKernel k;
+    problems = buildAndCheck(view_, spec, target_, k.build, k.tiling);
+    if (!problems.empty()) {
+      dump(spec, problems.front().code == kErrLowering ? nullptr : &k.build, problems);
+      return;
+    }
+    cache::CacheKeyInputs in = base_;
+    in.kernel_name = spec.name;
+    in.kernel_ir = canonicalKernelText(graph_, spec);
+    const cache::CacheKey key = cache::makeCacheKey(in);
+    k.key = key.hex;
+    k.symbol = symbolFor(key.hex);
+    auto [it, fresh] = object_of_key_.emplace(key.hex, static_cast<int>(unique_inputs_.size()));
+    if (fresh)
+      unique_inputs_.push_back(std::move(in));
+    k.object = it->second;
+    k.spec = std::move(spec);
+    out_.kernels.push_back(std::move(k));
+  }
+
+  void onHost(KernelSpec spec, KernelDiagnostic why) {
+    CompiledKernel k;
+    k.host = true;
+    k.spec = std::move(spec);
+    out_.fallbacks.push_back({std::move(why), "runs its reference kernel on the host"});
+    out_.kernels.push_back(std::move(k));
+  }
+
+  // Points the problems of `spec` at its IR dump, when dumps are asked for.
+  void dump(const KernelSpec &spec, const KernelBuild *build,
+            std::vector<KernelDiagnostic> &problems) const {
+    if (options_.dump_dir.empty())
+      return;
+    auto path = writeKernelDump(options_.dump_dir, graph_, spec, build, problems);
+    if (!path) {
+      spdlog::warn("{}", path.message());
+      return;
+    }
+    for (KernelDiagnostic &d : problems)
+      d.ir_dump = *path;
+  }
+
+  const Graph &graph_;
+  const target::Target &target_;
+  const KernelCompileOptions &options_;
+  CompiledKernels &out_;
+  const passes::FusionView view_;
+  const cache::CacheKeyInputs base_;
+  std::map<std::string, int> object_of_key_;
+  std::vector<cache::CacheKeyInputs> unique_inputs_;
+};
+
+// The second half: each distinct kernel's object, from the cache or
+// compiled by LLVM, on the host's cores.
+Status compileObjects(const std::vector<cache::CacheKeyInputs> &unique_inputs,
+                      const KernelCompileOptions &options, CompiledKernels &out) {
+  const size_t n = unique_inputs.size();
   // One representative kernel per distinct object.
-  std::vector<const CompiledKernel *> representative(unique_inputs.size(), nullptr);
+  std::vector<const CompiledKernel *> representative(n, nullptr);
   for (const CompiledKernel &k : out.kernels)
     if (!k.host && !representative[k.object])
       representative[k.object] = &k;
 
-  out.objects.resize(unique_inputs.size());
-  out.object_keys.resize(unique_inputs.size());
-  std::vector<std::string> errors(unique_inputs.size());
-  std::vector<char> hit(unique_inputs.size(), 0);
-  std::vector<std::string> explanations(unique_inputs.size());
+  out.objects.resize(n);
+  out.object_keys.resize(n);
+  std::vector<std::string> errors(n);
+  std::vector<char> hit(n, 0);
+  std::vector<std::string> explanations(n);
   const int threads =
       options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   std::mutex cache_mutex; // KernelCache instances are not shared between threads
-  ThreadPool pool(static_cast<int>(std::min<size_t>(threads, std::max<size_t>(1, unique_inputs.size()))));
-  pool.parallelFor(static_cast<int64_t>(unique_inputs.size()), [&](int64_t i, int) {
+  ThreadPool pool(static_cast<int>(std::min<size_t>(threads, std::max<size_t>(1, n))));
+  pool.parallelFor(static_cast<int64_t>(n), [&](int64_t i, int) {
     const CompiledKernel &k = *representative[i];
     const cache::CacheKey &key = out.object_keys[i] = cache::makeCacheKey(unique_inputs[i]);
     if (options.cache) {
@@ -289,13 +294,41 @@ Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Targe
   for (const std::string &e : errors)
     if (!e.empty())
       return Error(e);
-  for (size_t i = 0; i < unique_inputs.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     out.stats.cache_hits += hit[i];
     out.stats.compiled += !hit[i];
     if (!explanations[i].empty())
       out.miss_explanations.push_back(explanations[i]);
   }
-  return finish();
+  return Status::ok();
+}
+
+} // namespace
+
+Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Target &target,
+                                         const KernelCompileOptions &options,
+                                         KernelCompileFailure *failure) {
+  const auto start = std::chrono::steady_clock::now();
+  CompiledKernels out;
+  out.overflow = options.object.overflow;
+  KernelPlanner planner(graph, target, options, out);
+  std::vector<KernelDiagnostic> diagnostics;
+  for (KernelSpec &spec : partitionKernels(graph))
+    planner.add(std::move(spec), diagnostics);
+  if (!diagnostics.empty()) {
+    KernelCompileFailure f{std::move(diagnostics)};
+    std::string message = f.message();
+    if (failure)
+      *failure = std::move(f);
+    return Error(message);
+  }
+  if (options.compile_objects)
+    KILN_RETURN_IF_ERROR(compileObjects(planner.uniqueInputs(), options, out));
+  out.stats.total = static_cast<int64_t>(out.kernels.size());
+  out.stats.unique = static_cast<int64_t>(planner.uniqueInputs().size());
+  out.stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
 }
 
 } // namespace kiln::codegen

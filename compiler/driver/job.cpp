@@ -75,6 +75,115 @@ Expected<std::set<int64_t>> layerSet(const JsonReader &r, const json &layers,
   return set;
 }
 
+// $.precision: the dtype, the overflow and precision modes, and the files
+// that refine them.
+Status parsePrecision(const JsonReader &r, const json &doc, const std::string &source,
+                      const std::string &base_dir, JobSettings &job) {
+  if (!doc.contains("precision"))
+    return Status::ok();
+  KILN_ASSIGN_OR_RETURN(const json *p, r.object(doc, "$", "precision"));
+  KILN_RETURN_IF_ERROR(r.checkKeys(*p, "$.precision",
+                                   {"dtype", "overflow_mode", "precision_mode", "precision_mode_v2",
+                                    "modify_mixlist", "keep_dtype", "attention_fp32_layers"}));
+  if (p->contains("precision_mode") && p->contains("precision_mode_v2"))
+    return r.error("$.precision.precision_mode_v2",
+                   "precision_mode and precision_mode_v2 are two spellings of one setting (as "
+                   "in CANN, give only one)");
+  if (p->contains("precision_mode")) {
+    KILN_ASSIGN_OR_RETURN(std::string m, r.string(*p, "$.precision", "precision_mode"));
+    auto mode = passes::parsePrecisionMode(m);
+    if (!mode)
+      return r.error("$.precision.precision_mode",
+                     "unknown precision mode \"" + m + "\" (" + passes::precisionModeNames() +
+                         (passes::parsePrecisionModeV2(m)
+                              ? "; \"" + m + "\" is a precision_mode_v2 value"
+                              : std::string()) +
+                         ")");
+    job.precision_mode = *mode;
+    job.precision_mode_written = source + ": $.precision.precision_mode \"" + m + "\"";
+  }
+  if (p->contains("precision_mode_v2")) {
+    KILN_ASSIGN_OR_RETURN(std::string m, r.string(*p, "$.precision", "precision_mode_v2"));
+    auto mode = passes::parsePrecisionModeV2(m);
+    if (!mode)
+      return r.error("$.precision.precision_mode_v2", "unknown precision_mode_v2 \"" + m + "\" (" +
+                                                          passes::precisionModeV2Names() + ")");
+    job.precision_mode = *mode;
+    job.precision_mode_written = source + ": $.precision.precision_mode_v2 \"" + m + "\"";
+  }
+  for (const char *key : {"modify_mixlist", "keep_dtype"}) {
+    if (!p->contains(key))
+      continue;
+    KILN_ASSIGN_OR_RETURN(std::string path, r.string(*p, "$.precision", key));
+    (std::string(key) == "keep_dtype" ? job.keep_dtype : job.modify_mixlist) =
+        resolvePath(base_dir, path);
+  }
+  if (p->contains("attention_fp32_layers")) {
+    KILN_ASSIGN_OR_RETURN(job.attention_fp32_layers, layerSet(r, (*p)["attention_fp32_layers"],
+                                                              "$.precision.attention_fp32_layers"));
+  }
+  if (p->contains("dtype")) {
+    KILN_ASSIGN_OR_RETURN(std::string d, r.string(*p, "$.precision", "dtype"));
+    auto dtype = parseDType(d);
+    if (!dtype || !isFloat(*dtype))
+      return r.error("$.precision.dtype", "expected f32, f16 or bf16, got \"" + d + "\"");
+    job.dtype = *dtype;
+  }
+  if (p->contains("overflow_mode")) {
+    KILN_ASSIGN_OR_RETURN(std::string m, r.string(*p, "$.precision", "overflow_mode"));
+    auto mode = parseOverflowMode(m);
+    if (!mode)
+      return r.error("$.precision.overflow_mode",
+                     "expected \"infnan\" or \"saturation\", got \"" + m + "\"");
+    job.overflow = *mode;
+  }
+  return Status::ok();
+}
+
+// $.recompute: a mode, or MindFormers' list of layers.
+Status parseRecompute(const JsonReader &r, const json &doc, JobSettings &job) {
+  if (auto it = doc.find("recompute"); it != doc.end()) {
+    // A mode, or MindFormers' list form: the layers recomputed in full.
+    if (it->is_array()) {
+      job.recompute = passes::RecomputeMode::Full;
+      KILN_ASSIGN_OR_RETURN(job.recompute_layers, layerSet(r, *it, "$.recompute"));
+    } else {
+      KILN_ASSIGN_OR_RETURN(std::string m, r.string(doc, "$", "recompute"));
+      job.recompute = passes::parseRecomputeMode(m);
+      if (!job.recompute)
+        return r.error("$.recompute", "expected " + std::string(passes::kRecomputeModeNames) +
+                                          " or an array of layer indices, got \"" + m + "\"");
+    }
+  }
+  return Status::ok();
+}
+
+// $.fusion_switch: CANN's Switch object, inline or in a file.
+Status parseFusionSwitch(const JsonReader &r, const json &doc, const std::string &source,
+                         const std::string &base_dir, JobSettings &job) {
+  if (auto it = doc.find("fusion_switch"); it != doc.end()) {
+    if (it->is_string()) {
+      auto layer = passes::readSwitchFile(resolvePath(base_dir, it->get<std::string>()));
+      if (!layer)
+        return layer.error().withContext(source + ": $.fusion_switch");
+      job.fusion_switch = std::move(*layer);
+    } else if (it->is_object()) {
+      // Either CANN's whole file {"Switch": {...}} or just the Switch object.
+      if (it->contains("Switch")) {
+        KILN_ASSIGN_OR_RETURN(job.fusion_switch,
+                              passes::parseSwitchObject(*it, source, "$.fusion_switch"));
+      } else {
+        KILN_ASSIGN_OR_RETURN(job.fusion_switch,
+                              passes::parseSwitchGroups(*it, source, "$.fusion_switch"));
+      }
+    } else {
+      return r.error("$.fusion_switch",
+                     "expected CANN's Switch object or the path of a switch file");
+    }
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 Expected<JobSettings> parseJob(const json &doc, const std::string &source,
@@ -97,100 +206,9 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
     KILN_ASSIGN_OR_RETURN(std::string t, r.string(doc, "$", "target"));
     job.target = t.size() > 5 && t.substr(t.size() - 5) == ".json" ? resolvePath(base_dir, t) : t;
   }
-  if (doc.contains("precision")) {
-    KILN_ASSIGN_OR_RETURN(const json *p, r.object(doc, "$", "precision"));
-    KILN_RETURN_IF_ERROR(
-        r.checkKeys(*p, "$.precision",
-                    {"dtype", "overflow_mode", "precision_mode", "precision_mode_v2",
-                     "modify_mixlist", "keep_dtype", "attention_fp32_layers"}));
-    if (p->contains("precision_mode") && p->contains("precision_mode_v2"))
-      return r.error("$.precision.precision_mode_v2",
-                     "precision_mode and precision_mode_v2 are two spellings of one setting (as "
-                     "in CANN, give only one)");
-    if (p->contains("precision_mode")) {
-      KILN_ASSIGN_OR_RETURN(std::string m, r.string(*p, "$.precision", "precision_mode"));
-      auto mode = passes::parsePrecisionMode(m);
-      if (!mode)
-        return r.error("$.precision.precision_mode",
-                       "unknown precision mode \"" + m + "\" (" + passes::precisionModeNames() +
-                           (passes::parsePrecisionModeV2(m)
-                                ? "; \"" + m + "\" is a precision_mode_v2 value"
-                                : std::string()) +
-                           ")");
-      job.precision_mode = *mode;
-      job.precision_mode_written = source + ": $.precision.precision_mode \"" + m + "\"";
-    }
-    if (p->contains("precision_mode_v2")) {
-      KILN_ASSIGN_OR_RETURN(std::string m, r.string(*p, "$.precision", "precision_mode_v2"));
-      auto mode = passes::parsePrecisionModeV2(m);
-      if (!mode)
-        return r.error("$.precision.precision_mode_v2", "unknown precision_mode_v2 \"" + m +
-                                                            "\" (" +
-                                                            passes::precisionModeV2Names() + ")");
-      job.precision_mode = *mode;
-      job.precision_mode_written = source + ": $.precision.precision_mode_v2 \"" + m + "\"";
-    }
-    for (const char *key : {"modify_mixlist", "keep_dtype"}) {
-      if (!p->contains(key))
-        continue;
-      KILN_ASSIGN_OR_RETURN(std::string path, r.string(*p, "$.precision", key));
-      (std::string(key) == "keep_dtype" ? job.keep_dtype : job.modify_mixlist) =
-          resolvePath(base_dir, path);
-    }
-    if (p->contains("attention_fp32_layers")) {
-      KILN_ASSIGN_OR_RETURN(
-          job.attention_fp32_layers,
-          layerSet(r, (*p)["attention_fp32_layers"], "$.precision.attention_fp32_layers"));
-    }
-    if (p->contains("dtype")) {
-      KILN_ASSIGN_OR_RETURN(std::string d, r.string(*p, "$.precision", "dtype"));
-      auto dtype = parseDType(d);
-      if (!dtype || !isFloat(*dtype))
-        return r.error("$.precision.dtype", "expected f32, f16 or bf16, got \"" + d + "\"");
-      job.dtype = *dtype;
-    }
-    if (p->contains("overflow_mode")) {
-      KILN_ASSIGN_OR_RETURN(std::string m, r.string(*p, "$.precision", "overflow_mode"));
-      auto mode = parseOverflowMode(m);
-      if (!mode)
-        return r.error("$.precision.overflow_mode",
-                       "expected \"infnan\" or \"saturation\", got \"" + m + "\"");
-      job.overflow = *mode;
-    }
-  }
-  if (auto it = doc.find("recompute"); it != doc.end()) {
-    // A mode, or MindFormers' list form: the layers recomputed in full.
-    if (it->is_array()) {
-      job.recompute = passes::RecomputeMode::Full;
-      KILN_ASSIGN_OR_RETURN(job.recompute_layers, layerSet(r, *it, "$.recompute"));
-    } else {
-      KILN_ASSIGN_OR_RETURN(std::string m, r.string(doc, "$", "recompute"));
-      job.recompute = passes::parseRecomputeMode(m);
-      if (!job.recompute)
-        return r.error("$.recompute", "expected " + std::string(passes::kRecomputeModeNames) +
-                                          " or an array of layer indices, got \"" + m + "\"");
-    }
-  }
-  if (auto it = doc.find("fusion_switch"); it != doc.end()) {
-    if (it->is_string()) {
-      auto layer = passes::readSwitchFile(resolvePath(base_dir, it->get<std::string>()));
-      if (!layer)
-        return layer.error().withContext(source + ": $.fusion_switch");
-      job.fusion_switch = std::move(*layer);
-    } else if (it->is_object()) {
-      // Either CANN's whole file {"Switch": {...}} or just the Switch object.
-      if (it->contains("Switch")) {
-        KILN_ASSIGN_OR_RETURN(job.fusion_switch,
-                              passes::parseSwitchObject(*it, source, "$.fusion_switch"));
-      } else {
-        KILN_ASSIGN_OR_RETURN(job.fusion_switch,
-                              passes::parseSwitchGroups(*it, source, "$.fusion_switch"));
-      }
-    } else {
-      return r.error("$.fusion_switch",
-                     "expected CANN's Switch object or the path of a switch file");
-    }
-  }
+  KILN_RETURN_IF_ERROR(parsePrecision(r, doc, source, base_dir, job));
+  KILN_RETURN_IF_ERROR(parseRecompute(r, doc, job));
+  KILN_RETURN_IF_ERROR(parseFusionSwitch(r, doc, source, base_dir, job));
   KILN_ASSIGN_OR_RETURN(job.enable_passes, passList(r, doc, "enable_passes"));
   KILN_ASSIGN_OR_RETURN(job.disable_passes, passList(r, doc, "disable_passes"));
   KILN_RETURN_IF_ERROR(checkNotBoth(source, job.enable_passes, job.disable_passes));
@@ -211,21 +229,23 @@ Expected<JobSettings> readJobFile(const std::string &path) {
   return parseJob(doc, path, fs::path(path).parent_path().string());
 }
 
-Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
-                                 const JobSettings &command_line, DType default_dtype) {
-  const JobSettings empty;
-  const JobSettings &job = job_file ? *job_file : empty;
-  ResolvedJob resolved;
+namespace {
 
-  std::string target_name = command_line.target.value_or(job.target.value_or("ascend910b"));
-  Expected<target::Target> target = target::loadTarget(target_name);
-  if (!target)
-    // A target the job file named: say which file named it.
-    return !command_line.target && job.target && !job.source.empty()
-               ? target.error().withContext(job.source + ": $.target")
-               : target.error();
-  resolved.target = std::move(*target);
-  const passes::PrecisionMode mode = command_line.precision_mode.value_or(
+// "f16, bf16" of `items`, by `name`.
+template <typename T, typename Name>
+std::string listOf(const std::vector<T> &items, Name name, bool (*keep)(T) = nullptr) {
+  std::string s;
+  for (const T &item : items)
+    if (!keep || keep(item))
+      s += (s.empty() ? "" : ", ") + std::string(name(item));
+  return s;
+}
+
+// The precision mode, the model's dtype and the overflow mode, checked
+// against the target; the command line over the job file over the defaults.
+Status resolveNumerics(const JobSettings &job, const JobSettings &command_line, DType default_dtype,
+                       ResolvedJob &resolved, passes::PrecisionMode &mode) {
+  mode = command_line.precision_mode.value_or(
       job.precision_mode.value_or(passes::PrecisionMode::MustKeepOriginDType));
   const std::string &mode_written = command_line.precision_mode
                                         ? command_line.precision_mode_written
@@ -246,6 +266,23 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
                                         "loss scaling)"
                                       : std::string()));
   }
+  if (!resolved.target.supports(resolved.dtype))
+    return Error("target " + resolved.target.name + " has no " +
+                 std::string(dtypeName(resolved.dtype)) + " (it computes in " +
+                 listOf(resolved.target.dtypes, dtypeName, isFloat) + ")");
+  resolved.overflow =
+      command_line.overflow.value_or(job.overflow.value_or(resolved.target.default_overflow_mode));
+  if (!resolved.target.supports(resolved.overflow))
+    return Error("target " + resolved.target.name + " does not support overflow mode " +
+                 std::string(overflowModeName(resolved.overflow)) + " (it has " +
+                 listOf(resolved.target.overflow_modes, overflowModeName) + ")");
+  return Status::ok();
+}
+
+// The precision pass's settings: the mode and the files that refine it.
+Expected<passes::PrecisionSettings> resolvePrecision(const JobSettings &job,
+                                                     const JobSettings &command_line,
+                                                     passes::PrecisionMode mode) {
   passes::PrecisionSettings precision;
   precision.mode = mode;
   if (auto path = command_line.modify_mixlist ? command_line.modify_mixlist : job.modify_mixlist) {
@@ -261,45 +298,15 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
   precision.attention_fp32_layers_source = command_line.attention_fp32_layers
                                                ? "--attention-fp32-layers"
                                                : job.source + ": $.precision.attention_fp32_layers";
-  if (!resolved.target.supports(resolved.dtype))
-    return Error("target " + resolved.target.name + " has no " +
-                 std::string(dtypeName(resolved.dtype)) + " (it computes in " +
-                 [&] {
-                   std::string s;
-                   for (DType d : resolved.target.dtypes)
-                     if (isFloat(d))
-                       s += (s.empty() ? "" : ", ") + std::string(dtypeName(d));
-                   return s;
-                 }() +
-                 ")");
-  resolved.overflow =
-      command_line.overflow.value_or(job.overflow.value_or(resolved.target.default_overflow_mode));
-  if (!resolved.target.supports(resolved.overflow))
-    return Error("target " + resolved.target.name + " does not support overflow mode " +
-                 std::string(overflowModeName(resolved.overflow)) + " (it has " +
-                 [&] {
-                   std::string s;
-                   for (OverflowMode m : resolved.target.overflow_modes)
-                     s += (s.empty() ? "" : ", ") + std::string(overflowModeName(m));
-                   return s;
-                 }() +
-                 ")");
+  return precision;
+}
 
-  // Custom ops first: rules may name them.
-  for (const auto *dirs : {&job.custom_op_dirs, &command_line.custom_op_dirs})
-    for (const std::string &dir : *dirs)
-      KILN_RETURN_IF_ERROR(frontend::loadCustomOps(dir));
-
-  // The registry: built-in passes, the built-in rules, then the rule folders'.
-  std::vector<std::string> rule_dirs = job.fusion_rule_dirs;
-  rule_dirs.insert(rule_dirs.end(), command_line.fusion_rule_dirs.begin(),
-                   command_line.fusion_rule_dirs.end());
-  KILN_ASSIGN_OR_RETURN(
-      passes::PassRegistry with_rules,
-      passes::rules::registryWithFusionRules(passes::PassRegistry::builtin(), rule_dirs));
-  auto registry = std::make_shared<passes::PassRegistry>(std::move(with_rules));
-
-  // The default switch files: fusion_rules/'s, then each rule folder's.
+// The switch layers in precedence order, lowest first (job.h): the built-in
+// default switch file, each rule folder's, the job file's switch file and
+// pass lists, the command line's switch file and pass lists.
+Expected<std::vector<passes::SwitchLayer>> switchLayers(const std::optional<JobSettings> &job_file,
+                                                        const JobSettings &command_line,
+                                                        const std::vector<std::string> &rule_dirs) {
   std::vector<passes::SwitchLayer> layers;
   for (const EmbeddedFile &file : passes::embeddedFusionRuleFiles()) {
     if (fs::path(file.path).filename() != passes::rules::kDefaultSwitchFileName)
@@ -315,18 +322,86 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
     KILN_ASSIGN_OR_RETURN(passes::SwitchLayer layer, passes::readSwitchFile(file.string()));
     layers.push_back(std::move(layer));
   }
-  if (job.fusion_switch)
-    layers.push_back(*job.fusion_switch);
-  if (job_file)
-    layers.push_back(passListLayer(job.source, job.enable_passes, job.disable_passes,
-                                   "$.enable_passes", "$.disable_passes"));
+  if (job_file) {
+    if (job_file->fusion_switch)
+      layers.push_back(*job_file->fusion_switch);
+    layers.push_back(passListLayer(job_file->source, job_file->enable_passes,
+                                   job_file->disable_passes, "$.enable_passes",
+                                   "$.disable_passes"));
+  }
   if (command_line.fusion_switch)
     layers.push_back(*command_line.fusion_switch);
   KILN_RETURN_IF_ERROR(
       checkNotBoth("command line", command_line.enable_passes, command_line.disable_passes));
   layers.push_back(passListLayer("command line", command_line.enable_passes,
                                  command_line.disable_passes, "--enable-pass", "--disable-pass"));
+  return layers;
+}
 
+// What a job file repeating the resolved job must say.
+JobSettings effectiveSettings(const JobSettings &job, const JobSettings &command_line,
+                              const std::string &target_name, const ResolvedJob &resolved,
+                              passes::PrecisionMode mode,
+                              const std::vector<std::string> &rule_dirs) {
+  JobSettings effective;
+  effective.target = target_name;
+  effective.dtype = resolved.dtype;
+  effective.overflow = resolved.overflow;
+  effective.precision_mode = mode;
+  effective.modify_mixlist =
+      command_line.modify_mixlist ? command_line.modify_mixlist : job.modify_mixlist;
+  effective.keep_dtype = command_line.keep_dtype ? command_line.keep_dtype : job.keep_dtype;
+  effective.attention_fp32_layers = command_line.attention_fp32_layers
+                                        ? command_line.attention_fp32_layers
+                                        : job.attention_fp32_layers;
+  const passes::RecomputeSettings &recompute = resolved.context->recompute();
+  effective.recompute = recompute.mode;
+  if (!recompute.layers.empty())
+    effective.recompute_layers = recompute.layers;
+  effective.custom_op_dirs = job.custom_op_dirs;
+  effective.custom_op_dirs.insert(effective.custom_op_dirs.end(),
+                                  command_line.custom_op_dirs.begin(),
+                                  command_line.custom_op_dirs.end());
+  effective.fusion_rule_dirs = rule_dirs;
+  return effective;
+}
+
+} // namespace
+
+Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
+                                 const JobSettings &command_line, DType default_dtype) {
+  const JobSettings empty;
+  const JobSettings &job = job_file ? *job_file : empty;
+  ResolvedJob resolved;
+
+  std::string target_name = command_line.target.value_or(job.target.value_or("ascend910b"));
+  Expected<target::Target> target = target::loadTarget(target_name);
+  if (!target)
+    // A target the job file named: say which file named it.
+    return !command_line.target && job.target && !job.source.empty()
+               ? target.error().withContext(job.source + ": $.target")
+               : target.error();
+  resolved.target = std::move(*target);
+  passes::PrecisionMode mode;
+  KILN_RETURN_IF_ERROR(resolveNumerics(job, command_line, default_dtype, resolved, mode));
+  KILN_ASSIGN_OR_RETURN(passes::PrecisionSettings precision,
+                        resolvePrecision(job, command_line, mode));
+
+  // Custom ops first: rules may name them.
+  for (const auto *dirs : {&job.custom_op_dirs, &command_line.custom_op_dirs})
+    for (const std::string &dir : *dirs)
+      KILN_RETURN_IF_ERROR(frontend::loadCustomOps(dir));
+
+  // The registry: built-in passes, the built-in rules, then the rule folders'.
+  std::vector<std::string> rule_dirs = job.fusion_rule_dirs;
+  rule_dirs.insert(rule_dirs.end(), command_line.fusion_rule_dirs.begin(),
+                   command_line.fusion_rule_dirs.end());
+  KILN_ASSIGN_OR_RETURN(
+      passes::PassRegistry with_rules,
+      passes::rules::registryWithFusionRules(passes::PassRegistry::builtin(), rule_dirs));
+  auto registry = std::make_shared<passes::PassRegistry>(std::move(with_rules));
+  KILN_ASSIGN_OR_RETURN(std::vector<passes::SwitchLayer> layers,
+                        switchLayers(job_file, command_line, rule_dirs));
   const bool allow_unknown = job.allow_unknown_passes || command_line.allow_unknown_passes;
   KILN_ASSIGN_OR_RETURN(passes::SwitchResolution switches,
                         passes::resolveSwitches(*registry, layers, allow_unknown));
@@ -345,26 +420,7 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
                          ? *command_line.recompute_layers
                          : job.recompute_layers.value_or(std::set<int64_t>{});
   resolved.context->setRecompute(recompute);
-
-  JobSettings &effective = resolved.effective;
-  effective.target = target_name;
-  effective.dtype = resolved.dtype;
-  effective.overflow = resolved.overflow;
-  effective.precision_mode = mode;
-  effective.modify_mixlist =
-      command_line.modify_mixlist ? command_line.modify_mixlist : job.modify_mixlist;
-  effective.keep_dtype = command_line.keep_dtype ? command_line.keep_dtype : job.keep_dtype;
-  effective.attention_fp32_layers = command_line.attention_fp32_layers
-                                        ? command_line.attention_fp32_layers
-                                        : job.attention_fp32_layers;
-  effective.recompute = recompute.mode;
-  if (!recompute.layers.empty())
-    effective.recompute_layers = recompute.layers;
-  effective.custom_op_dirs = job.custom_op_dirs;
-  effective.custom_op_dirs.insert(effective.custom_op_dirs.end(),
-                                  command_line.custom_op_dirs.begin(),
-                                  command_line.custom_op_dirs.end());
-  effective.fusion_rule_dirs = rule_dirs;
+  resolved.effective = effectiveSettings(job, command_line, target_name, resolved, mode, rule_dirs);
   return resolved;
 }
 

@@ -45,6 +45,65 @@ Expected<StatusRun> runWithStatus(const Graph &graph, codegen::CompiledKernels k
   return run;
 }
 
+namespace {
+
+// 4. The attention's scores and softmax in fp32, for its layer and for all.
+void attentionCandidates(const OverflowReport &report, const OverflowJob &job,
+                         std::vector<FixCandidate> &out) {
+  const std::optional<int64_t> layer = layerOf(report.op_name);
+  if (report.op_name.find(".attn.") != std::string::npos && layer) {
+    FixCandidate c;
+    c.description = "AttentionFp32CastPass for layer " + std::to_string(*layer);
+    c.enable_passes = {"AttentionFp32CastPass"};
+    c.attention_fp32_layers = {*layer};
+    for (int64_t l : job.attention_fp32_layers)
+      c.attention_fp32_layers.insert(l);
+    std::string layers;
+    for (int64_t l : c.attention_fp32_layers)
+      layers += (layers.empty() ? "" : ",") + std::to_string(l);
+    c.flags = "--enable-pass AttentionFp32CastPass --attention-fp32-layers " + layers;
+    out.push_back(std::move(c));
+    // The same weights often overflow the other layers next.
+    FixCandidate every;
+    every.description = "AttentionFp32CastPass for every layer";
+    every.enable_passes = {"AttentionFp32CastPass"};
+    every.every_attention_layer = true;
+    every.flags = "--enable-pass AttentionFp32CastPass";
+    out.push_back(std::move(every));
+  }
+}
+
+// 5 and 6: bf16 mixed precision, a smaller loss scale.
+void numericsCandidates(const OverflowReport &report, const OverflowJob &job,
+                        const ops::TensorMap &inputs, std::vector<FixCandidate> &out) {
+  // 5. bf16: fp32's range at half the bytes.
+  if (job.target_has_bf16 && job.precision_mode != "allow_mix_precision_bf16") {
+    FixCandidate c;
+    c.description = "bf16 mixed precision";
+    c.precision_mode = "allow_mix_precision_bf16";
+    c.flags = "--precision-mode allow_mix_precision_bf16";
+    out.push_back(std::move(c));
+  }
+
+  // 6. A smaller loss scale, when the step scales its loss.
+  auto scale = inputs.find("loss_scale");
+  if (report.backward && scale != inputs.end() && scale->second.numElements() == 1) {
+    const double current = scale->second.getFloat(0);
+    for (double factor : {16.0, 256.0, 65536.0}) {
+      if (current / factor < 1)
+        break;
+      FixCandidate c;
+      c.loss_scale = current / factor;
+      c.description = "a loss scale of " + reportNumber(c.loss_scale);
+      c.flags = "--loss-scale fixed:" + reportNumber(c.loss_scale) +
+                " (or dynamic loss scaling, which finds it)";
+      out.push_back(std::move(c));
+    }
+  }
+}
+
+} // namespace
+
 std::vector<FixCandidate> fixCandidates(const Graph &graph, const OverflowReport &report,
                                         const OverflowJob &job, const ops::TensorMap &inputs,
                                         const std::set<std::string> &names) {
@@ -112,53 +171,8 @@ std::vector<FixCandidate> fixCandidates(const Graph &graph, const OverflowReport
   }
   keepCandidate("keep " + report.op_name + " and everything computed from it in fp32", downstream);
 
-  // 4. The attention's scores and softmax in fp32 for its layer.
-  const std::optional<int64_t> layer = layerOf(report.op_name);
-  if (report.op_name.find(".attn.") != std::string::npos && layer) {
-    FixCandidate c;
-    c.description = "AttentionFp32CastPass for layer " + std::to_string(*layer);
-    c.enable_passes = {"AttentionFp32CastPass"};
-    c.attention_fp32_layers = {*layer};
-    for (int64_t l : job.attention_fp32_layers)
-      c.attention_fp32_layers.insert(l);
-    std::string layers;
-    for (int64_t l : c.attention_fp32_layers)
-      layers += (layers.empty() ? "" : ",") + std::to_string(l);
-    c.flags = "--enable-pass AttentionFp32CastPass --attention-fp32-layers " + layers;
-    out.push_back(std::move(c));
-    // The same weights often overflow the other layers next.
-    FixCandidate every;
-    every.description = "AttentionFp32CastPass for every layer";
-    every.enable_passes = {"AttentionFp32CastPass"};
-    every.every_attention_layer = true;
-    every.flags = "--enable-pass AttentionFp32CastPass";
-    out.push_back(std::move(every));
-  }
-
-  // 5. bf16: fp32's range at half the bytes.
-  if (job.target_has_bf16 && job.precision_mode != "allow_mix_precision_bf16") {
-    FixCandidate c;
-    c.description = "bf16 mixed precision";
-    c.precision_mode = "allow_mix_precision_bf16";
-    c.flags = "--precision-mode allow_mix_precision_bf16";
-    out.push_back(std::move(c));
-  }
-
-  // 6. A smaller loss scale, when the step scales its loss.
-  auto scale = inputs.find("loss_scale");
-  if (report.backward && scale != inputs.end() && scale->second.numElements() == 1) {
-    const double current = scale->second.getFloat(0);
-    for (double factor : {16.0, 256.0, 65536.0}) {
-      if (current / factor < 1)
-        break;
-      FixCandidate c;
-      c.loss_scale = current / factor;
-      c.description = "a loss scale of " + reportNumber(c.loss_scale);
-      c.flags = "--loss-scale fixed:" + reportNumber(c.loss_scale) +
-                " (or dynamic loss scaling, which finds it)";
-      out.push_back(std::move(c));
-    }
-  }
+  attentionCandidates(report, job, out);
+  numericsCandidates(report, job, inputs, out);
   return out;
 }
 

@@ -12,19 +12,15 @@
 namespace kiln::debug {
 namespace {
 
-// A graph rebuilt from `graph` keeping the nodes not in `dropped`, as the
-// header describes; `shrink` (from -> to) re-types the inputs and re-infers
-// every node.
-Expected<Graph> rebuild(const Graph &graph, const std::set<NodeId> &dropped,
-                        const std::set<size_t> &dropped_outputs,
-                        std::optional<std::pair<int64_t, int64_t>> shrink) {
+// The outputs a rebuilt graph keeps: the kept ones, plus kept values whose
+// readers were all dropped.
+std::vector<GraphOutput> keptOutputs(const Graph &graph, const std::set<NodeId> &dropped,
+                                     const std::set<size_t> &dropped_outputs) {
   const std::vector<std::vector<NodeId>> users = graph.computeUsers();
   auto kept = [&](ValueId v) {
     const NodeId p = graph.value(v).producer;
     return p == kNoNode || !dropped.count(p);
   };
-
-  // Outputs: the kept ones, plus kept values whose readers were all dropped.
   std::vector<GraphOutput> outputs;
   std::set<ValueId> output_values;
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
@@ -47,28 +43,52 @@ Expected<Graph> rebuild(const Graph &graph, const std::set<NodeId> &dropped,
       output_values.insert(v);
     }
   }
-  if (outputs.empty())
-    return Error("no output is left");
+  return outputs;
+}
 
-  // Live nodes: those a kept output needs, walking back over kept nodes.
-  std::vector<bool> live(graph.numNodes(), false);
-  std::set<ValueId> cut; // made by a dropped node, read by a live one
-  std::set<ValueId> used_inputs;
-  std::vector<ValueId> stack(output_values.begin(), output_values.end());
+// What the kept outputs need, walking back over kept nodes: the live nodes,
+// the values a dropped node made that a live one reads (inputs now), and the
+// graph inputs still read.
+struct Liveness {
+  std::vector<bool> live;
+  std::set<ValueId> cut, used_inputs;
+};
+Liveness liveness(const Graph &graph, const std::set<NodeId> &dropped,
+                  const std::vector<GraphOutput> &outputs) {
+  Liveness l;
+  l.live.assign(graph.numNodes(), false);
+  std::vector<ValueId> stack;
+  for (const GraphOutput &o : outputs)
+    stack.push_back(o.value);
   while (!stack.empty()) {
     const ValueId v = stack.back();
     stack.pop_back();
     const NodeId p = graph.value(v).producer;
     if (p == kNoNode) {
-      used_inputs.insert(v);
+      l.used_inputs.insert(v);
     } else if (dropped.count(p)) {
-      cut.insert(v);
-    } else if (!live[p]) {
-      live[p] = true;
+      l.cut.insert(v);
+    } else if (!l.live[p]) {
+      l.live[p] = true;
       for (ValueId in : graph.node(p).inputs)
         stack.push_back(in);
     }
   }
+  return l;
+}
+
+// A graph rebuilt from `graph` keeping the nodes not in `dropped`, as the
+// header describes; `shrink` (from -> to) re-types the inputs and re-infers
+// every node.
+Expected<Graph> rebuild(const Graph &graph, const std::set<NodeId> &dropped,
+                        const std::set<size_t> &dropped_outputs,
+                        std::optional<std::pair<int64_t, int64_t>> shrink) {
+
+  const std::vector<GraphOutput> outputs = keptOutputs(graph, dropped, dropped_outputs);
+  if (outputs.empty())
+    return Error("no output is left");
+
+  const auto [live, cut, used_inputs] = liveness(graph, dropped, outputs);
 
   auto shrunk = [&](TensorType type) {
     if (shrink)

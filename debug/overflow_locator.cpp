@@ -209,6 +209,32 @@ std::string OverflowReport::toText() const {
   return s;
 }
 
+namespace {
+
+// The overflowing op's inputs and outputs as a safetensors file in `dir`.
+Status dumpOp(const Graph &piece, const ops::TensorMap &seen, const std::string &dir,
+              OverflowReport &report) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  SafetensorsFile dump;
+  const Node &node = piece.node(piece.findNode(report.op_name));
+  for (ValueId v : node.inputs)
+    dump.tensors["input:" + piece.valueName(v)] = seen.at(piece.valueName(v));
+  for (ValueId v : node.outputs)
+    dump.tensors["output:" + piece.valueName(v)] = seen.at(piece.valueName(v));
+  dump.metadata["op"] = report.op_name;
+  dump.metadata["kernel"] = report.kernel;
+  // The op's name comes from the model file and may hold '/', "..", NUL:
+  // the file name keeps its safe characters and stays in the folder.
+  report.dump =
+      (std::filesystem::path(dir) / ("overflow." + fileStem(report.op_name) + ".safetensors"))
+          .string();
+  KILN_RETURN_IF_ERROR(writeSafetensors(report.dump, dump));
+  return Status::ok();
+}
+
+} // namespace
+
 Expected<OverflowReport> locateOverflow(const Graph &graph, codegen::CompiledKernels kernels,
                                         const ops::TensorMap &inputs, const OverflowJob &job,
                                         const OverflowOptions &options) {
@@ -293,24 +319,8 @@ Expected<OverflowReport> locateOverflow(const Graph &graph, codegen::CompiledKer
   if (!rerun && rerun.message() != stop)
     return rerun.error();
 
-  if (!report.op_name.empty() && !options.dump_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(options.dump_dir, ec);
-    SafetensorsFile dump;
-    const Node &node = piece.node(piece.findNode(report.op_name));
-    for (ValueId v : node.inputs)
-      dump.tensors["input:" + piece.valueName(v)] = seen.at(piece.valueName(v));
-    for (ValueId v : node.outputs)
-      dump.tensors["output:" + piece.valueName(v)] = seen.at(piece.valueName(v));
-    dump.metadata["op"] = report.op_name;
-    dump.metadata["kernel"] = report.kernel;
-    // The op's name comes from the model file and may hold '/', "..", NUL:
-    // the file name keeps its safe characters and stays in the folder.
-    report.dump = (std::filesystem::path(options.dump_dir) /
-                   ("overflow." + fileStem(report.op_name) + ".safetensors"))
-                      .string();
-    KILN_RETURN_IF_ERROR(writeSafetensors(report.dump, dump));
-  }
+  if (!report.op_name.empty() && !options.dump_dir.empty())
+    KILN_RETURN_IF_ERROR(dumpOp(piece, seen, options.dump_dir, report));
   suggest(report, job);
   return report;
 }

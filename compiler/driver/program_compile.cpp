@@ -82,6 +82,34 @@ Expected<std::string> ProgramCompile::graphJson() const {
   return jsonText(bucket["graph"], "the cached graph", 1);
 }
 
+namespace {
+
+// The whole program from the cache under `key`, into `out`; false on a miss,
+// whose explanation `out` keeps when the settings ask for it.
+bool loadCachedProgram(cache::KernelCache &cache, const cache::CacheKey &key,
+                       const KernelSettings &settings, ProgramCompile &out) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string why;
+  std::optional<CompiledProgram> hit =
+      lookupProgram(cache, key, settings.explain_misses ? &why : nullptr);
+  if (!hit) {
+    if (!why.empty())
+      out.miss_explanations.push_back(why);
+    return false;
+  }
+  out.program = std::move(*hit);
+  out.from_cache = true;
+  out.has_kernels = true;
+  codegen::KernelStats &st = out.kernel_stats;
+  st.total = out.program.summary.kernels;
+  st.unique = out.program.summary.unique_kernels;
+  st.cache_hits = static_cast<int64_t>(out.program.bucket.objects.size());
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return true;
+}
+
+} // namespace
+
 Expected<ProgramCompile> compileProgram(const ProgramRequest &request, const ResolvedJob &job,
                                         nlohmann::json *failure_report) {
   const KernelSettings &settings = request.kernels;
@@ -100,23 +128,8 @@ Expected<ProgramCompile> compileProgram(const ProgramRequest &request, const Res
   }
   if (key) {
     out.program_key = key->hex;
-    const auto start = std::chrono::steady_clock::now();
-    std::string why;
-    std::optional<CompiledProgram> hit =
-        lookupProgram(*cache, *key, settings.explain_misses ? &why : nullptr);
-    if (hit) {
-      out.program = std::move(*hit);
-      out.from_cache = true;
-      out.has_kernels = true;
-      codegen::KernelStats &st = out.kernel_stats;
-      st.total = out.program.summary.kernels;
-      st.unique = out.program.summary.unique_kernels;
-      st.cache_hits = static_cast<int64_t>(out.program.bucket.objects.size());
-      st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (loadCachedProgram(*cache, *key, settings, out))
       return out;
-    }
-    if (!why.empty())
-      out.miss_explanations.push_back(why);
   }
 
   KILN_ASSIGN_OR_RETURN(Graph graph, buildModelGraph(request.model, job.dtype));

@@ -368,11 +368,42 @@ JobSettings effectiveSettings(const JobSettings &job, const JobSettings &command
 
 } // namespace
 
+JobSpec JobSpec::withPassesDisabled(const std::vector<std::string> &passes) const {
+  JobSpec edited = *this;
+  for (const std::string &p : passes) {
+    std::erase(edited.flags.enable_passes, p);
+    edited.flags.disable_passes.push_back(p);
+  }
+  return edited;
+}
+
+Expected<JobSpec> readJobSpec(const std::string &job_file, const std::string &switch_file,
+                              JobSettings flags, DType default_dtype) {
+  JobSpec spec;
+  if (!job_file.empty()) {
+    KILN_ASSIGN_OR_RETURN(spec.file, readJobFile(job_file));
+  }
+  spec.flags = std::move(flags);
+  spec.flags.source = "command line";
+  if (!switch_file.empty()) {
+    KILN_ASSIGN_OR_RETURN(spec.flags.fusion_switch, passes::readSwitchFile(switch_file));
+  }
+  spec.default_dtype = default_dtype;
+  return spec;
+}
+
 Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
                                  const JobSettings &command_line, DType default_dtype) {
+  return resolveJob(JobSpec{job_file, command_line, default_dtype});
+}
+
+Expected<ResolvedJob> resolveJob(const JobSpec &spec) {
+  const std::optional<JobSettings> &job_file = spec.file;
+  const JobSettings &command_line = spec.flags;
   const JobSettings empty;
   const JobSettings &job = job_file ? *job_file : empty;
   ResolvedJob resolved;
+  resolved.spec = spec;
 
   std::string target_name = command_line.target.value_or(job.target.value_or("ascend910b"));
   Expected<target::Target> target = target::loadTarget(target_name);
@@ -383,7 +414,7 @@ Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
                : target.error();
   resolved.target = std::move(*target);
   passes::PrecisionMode mode;
-  KILN_RETURN_IF_ERROR(resolveNumerics(job, command_line, default_dtype, resolved, mode));
+  KILN_RETURN_IF_ERROR(resolveNumerics(job, command_line, spec.default_dtype, resolved, mode));
   KILN_ASSIGN_OR_RETURN(passes::PrecisionSettings precision,
                         resolvePrecision(job, command_line, mode));
 
@@ -430,6 +461,8 @@ ResolvedJob withRecompute(const ResolvedJob &job, passes::RecomputeMode mode) {
   passes::RecomputeSettings recompute = job.context->recompute();
   recompute.mode = mode;
   variant.context->setRecompute(recompute);
+  variant.spec.flags.recompute = mode;
+  variant.effective.recompute = mode;
   return variant;
 }
 

@@ -56,7 +56,29 @@ Expected<JobSettings> readJobFile(const std::string &path);
 Expected<JobSettings> parseJob(const nlohmann::json &doc, const std::string &source,
                                const std::string &base_dir);
 
+// What the user said about one job, with where each part came from: the job
+// file's settings (already read: its source and paths resolved) and the
+// command line's flags (their switch file read), and the dtype the command
+// defaults to. resolveJob turns it into a ResolvedJob; a variant of a job (a
+// bisection trial, the unfused reference, another recomputation) is an edit
+// of its spec, resolved again, and never re-reads the job or switch files.
+struct JobSpec {
+  std::optional<JobSettings> file;
+  JobSettings flags; // source "command line"
+  DType default_dtype = DType::F16;
+
+  // `passes` switched off on the command line (taken out of its enable list).
+  JobSpec withPassesDisabled(const std::vector<std::string> &passes) const;
+};
+
+// The spec of `job_file` (may be empty) and the flags, with the flags'
+// `--fusion-switch-file` (may be empty) read: every file the spec names is
+// read here, once.
+Expected<JobSpec> readJobSpec(const std::string &job_file, const std::string &switch_file,
+                              JobSettings flags, DType default_dtype);
+
 struct ResolvedJob {
+  JobSpec spec; // what it was resolved from: the base of its variants
   target::Target target;
   DType dtype = DType::F16;
   OverflowMode overflow = OverflowMode::InfNan;
@@ -80,6 +102,7 @@ struct ResolvedJob {
 // f16, the NPU's working type; kiln run: f32, exact reference results); a
 // precision mode other than must_keep_origin_dtype builds the model in f32
 // (fp32 master weights) unless a dtype is given.
+Expected<ResolvedJob> resolveJob(const JobSpec &spec);
 Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
                                  const JobSettings &command_line, DType default_dtype);
 

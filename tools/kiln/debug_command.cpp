@@ -40,18 +40,16 @@ struct CompareOptions {
 };
 
 // The job with every fusion pass and rule it may switch off switched off.
-Expected<driver::ResolvedJob> unfusedJob(const JobFlags &flags, const driver::ResolvedJob &fused) {
-  JobFlags unfused = flags;
+Expected<driver::ResolvedJob> unfusedJob(const driver::ResolvedJob &fused) {
+  std::vector<std::string> off;
   for (const passes::Pass *p : fused.registry->ordered()) {
     const passes::PassInfo &info = p->info();
-    if ((info.group != passes::PassGroup::GraphFusion &&
-         info.group != passes::PassGroup::UBFusion) ||
-        !info.may_disable)
-      continue;
-    std::erase(unfused.settings.enable_passes, info.name);
-    unfused.settings.disable_passes.push_back(info.name);
+    if ((info.group == passes::PassGroup::GraphFusion ||
+         info.group == passes::PassGroup::UBFusion) &&
+        info.may_disable)
+      off.push_back(info.name);
   }
-  return resolveJobFlags(unfused, DType::F32);
+  return driver::resolveJob(fused.spec.withPassesDisabled(off));
 }
 
 int runCompare(const CompareOptions &opts) {
@@ -75,7 +73,7 @@ int runCompare(const CompareOptions &opts) {
     got = debug::traceCompiled(run->graph, std::move(kernels->kernels), run->inputs);
     want = debug::traceReference(run->graph, run->inputs, run->overflow);
   } else {
-    auto plain = unfusedJob(opts.job, *job);
+    auto plain = unfusedJob(*job);
     if (!plain)
       return fail(plain.error());
     driver::ReferenceRunRequest plain_request = opts.request;
@@ -154,15 +152,10 @@ std::string firstNonFinite(const ops::TensorMap &outputs) {
   return "";
 }
 
-// The job of `flags` with `trial`'s passes off.
-Expected<driver::ResolvedJob> trialJob(const JobFlags &flags, const debug::BisectTrial &trial,
-                                       DType default_dtype) {
-  JobFlags f = flags;
-  for (const std::string &p : trial.disabled) {
-    std::erase(f.settings.enable_passes, p);
-    f.settings.disable_passes.push_back(p);
-  }
-  return resolveJobFlags(f, default_dtype);
+// `job` with `trial`'s passes off.
+Expected<driver::ResolvedJob> trialJob(const driver::JobSpec &job,
+                                       const debug::BisectTrial &trial) {
+  return driver::resolveJob(job.withPassesDisabled(trial.disabled));
 }
 
 // The outputs of a trial's compiled run.
@@ -174,19 +167,19 @@ using TrialOutputs = std::function<Expected<ops::TensorMap>(const driver::Resolv
 // run under force_fp32. A reference that is itself inf or NaN would make a
 // fix look like the culprit: it is an error.
 Expected<std::pair<ops::TensorMap, std::string>>
-accuracyReference(const BisectOptions &opts, const std::vector<debug::BisectCandidate> &candidates,
-                  DType default_dtype, const TrialOutputs &outputsOf) {
+accuracyReference(const driver::JobSpec &job, const std::vector<debug::BisectCandidate> &candidates,
+                  const TrialOutputs &outputsOf) {
   debug::BisectTrial none;
   for (const debug::BisectCandidate &c : candidates)
     none.disabled.push_back(c.name);
-  KILN_ASSIGN_OR_RETURN(driver::ResolvedJob plain, trialJob(opts.job, none, default_dtype));
+  KILN_ASSIGN_OR_RETURN(driver::ResolvedJob plain, trialJob(job, none));
   KILN_ASSIGN_OR_RETURN(ops::TensorMap ref, outputsOf(plain, none));
   const std::string plain_bad = firstNonFinite(ref);
   if (plain_bad.empty())
     return std::pair{std::move(ref), std::string("every switchable pass off")};
-  JobFlags fp32_flags = opts.job;
-  fp32_flags.settings.precision_mode = passes::PrecisionMode::ForceFp32;
-  KILN_ASSIGN_OR_RETURN(driver::ResolvedJob fp32, trialJob(fp32_flags, none, default_dtype));
+  driver::JobSpec fp32_job = job;
+  fp32_job.flags.precision_mode = passes::PrecisionMode::ForceFp32;
+  KILN_ASSIGN_OR_RETURN(driver::ResolvedJob fp32, trialJob(fp32_job, none));
   KILN_ASSIGN_OR_RETURN(ref, outputsOf(fp32, none));
   if (const std::string fp32_bad = firstNonFinite(ref); !fp32_bad.empty())
     return Error("debug bisect --check accuracy: no finite reference to compare with: with every "
@@ -257,7 +250,7 @@ int runBisect(const BisectOptions &opts) {
   std::optional<ops::TensorMap> reference;
   std::string reference_name;
   if (accuracy) {
-    auto ref = accuracyReference(opts, candidates, default_dtype, outputsOf);
+    auto ref = accuracyReference(job->spec, candidates, outputsOf);
     if (!ref)
       return fail(ref.error());
     std::tie(reference, reference_name) = std::move(*ref);
@@ -265,7 +258,7 @@ int runBisect(const BisectOptions &opts) {
 
   std::optional<Signature> baseline;
   debug::BisectPredicate fails = [&](const debug::BisectTrial &trial) -> Expected<bool> {
-    KILN_ASSIGN_OR_RETURN(driver::ResolvedJob trial_job, trialJob(opts.job, trial, default_dtype));
+    KILN_ASSIGN_OR_RETURN(driver::ResolvedJob trial_job, trialJob(job->spec, trial));
     if (!accuracy) {
       KILN_ASSIGN_OR_RETURN(Graph graph, trialGraph(trial_job, trial));
       const std::vector<codegen::KernelDiagnostic> failures =

@@ -26,10 +26,10 @@ struct OverflowOptions {
   double tolerance = 1e-2;
 };
 
-// The step of `flags`' job compiled and run, with the float status.
-Expected<debug::StatusRun> runJobVariant(const OverflowOptions &opts, const JobFlags &flags,
+// The step of the job `spec` compiled and run, with the float status.
+Expected<debug::StatusRun> runJobVariant(const OverflowOptions &opts, const driver::JobSpec &spec,
                                          const ops::TensorMap *inputs_override = nullptr) {
-  KILN_ASSIGN_OR_RETURN(driver::ResolvedJob job, resolveJobFlags(flags, DType::F32));
+  KILN_ASSIGN_OR_RETURN(driver::ResolvedJob job, driver::resolveJob(spec));
   driver::ReferenceRunRequest request = opts.request;
   request.job = &job;
   KILN_ASSIGN_OR_RETURN(driver::PreparedRun run, driver::prepareModelRun(request));
@@ -58,8 +58,8 @@ Status verifyOverflowFixes(const OverflowOptions &opts, const driver::ResolvedJo
 
   // The reference: the job's force_fp32 run; where that overflows too (a
   // cube that takes only f16 inputs casts them down), the exact f32 run.
-  JobFlags fp32 = opts.job;
-  fp32.settings.precision_mode = passes::PrecisionMode::ForceFp32;
+  driver::JobSpec fp32 = job.spec;
+  fp32.flags.precision_mode = passes::PrecisionMode::ForceFp32;
   KILN_ASSIGN_OR_RETURN(debug::StatusRun reference, runJobVariant(opts, fp32));
   std::ostringstream tolerance;
   tolerance << opts.tolerance;
@@ -111,22 +111,23 @@ Status verifyOverflowFixes(const OverflowOptions &opts, const driver::ResolvedJo
   }
 
   auto trial = [&](const debug::FixCandidate &c) -> Expected<debug::StatusRun> {
-    JobFlags flags = opts.job;
+    driver::JobSpec variant = job.spec;
+    driver::JobSettings &flags = variant.flags;
     if (!c.keep_dtype_file.empty())
-      flags.settings.keep_dtype = c.keep_dtype_file;
+      flags.keep_dtype = c.keep_dtype_file;
     if (!c.precision_mode.empty())
-      flags.settings.precision_mode = passes::parsePrecisionMode(c.precision_mode);
+      flags.precision_mode = passes::parsePrecisionMode(c.precision_mode);
     for (const std::string &pass : c.enable_passes) {
-      std::erase(flags.settings.disable_passes, pass);
-      flags.settings.enable_passes.push_back(pass);
+      std::erase(flags.disable_passes, pass);
+      flags.enable_passes.push_back(pass);
     }
     if (!c.attention_fp32_layers.empty() || c.every_attention_layer)
-      flags.settings.attention_fp32_layers = c.attention_fp32_layers; // empty: every layer
+      flags.attention_fp32_layers = c.attention_fp32_layers; // empty: every layer
     if (c.loss_scale > 0) {
       ops::TensorMap scaled = {{"loss_scale", Tensor::scalar(DType::F32, c.loss_scale)}};
-      return runJobVariant(opts, flags, &scaled);
+      return runJobVariant(opts, variant, &scaled);
     }
-    return runJobVariant(opts, flags);
+    return runJobVariant(opts, variant);
   };
   debug::verifyFixes(report, reference.outputs, trial, opts.tolerance);
   report.suggestions.clear();

@@ -131,17 +131,10 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
 }
 
 Expected<driver::ResolvedJob> resolveJobFlags(const JobFlags &flags, DType default_dtype) {
-  std::optional<driver::JobSettings> job;
-  if (!flags.job_file.empty()) {
-    KILN_ASSIGN_OR_RETURN(job, driver::readJobFile(flags.job_file));
-  }
-  driver::JobSettings command_line = flags.settings;
-  command_line.source = "command line";
-  if (!flags.fusion_switch_file.empty()) {
-    KILN_ASSIGN_OR_RETURN(command_line.fusion_switch,
-                          passes::readSwitchFile(flags.fusion_switch_file));
-  }
-  return driver::resolveJob(job, command_line, default_dtype);
+  KILN_ASSIGN_OR_RETURN(
+      driver::JobSpec spec,
+      driver::readJobSpec(flags.job_file, flags.fusion_switch_file, flags.settings, default_dtype));
+  return driver::resolveJob(spec);
 }
 
 passes::Instrumentation instrumentationOf(const JobFlags &flags) {

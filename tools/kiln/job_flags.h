@@ -30,7 +30,7 @@ struct JobFlags {
 void addJobFlags(CLI::App &cmd, JobFlags &flags);
 // MODEL, --training, --batch and --seq: which graph a compile-only command builds.
 void addModelFlags(CLI::App &cmd, driver::ModelRequest &model);
-// Reads the job file and the switch file and resolves the job.
+// Reads the job file and the switch file into a JobSpec and resolves it.
 Expected<driver::ResolvedJob> resolveJobFlags(const JobFlags &flags, DType default_dtype);
 passes::Instrumentation instrumentationOf(const JobFlags &flags);
 // --cache-dir, --cache-mode and --explain-cache-misses.

@@ -18,8 +18,6 @@ namespace {
 const OverflowMode kInfNan = OverflowMode::InfNan;
 const OverflowMode kSat = OverflowMode::Saturation;
 
-TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
-
 // A random differentiable input of `type` drawn from [lo, hi).
 GradCheckInput gin(TensorType type, float lo = -1.0f, float hi = 1.0f) {
   GradCheckInput in;

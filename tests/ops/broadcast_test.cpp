@@ -15,8 +15,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-TensorType f32(Shape s) { return {DType::F32, std::move(s)}; }
-
 TEST(BroadcastTo, InfersTargetShape) {
   auto t = inferOp("BroadcastTo", {{DType::I32, {3, 1}}}, {{"shape", Ints{2, 3, 4}}});
   ASSERT_TRUE(t) << t.message();

@@ -149,12 +149,6 @@ TEST(CastKernel, Bool) {
 
 // ---- Cast: gradient ----
 
-GradCheckInput gin(TensorType type) {
-  GradCheckInput in;
-  in.type = std::move(type);
-  return in;
-}
-
 TEST(CastGradient, FiniteDifferences) {
   // Cast is linear: a wide step keeps the 16-bit rounding small against it.
   GradCheckOptions wide;

@@ -15,8 +15,6 @@
 namespace kiln::testing {
 namespace {
 
-TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
-
 TEST(CausalMaskInfer, GoodAndBad) {
   for (Shape s : {Shape{4, 4}, Shape{2, 3, 5}, Shape{2, 4, 3, 3}}) {
     auto t = inferOp("CausalMask", {f32(s)}, {{"fill", -1e4}});

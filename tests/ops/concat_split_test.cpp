@@ -12,8 +12,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-TensorType f32(Shape s) { return {DType::F32, std::move(s)}; }
-
 TEST(Concat, InfersJoinedShapeWithNegativeAxis) {
   auto t = inferOp("Concat", {f32({2, 3, 4}), f32({2, 5, 4}), f32({2, 0, 4})}, {{"axis", -2}});
   ASSERT_TRUE(t) << t.message();

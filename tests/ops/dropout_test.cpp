@@ -12,7 +12,6 @@
 namespace kiln::testing {
 namespace {
 
-TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
 Tensor seed(int64_t s) { return Tensor::fromInts(DType::I64, {}, {s}); }
 
 TEST(DropoutInfer, GoodAndBad) {

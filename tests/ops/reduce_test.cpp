@@ -15,8 +15,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-TensorType f32(Shape s) { return {DType::F32, std::move(s)}; }
-
 TEST(Reduce, InfersShapes) {
   for (const char *op : {"ReduceSum", "ReduceMean"}) {
     auto t = inferOp(op, {{DType::F16, {2, 3, 4}}}, {{"axes", Ints{-1, 0}}});

@@ -14,8 +14,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-TensorType f32(Shape s) { return {DType::F32, std::move(s)}; }
-
 // --- Reshape -----------------------------------------------------------------
 
 TEST(Reshape, InfersTheMinusOneDimension) {

@@ -14,8 +14,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-TensorType f32(Shape s) { return {DType::F32, std::move(s)}; }
-
 TEST(Slice, InfersBoxShape) {
   auto t = inferOp("Slice", {{DType::F16, {4, 5, 6}}},
                    {{"begin", Ints{1, 0, 2}}, {"end", Ints{3, 5, 2}}});

@@ -14,8 +14,6 @@
 namespace kiln::testing {
 namespace {
 
-TensorType f32(Shape s) { return {DType::F32, std::move(s)}; }
-
 // Softmax along `axis` (non-negative) computed directly from the definition.
 std::vector<double> naiveSoftmax(const Tensor &x, int64_t axis) {
   const Shape &s = x.shape();

@@ -19,16 +19,6 @@ namespace {
 const OverflowMode kInfNan = OverflowMode::InfNan;
 const OverflowMode kSat = OverflowMode::Saturation;
 
-TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
-
-GradCheckInput gin(TensorType type, float lo = -1.0f, float hi = 1.0f) {
-  GradCheckInput in;
-  in.type = std::move(type);
-  in.lo = lo;
-  in.hi = hi;
-  return in;
-}
-
 double refSigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 struct UnaryCase {

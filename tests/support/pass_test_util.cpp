@@ -6,6 +6,7 @@
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/qwen_config.h"
 #include "compiler/frontend/qwen_init.h"
+#include "ops/op_builder.h"
 #include "ops/op_verifier.h"
 #include "tests/support/random.h"
 
@@ -206,6 +207,18 @@ std::vector<std::string> groupMemberNames(const Graph &graph, const std::string 
     return ::testing::AssertionFailure() << "fused: " << b.message();
   double rtol = dtype == DType::F32 ? 1e-5 : dtype == DType::F16 ? 2e-2 : 6e-2;
   return outputsAgree(*a, *b, rtol, rtol * 1e-2);
+}
+
+MatMulCase::MatMulCase(DType dtype, uint64_t seed) : seed(seed) {
+  x = input("x", {dtype, {4, 8}});
+  w = input("w", {dtype, {16, 8}});
+  ops::OpBuilder b(g);
+  mm = b.create("MatMul", "mm", {x, w}, {{"transpose_b", true}});
+}
+
+ValueId MatMulCase::input(const std::string &name, TensorType type) {
+  feed[name] = randomTensor(type, seed + feed.size(), -1.0f, 1.0f);
+  return g.addInput(name, std::move(type), InputRole::Data);
 }
 
 } // namespace kiln::testing

@@ -88,4 +88,17 @@ std::vector<std::string> groupMemberNames(const Graph &graph, const std::string 
 ::testing::AssertionResult fusedMatchesUnfused(const Graph &fused, const Graph &unfused,
                                                const ops::TensorMap &feed, DType dtype);
 
+// The matmul fusion tests' start: x [4, 8] times w [16, 8] transposed
+// ("mm"), every input random in [-1, 1) from `seed` up, in `feed`.
+struct MatMulCase {
+  Graph g{"t"};
+  ValueId x, w, mm;
+  ops::TensorMap feed;
+  uint64_t seed;
+
+  explicit MatMulCase(DType dtype = DType::F16, uint64_t seed = 31);
+  // A further graph input, with its random data.
+  ValueId input(const std::string &name, TensorType type);
+};
+
 } // namespace kiln::testing

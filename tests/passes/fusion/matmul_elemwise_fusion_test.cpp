@@ -27,23 +27,6 @@ passes::PassResult runPass(Graph &g) { return runOnePass(g, kPass); }
 using Names = std::vector<std::string>;
 
 // x [4,8] times w [16,8] transposed in `dtype`, with random data in the feed.
-struct MatMulCase {
-  Graph g{"t"};
-  ValueId x, w, mm;
-  ops::TensorMap feed;
-
-  explicit MatMulCase(DType dtype = DType::F16) {
-    x = input("x", {dtype, {4, 8}});
-    w = input("w", {dtype, {16, 8}});
-    ops::OpBuilder b(g);
-    mm = b.create("MatMul", "mm", {x, w}, {{"transpose_b", true}});
-  }
-  ValueId input(const std::string &name, TensorType type) {
-    feed[name] = randomTensor(type, 53 + feed.size(), -1.0f, 1.0f);
-    return g.addInput(name, std::move(type), InputRole::Data);
-  }
-};
-
 TEST(MatmulElemwiseFusion, GroupsTheScaledMaskedAttentionScores) {
   Graph g("t");
   ops::TensorMap feed;
@@ -79,7 +62,7 @@ TEST(MatmulElemwiseFusion, GroupsTheScaledMaskedAttentionScores) {
 }
 
 TEST(MatmulElemwiseFusion, AbsorbsReshapesBetweenOpsAndDropsTrailingOnes) {
-  MatMulCase c;
+  MatMulCase c(DType::F16, 53);
   ValueId residual = c.input("residual", {DType::F16, {1, 4, 16}});
   ops::OpBuilder b(c.g);
   ValueId up =
@@ -94,7 +77,7 @@ TEST(MatmulElemwiseFusion, AbsorbsReshapesBetweenOpsAndDropsTrailingOnes) {
 }
 
 TEST(MatmulElemwiseFusion, RejectsOpsThatAreNotElementwiseOrBroadcast) {
-  MatMulCase c;
+  MatMulCase c(DType::F16, 53);
   ops::OpBuilder b(c.g);
   c.g.addOutput("y", b.create("Softmax", "softmax", {c.mm}));
   ValueId mm2 = b.create("MatMul", "mm2", {c.x, c.w}, {{"transpose_b", true}});
@@ -109,7 +92,7 @@ TEST(MatmulElemwiseFusion, RejectsOpsThatAreNotElementwiseOrBroadcast) {
 }
 
 TEST(MatmulElemwiseFusion, RejectsAnOpThatGrowsTheResult) {
-  MatMulCase c;
+  MatMulCase c(DType::F16, 53);
   ValueId big = c.input("big", {DType::F16, {2, 4, 16}});
   ops::OpBuilder b(c.g);
   c.g.addOutput("y", b.create("Mul", "mul", {c.mm, big}));
@@ -120,7 +103,7 @@ TEST(MatmulElemwiseFusion, RejectsAnOpThatGrowsTheResult) {
 }
 
 TEST(MatmulElemwiseFusion, StopsAtAValueWithSeveralUsers) {
-  MatMulCase c;
+  MatMulCase c(DType::F16, 53);
   ops::OpBuilder b(c.g);
   ValueId act = b.create("Silu", "act", {c.mm});
   c.g.addOutput("y", b.create("Neg", "neg", {act}));
@@ -256,7 +239,7 @@ TEST(MatmulElemwiseFusion, LeavesWhatFixPipeTookOnAscend910bAndTakesItOnAscend91
 }
 
 TEST(MatmulElemwiseFusion, StopsAtANodeInAGroup) {
-  MatMulCase c;
+  MatMulCase c(DType::F16, 53);
   ops::OpBuilder b(c.g);
   c.g.addOutput("y", b.create("Neg", "neg", {c.mm}));
   GroupId grp = c.g.addGroup(FusionGroup{"g", "eltwise", "test", Intermediates::Storage});
@@ -268,7 +251,7 @@ TEST(MatmulElemwiseFusion, StopsAtANodeInAGroup) {
 }
 
 TEST(MatmulElemwiseFusion, SwitchedOffFormsNoGroup) {
-  MatMulCase c;
+  MatMulCase c(DType::F16, 53);
   ops::OpBuilder b(c.g);
   c.g.addOutput("y", b.create("Neg", "neg", {c.mm}));
   passes::PipelineReport report =

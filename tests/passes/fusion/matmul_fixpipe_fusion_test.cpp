@@ -24,23 +24,6 @@ passes::PassResult runPass(Graph &g, const std::string &target = "ascend910b") {
 using Names = std::vector<std::string>;
 
 // x [4,8] times w [16,8] transposed in f16, with random data in the feed.
-struct MatMulCase {
-  Graph g{"t"};
-  ValueId x, w, mm;
-  ops::TensorMap feed;
-
-  MatMulCase() {
-    x = input("x", {DType::F16, {4, 8}});
-    w = input("w", {DType::F16, {16, 8}});
-    ops::OpBuilder b(g);
-    mm = b.create("MatMul", "mm", {x, w}, {{"transpose_b", true}});
-  }
-  ValueId input(const std::string &name, TensorType type) {
-    feed[name] = randomTensor(type, 31 + feed.size(), -1.0f, 1.0f);
-    return g.addInput(name, std::move(type), InputRole::Data);
-  }
-};
-
 TEST(MatmulFixPipeFusion, GroupsAMatMulWithItsCastToF32) {
   MatMulCase c;
   ops::OpBuilder b(c.g);

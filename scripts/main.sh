@@ -3,7 +3,8 @@
 # step compiled ahead of time (passes, target checks, kernels through a fresh
 # kernel cache, then again from it), one training step of a tiny Qwen on the
 # compiled kernels and on the reference interpreter, the fp16 attention
-# overflow with its fix, the Qwen-14B per-device memory plans, and the tiny
+# overflow with its fix, the Qwen-14B per-device memory plans and the layout
+# kiln plan recommends for 8 x 32 GB, and the tiny
 # Qwen trained across 8 simulated devices (data, then tensor parallel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +71,10 @@ for layout in "--zero 1 --batch 8" "--tp 8 --recompute full"; do
   "$kiln" train examples/qwen-14b/config.json --compile-only --devices 8 $layout --seq 2048 \
     --dtype f16 --target ascend910 --device-memory 32GiB || [ $? -eq 4 ]
 done
+echo "== kiln plan: every layout of 8 x ascend910 (32 GB) for a Qwen-14B full fine-tune, global"
+echo "   batch 16, planned by the compiler and ranked by the target's cost model"
+"$kiln" plan examples/qwen-14b/config.json --devices 8 --device-memory 32GiB --target ascend910 \
+  --seq 2048 --global-batch 16 --dtype f16 --top 3
 echo "== tiny Qwen trained across 8 simulated devices: fp16, dynamic loss scale, ZeRO-1"
 "$kiln" make-inputs examples/qwen-tiny/config.json --tokens 200000 -o "$work/train.bin"
 "$kiln" train examples/qwen-tiny/config.json --data "$work/train.bin" --steps 100 --batch 32 \

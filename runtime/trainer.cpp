@@ -141,24 +141,21 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
     return Status::ok();
   };
   // Checkpoints hold what is trained; the frozen base always comes from `weights`.
-  for (size_t i = 0; i < program_.frozen.size(); ++i) {
-    const auto &[name, type] = program_.frozen[i];
-    KILN_RETURN_IF_ERROR(place(name, type, program_.frozen_splits[i]));
+  for (const parallel::Parameter &p : program_.frozen) {
+    KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split));
     for (int d = 0; d < devices; ++d)
-      KILN_RETURN_IF_ERROR(memory_[d].allocate(name, bytesOf(type)));
+      KILN_RETURN_IF_ERROR(memory_[d].allocate(p.name, bytesOf(p.type)));
   }
   for (size_t i = 0; i < program_.params.size(); ++i) {
-    const auto &[name, type] = program_.params[i];
-    const TensorSplit &split = program_.splits[i];
+    const parallel::Parameter &p = program_.params[i];
     const std::string &m = program_.signature.moment[i], &v = program_.signature.velocity[i];
-    split_of_[name] = split_of_[m] = split_of_[v] = split;
+    param_of_[p.name] = param_of_[m] = param_of_[v] = i;
     if (resume_path.empty())
-      KILN_RETURN_IF_ERROR(place(name, type, split));
-    const TensorType moment{DType::F32, type.shape};
+      KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split));
+    const TensorType moment{DType::F32, p.type.shape};
     for (int d = 0; d < devices; ++d) {
-      KILN_RETURN_IF_ERROR(memory_[d].allocate(name, bytesOf(type)));
-      const int owner = program_.owner[i];
-      if (owner == -1 || owner == replicaOf(d)) {
+      KILN_RETURN_IF_ERROR(memory_[d].allocate(p.name, bytesOf(p.type)));
+      if (p.owner == -1 || p.owner == replicaOf(d)) {
         moments_[d][m] = Tensor(moment);
         moments_[d][v] = Tensor(moment);
         KILN_RETURN_IF_ERROR(memory_[d].allocate(m, bytesOf(moment)));
@@ -366,7 +363,7 @@ Status Trainer::update(int device, double grad_scale, double lr) {
     inputs[sig.learning_rate] = scalarF32(lr);
     inputs[sig.grad_scale] = scalarF32(grad_scale);
     for (size_t i : program_.bucket_params[b]) {
-      const std::string &name = program_.params[i].first;
+      const std::string &name = program_.params[i].name;
       inputs[name] = weights_[device][name];
       inputs[sig.gradient[i]] = grads_[device][i];
       inputs[sig.moment[i]] = moments_[device][sig.moment[i]];

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/parallel/training_program.h"
+#include "ir/thread_pool.h"
 #include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/device.h"
@@ -34,7 +35,6 @@
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/profiler.h"
-#include "ir/thread_pool.h"
 #include "runtime/token_data.h"
 #include "runtime/trace.h"
 
@@ -123,6 +123,9 @@ private:
   // The whole tensor from every rank's piece on local replica `replica`.
   Tensor gather(const std::vector<ops::TensorMap> &per_device, int replica,
                 const std::string &name) const;
+  const TensorSplit &splitOf(const std::string &name) const {
+    return program_.params[param_of_.at(name)].split;
+  }
 
   parallel::TrainingProgram program_;
   TrainerOptions options_;
@@ -135,9 +138,10 @@ private:
   std::vector<DeviceMemory> memory_;
   std::vector<FloatStatus> float_status_; // cleared before each step
   std::vector<ops::TensorMap> weights_;
-  std::vector<ops::TensorMap> moments_;         // what it owns
-  std::vector<std::vector<Tensor>> grads_;      // per param, f32
-  std::map<std::string, TensorSplit> split_of_; // parameters and their moments
+  std::vector<ops::TensorMap> moments_;    // what it owns
+  std::vector<std::vector<Tensor>> grads_; // per param, f32
+  // A parameter's or its moments' name -> its index in program_.params.
+  std::map<std::string, size_t> param_of_;
   int64_t step_ = 0;
   int64_t updates_ = 0;
   std::string resumed_from_;

@@ -17,7 +17,7 @@ Status Trainer::resume(const std::string &path) {
   // Device `device`'s piece, of type `piece`, of the whole tensor `name` in `tensors`.
   auto restore = [&](const std::map<std::string, Tensor> &tensors, const std::string &name,
                      int device, const TensorType &piece) -> Expected<Tensor> {
-    const TensorSplit &split = split_of_.at(name);
+    const TensorSplit &split = splitOf(name);
     auto it = tensors.find(name);
     if (it != tensors.end()) {
       const Expected<Shape> shape = splitShape(it->second.shape(), split, tp());
@@ -29,8 +29,8 @@ Status Trainer::resume(const std::string &path) {
                  (it == tensors.end() ? "" : "; it holds " + typeToString(it->second.type())));
   };
   for (int d = 0; d < static_cast<int>(weights_.size()); ++d) {
-    for (const auto &[name, type] : program_.params) {
-      KILN_ASSIGN_OR_RETURN(weights_[d][name], restore(state.weights, name, d, type));
+    for (const parallel::Parameter &p : program_.params) {
+      KILN_ASSIGN_OR_RETURN(weights_[d][p.name], restore(state.weights, p.name, d, p.type));
     }
     for (auto &[name, t] : moments_[d]) {
       KILN_ASSIGN_OR_RETURN(t, restore(state.moments, name, d, t.type()));
@@ -49,7 +49,7 @@ Tensor Trainer::gather(const std::vector<ops::TensorMap> &per_device, int replic
   std::vector<Tensor> pieces;
   for (int t = 0; t < tp(); ++t)
     pieces.push_back(per_device[replica * tp() + t].at(name));
-  return joinShards(pieces, split_of_.at(name));
+  return joinShards(pieces, splitOf(name));
 }
 
 Status Trainer::checkpoint() {
@@ -63,13 +63,13 @@ Status Trainer::checkpoint() {
   state.overflows_in_a_row = scaler_.overflowsInARow();
   state.seed = options_.seed;
   state.settings = options_.settings;
-  for (const auto &[name, type] : program_.params)
-    state.weights.emplace(name, gather(weights_, 0, name));
+  for (const parallel::Parameter &p : program_.params)
+    state.weights.emplace(p.name, gather(weights_, 0, p.name));
   const int replicas = comm_->localSize();
   for (size_t i = 0; i < program_.params.size(); ++i) {
-    const TensorType &type = program_.params[i].second;
+    const parallel::Parameter &p = program_.params[i];
     for (const std::string &name : {program_.signature.moment[i], program_.signature.velocity[i]}) {
-      if (program_.owner[i] == -1) {
+      if (p.owner == -1) {
         state.moments.emplace(name, gather(moments_, 0, name));
         continue;
       }
@@ -82,16 +82,17 @@ Status Trainer::checkpoint() {
         Tensor *received = nullptr;
         for (int r = 0; r < replicas; ++r) {
           auto mine = moments_[r * tp() + t].find(name);
-          Tensor &slot = mine != moments_[r * tp() + t].end()
-                             ? mine->second
-                             : (scratch[r * tp() + t] = Tensor(TensorType{DType::F32, type.shape}));
+          Tensor &slot =
+              mine != moments_[r * tp() + t].end()
+                  ? mine->second
+                  : (scratch[r * tp() + t] = Tensor(TensorType{DType::F32, p.type.shape}));
           buffers.push_back(slot.data());
           received = received ? received : &slot;
         }
-        KILN_RETURN_IF_ERROR(comm_->broadcast(buffers, received->byteSize(), program_.owner[i]));
+        KILN_RETURN_IF_ERROR(comm_->broadcast(buffers, received->byteSize(), p.owner));
         pieces.push_back(*received);
       }
-      state.moments.emplace(name, joinShards(pieces, program_.splits[i]));
+      state.moments.emplace(name, joinShards(pieces, p.split));
     }
   }
   if (comm_->firstLocalRank() != 0)

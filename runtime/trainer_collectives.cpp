@@ -24,7 +24,7 @@ Status Trainer::reduceGradient(int t, size_t i) {
   const std::string &name = program_.signature.gradient[i];
   for (int r = 0; r < replicas && to_owner; ++r) {
     const int d = r * T + t;
-    if (replicaOf(d) == program_.owner[i]) {
+    if (replicaOf(d) == program_.params[i].owner) {
       KILN_RETURN_IF_ERROR(memory_[d].allocate(name, grads_[d][i].byteSize()));
     } else {
       grads_[d][i] = Tensor();
@@ -44,7 +44,7 @@ Expected<double> Trainer::gradientSumOfSquares() {
   std::vector<std::pair<int, size_t>> counted; // (rank, parameter)
   for (int t = 0; t < T; ++t)
     for (size_t i = 0; i < program_.params.size(); ++i)
-      if (t == 0 || !program_.splits[i].replicated())
+      if (t == 0 || !program_.params[i].split.replicated())
         counted.emplace_back(t, i);
   std::vector<double> squares(counted.size(), 0.0);
   if (program_.parallel.zero < 2) {
@@ -59,7 +59,7 @@ Expected<double> Trainer::gradientSumOfSquares() {
       std::vector<const Tensor *> tensors;
       std::vector<size_t> at;
       for (size_t k = 0; k < counted.size(); ++k)
-        if (program_.owner[counted[k].second] == replicaOf(r * T)) {
+        if (program_.params[counted[k].second].owner == replicaOf(r * T)) {
           tensors.push_back(&grads_[r * T + counted[k].first][counted[k].second]);
           at.push_back(k);
         }
@@ -75,7 +75,7 @@ Expected<double> Trainer::gradientSumOfSquares() {
       KILN_RETURN_IF_ERROR(
           comm_->broadcast(buffers, static_cast<int64_t>(counted.size() * sizeof(double)), owner));
       for (size_t k = 0; k < counted.size(); ++k)
-        if (program_.owner[counted[k].second] == owner)
+        if (program_.params[counted[k].second].owner == owner)
           squares[k] = from[0][k];
     }
   }
@@ -123,14 +123,14 @@ Status Trainer::broadcastOwnedWeights() {
   const auto clock = Profiler::Clock::now();
   for (int t = 0; t < T; ++t)
     for (size_t i = 0; i < program_.params.size(); ++i) {
-      if (program_.owner[i] == -1)
+      const parallel::Parameter &p = program_.params[i];
+      if (p.owner == -1)
         continue;
-      const std::string &name = program_.params[i].first;
+      const std::string &name = p.name;
       std::vector<void *> buffers;
       for (int r = 0; r < replicas; ++r)
         buffers.push_back(weights_[r * T + t][name].data());
-      KILN_RETURN_IF_ERROR(
-          comm_->broadcast(buffers, weights_[t][name].byteSize(), program_.owner[i]));
+      KILN_RETURN_IF_ERROR(comm_->broadcast(buffers, weights_[t][name].byteSize(), p.owner));
     }
   profileHost(0, "broadcast", clock);
   return Status::ok();

@@ -57,8 +57,8 @@ Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &mode
     auto found = loaded.splits.find(in.name);
     const TensorSplit split = found == loaded.splits.end() ? TensorSplit{} : found->second;
     const bool trained = in.role == InputRole::Parameter;
-    (trained ? program.params : program.frozen).emplace_back(in.name, loaded.graph.type(in.value));
-    (trained ? program.splits : program.frozen_splits).push_back(split);
+    (trained ? program.params : program.frozen)
+        .push_back({in.name, loaded.graph.type(in.value), split, -1});
   }
   KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings, cache));
   parallel::TrainingSignature &sig = program.signature;
@@ -70,10 +70,10 @@ Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &mode
   sig.learning_rate = autodiff::kLearningRateName;
   sig.grad_scale = autodiff::kGradScaleName;
   sig.adam_step = autodiff::kAdamStepName;
-  for (const auto &[name, type] : program.params) {
-    sig.gradient.push_back(autodiff::gradientName(name));
-    sig.moment.push_back(autodiff::adamMomentName(name));
-    sig.velocity.push_back(autodiff::adamVelocityName(name));
+  for (const parallel::Parameter &p : program.params) {
+    sig.gradient.push_back(autodiff::gradientName(p.name));
+    sig.moment.push_back(autodiff::adamMomentName(p.name));
+    sig.velocity.push_back(autodiff::adamVelocityName(p.name));
   }
   return program;
 }
@@ -81,26 +81,27 @@ Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &mode
 Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob &job,
                           const KernelSettings &settings, cache::KernelCache *cache) {
   const parallel::ParallelConfig &config = program.parallel;
-  program.owner.clear();
   program.optimizers.clear();
   program.bucket_params.clear();
   program.replica_updates.clear();
   std::vector<int64_t> sizes;
-  for (const auto &[name, type] : program.params)
-    sizes.push_back(numElements(type.shape) * static_cast<int64_t>(dtypeSize(type.dtype)));
-  program.owner = config.zero >= 1 ? parallel::zeroOwners(sizes, config.dp)
-                                   : std::vector<int>(sizes.size(), -1);
+  for (const parallel::Parameter &p : program.params)
+    sizes.push_back(numElements(p.type.shape) * static_cast<int64_t>(dtypeSize(p.type.dtype)));
+  const std::vector<int> owners = config.zero >= 1 ? parallel::zeroOwners(sizes, config.dp)
+                                                   : std::vector<int>(sizes.size(), -1);
+  for (size_t i = 0; i < program.params.size(); ++i)
+    program.params[i].owner = owners[i];
   const int updates = config.zero >= 1 ? config.dp : 1;
   for (int r = 0; r < updates; ++r) {
     std::vector<size_t> mine;
     for (size_t i = 0; i < program.params.size(); ++i)
-      if (program.owner[i] == -1 || program.owner[i] == r)
+      if (owners[i] == -1 || owners[i] == r)
         mine.push_back(i);
     program.replica_updates.emplace_back();
     for (std::vector<size_t> &bucket : parallel::updateBuckets(sizes, mine)) {
       std::vector<std::pair<std::string, TensorType>> params;
       for (size_t i : bucket)
-        params.push_back(program.params[i]);
+        params.emplace_back(program.params[i].name, program.params[i].type);
       KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(params, stepOptions()));
       KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c,
                             compiled(std::move(update), job, settings, cache));

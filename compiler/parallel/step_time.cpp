@@ -164,8 +164,8 @@ Expected<StepTime> predictStepTime(const TrainingProgram &program, const target:
   // The gradients leave the step in the parameters' dtype; under ZeRO the
   // owners' new weights go back to every replica.
   double param_bytes = 0;
-  for (const auto &[name, type] : program.params)
-    param_bytes += tensorBytes(type);
+  for (const Parameter &p : program.params)
+    param_bytes += tensorBytes(p.type);
   const Link dp_link = linkOf(layout.dp, layout.tp);
   time.data_parallel = layout.zero >= 2 ? ringReduceScatterSeconds(param_bytes, layout.dp, dp_link)
                                         : ringAllReduceSeconds(param_bytes, layout.dp, dp_link);

@@ -136,20 +136,20 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
     DeviceMemoryEstimate e;
     e.rank = r * program.parallel.tp; // the replica's first device
     e.step_peak = step.peak_bytes;
-    for (const auto &[name, type] : program.frozen)
-      e.frozen_weights = saturatingAdd(e.frozen_weights, bytesOf(type));
-    for (const auto &[name, type] : program.params)
-      e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(type));
+    for (const Parameter &p : program.frozen)
+      e.frozen_weights = saturatingAdd(e.frozen_weights, bytesOf(p.type));
+    for (const Parameter &p : program.params)
+      e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(p.type));
     // During the update the device holds every weight (frozen ones too),
     // every f32 gradient (with ZeRO-2 those it owns) and the moments it
     // owns; one bucket at a time adds its new weights and moments.
     MemoryBreakdown in_update;
     in_update.update = true;
     in_update.frozen_weights = e.frozen_weights;
-    for (size_t i = 0; i < program.params.size(); ++i) {
-      const TensorType &t = program.params[i].second;
+    for (const Parameter &p : program.params) {
+      const TensorType &t = p.type;
       const int64_t f32_bytes = saturatingMul(4, numElements(t.shape));
-      const bool owns = program.owner[i] == -1 || program.owner[i] == r;
+      const bool owns = p.owner == -1 || p.owner == r;
       if (owns)
         e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, f32_bytes));
       in_update.weights = saturatingAdd(in_update.weights, bytesOf(t));
@@ -167,9 +167,9 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
     // With micro-batches, each parameter's f32 gradient sum stays on the
     // device while the next micro-batch runs.
     if (program.parallel.grad_accum > 1)
-      for (const auto &[name, type] : program.params)
+      for (const Parameter &p : program.params)
         e.accumulated_gradients =
-            saturatingAdd(e.accumulated_gradients, saturatingMul(4, numElements(type.shape)));
+            saturatingAdd(e.accumulated_gradients, saturatingMul(4, numElements(p.type.shape)));
     e.peak = std::max(
         saturatingAdd(saturatingAdd(e.step_peak, e.accumulated_gradients), e.optimizer_state),
         e.update_peak);

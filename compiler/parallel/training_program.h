@@ -75,23 +75,29 @@ struct TrainingSignature {
   std::vector<std::string> gradient, moment, velocity;
 };
 
+// One weight of the program: the one table of what the compiler, the
+// memory estimate and the trainer know of it.
+struct Parameter {
+  std::string name; // the Hugging Face name
+  TensorType type;  // on one device: a tensor-parallel rank's piece
+  TensorSplit split;
+  // The data-parallel rank that updates it and keeps its moments (ZeRO);
+  // -1: every rank (no ZeRO, and frozen weights).
+  int owner = -1;
+};
+
 struct TrainingProgram {
   ParallelConfig parallel;
   int64_t batch_per_replica = 1; // sequences a replica trains on per step
   int64_t micro_batch = 1;       // of them, what one run of the step takes (grad_accum runs)
   int64_t seq = 0;
   CompiledGraph step;
-  // The parameters in graph order (each tensor-parallel rank's piece), how
-  // tensor parallelism splits each, and the data-parallel rank that updates
-  // it (every rank updates everything without ZeRO: owner -1).
-  std::vector<std::pair<std::string, TensorType>> params;
-  std::vector<TensorSplit> splits;
-  std::vector<int> owner;
+  // The trained parameters, in graph order.
+  std::vector<Parameter> params;
   // Weights the step reads but nothing trains (the base model under LoRA):
   // each device holds its piece, in the model's dtype, and no gradient,
   // master copy or moments of it.
-  std::vector<std::pair<std::string, TensorType>> frozen;
-  std::vector<TensorSplit> frozen_splits;
+  std::vector<Parameter> frozen;
   TrainingSignature signature;
   // The AdamW update in buckets (parallel_config.h updateBuckets): graph b
   // updates the parameters bucket_params[b] (indices into params). Replica

@@ -135,8 +135,8 @@ TEST_F(TinyStepTime, CommunicationIsTheCollectivesAndTheGradientSum) {
   EXPECT_NEAR(time->tensor_parallel, tp, 1e-15);
   // Data parallel: the gradients all-reduced, two scalars over all four.
   double grads = 0;
-  for (const auto &[name, type] : p.params)
-    grads += static_cast<double>(numElements(type.shape) * dtypeSize(type.dtype));
+  for (const Parameter &param : p.params)
+    grads += static_cast<double>(numElements(param.type.shape) * dtypeSize(param.type.dtype));
   EXPECT_NEAR(time->data_parallel,
               ringAllReduceSeconds(grads, 2, intra) + 2 * ringAllReduceSeconds(8, 4, intra), 1e-15);
   // ZeRO-2 reduce-scatters them and gathers the weights back: the same bytes.

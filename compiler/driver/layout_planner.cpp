@@ -93,6 +93,8 @@ private:
     c.breakdown = program.memory.breakdown;
     if (!c.fits) {
       c.reason = "needs " + formatBytes(c.peak) + " of " + formatBytes(capacity);
+      if (formatBytes(c.peak) == formatBytes(capacity)) // rounded alike: say by how much
+        c.reason += " (" + std::to_string(c.peak - capacity) + " bytes over)";
       std::vector<std::pair<std::string, int64_t>> parts = c.breakdown.parts();
       auto largest = std::max_element(parts.begin(), parts.end(),
                                       [](auto &a, auto &b) { return a.second < b.second; });
@@ -211,6 +213,9 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
     r.device_memory = job.target.memory.hbm_bytes;
   if (r.nodes <= 0)
     r.nodes = parallel::nodesFor(job.target, r.devices);
+  else if (r.devices % r.nodes != 0)
+    return Error("--nodes " + std::to_string(r.nodes) + " does not split " +
+                 std::to_string(r.devices) + " devices evenly");
   LayoutPlan plan;
   plan.nodes = r.nodes;
   plan.device_memory = r.device_memory;
@@ -233,10 +238,10 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
         }
   }
   if (plan.candidates.empty())
-    return Error(planner.firstFailure().empty()
-                     ? "no layout of " + std::to_string(r.devices) + " devices takes a global " +
-                           "batch of " + std::to_string(r.model.batch)
-                     : planner.firstFailure());
+    return Error("no layout of " + std::to_string(r.devices) + " devices takes this model and a " +
+                 "global batch of " + std::to_string(r.model.batch) +
+                 (planner.firstFailure().empty() ? " (the batch must divide over the replicas)"
+                                                 : ": " + planner.firstFailure()));
   std::stable_sort(plan.candidates.begin(), plan.candidates.end(), better);
   plan.no_time = planner.noTime();
   if (!plan.recommended()) {

@@ -38,6 +38,27 @@ TEST_F(PlanCli, TheRecommendedCommandPlansThePeakItPromises) {
   EXPECT_NE(text.find("run the best:\n    " + command), std::string::npos) << text;
 }
 
+TEST_F(PlanCli, ALoraFineTuneIsPlannedWithItsAdapters) {
+  Result r = run(kTinyPlan + " --device-memory 1MiB --lora-rank 4 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  const std::string command = plan["command"];
+  EXPECT_NE(command.find(" --lora-rank 4"), std::string::npos) << command;
+  Result full = run(kTinyPlan + " --device-memory 1MiB --format json");
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  // The frozen base has no moments or f32 gradients: the smallest LoRA
+  // plan is below the smallest full fine-tune's.
+  auto smallest = [](const nlohmann::json &p) {
+    int64_t least = INT64_MAX;
+    for (const nlohmann::json &c : p["candidates"])
+      least = std::min(least, c["peak_bytes"].get<int64_t>());
+    return least;
+  };
+  EXPECT_LT(smallest(plan), smallest(nlohmann::json::parse(full.out)));
+  Result train = run(command.substr(5) + " --compile-only");
+  EXPECT_EQ(train.exit_code, 0) << train.out << train.err;
+}
+
 TEST_F(PlanCli, NothingFitsExitsFourAndSaysWhatWould) {
   Result r = run(kTinyPlan + " --device-memory 600KiB");
   EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
@@ -50,6 +71,11 @@ TEST_F(PlanCli, BadFlagsAreOneLineErrors) {
   expectError(run("plan " + kTiny + " --global-batch 8 --target ascend310"),
               {"unknown target 'ascend310'"});
   expectError(run("plan " + path("none.json") + " --global-batch 8"), {"none.json"});
+  expectError(run(kTinyPlan + " --nodes 3"), {"--nodes 3 does not split 4 devices evenly"});
+  // Eight replicas cannot share three sequences, and the model has 4 heads for TP8.
+  expectError(run("plan " + kTiny + " --devices 8 --global-batch 3"),
+              {"no layout of 8 devices takes this model and a global batch of 3",
+               "tensor parallelism over 8 ranks"});
   Result no_batch = run("plan " + kTiny);
   EXPECT_EQ(no_batch.exit_code, 2) << no_batch.err;
   EXPECT_NE(no_batch.err.find("--global-batch"), std::string::npos) << no_batch.err;

@@ -26,14 +26,14 @@ for cluster in "${clusters[@]}"; do
   /usr/bin/python3 -c '
 import json, sys
 plan = json.loads(sys.argv[2])
-fit = sum(c["fits"] for c in plan["candidates"])
-best = plan["recommended"]
-head = f"{sys.argv[1]:<52} {len(plan[\"candidates\"]):3} layouts, {fit:2} fit, {plan[\"seconds\"]:5.1f} s"
+candidates, best = plan["candidates"], plan["recommended"]
+fit = sum(c["fits"] for c in candidates)
+head = "%-52s %3d layouts, %2d fit, %5.1f s" % (sys.argv[1], len(candidates), fit, plan["seconds"])
 if best:
-    print(f"{head}: {best[\"flags\"]}, {best[\"peak_bytes\"] / 2**30:.1f} GiB, "
-          f"{best[\"tokens_per_s_per_device\"]:.0f} tokens/s/device")
+    print("%s: %s, %.1f GiB, %.0f tokens/s/device" % (head, best["flags"],
+          best["peak_bytes"] / 2**30, best["tokens_per_s_per_device"]))
 else:
-    print(f"{head}: nothing fits; would: {plan[\"would_fit\"]}")' "$cluster" "$out"
+    print("%s: nothing fits; would: %s" % (head, plan["would_fit"]))' "$cluster" "$out"
 done
 
 echo

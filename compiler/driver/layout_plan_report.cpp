@@ -26,24 +26,13 @@ std::string layoutName(const LayoutCandidate &c) {
          std::to_string(c.micro_batch) + " x " + std::to_string(c.layout.grad_accum);
 }
 
-// "1.23 s", "12.3 ms", "45 us".
-std::string secondsText(double s) {
-  char buf[32];
-  if (s >= 1)
-    std::snprintf(buf, sizeof(buf), "%.2f s", s);
-  else if (s >= 1e-3)
-    std::snprintf(buf, sizeof(buf), "%.1f ms", s * 1e3);
-  else
-    std::snprintf(buf, sizeof(buf), "%.0f us", s * 1e6);
-  return buf;
-}
-
 std::string row(const LayoutCandidate &c, size_t rank) {
   char buf[256];
   if (c.time)
     std::snprintf(buf, sizeof(buf), "  %2zu  %-52s %10s  %10s  %8.0f\n", rank,
                   layoutName(c).c_str(), formatBytes(c.peak).c_str(),
-                  secondsText(c.time->seconds()).c_str(), c.time->tokensPerSecondPerDevice());
+                  parallel::formatSeconds(c.time->seconds()).c_str(),
+                  c.time->tokensPerSecondPerDevice());
   else
     std::snprintf(buf, sizeof(buf), "  %2zu  %-52s %10s  %10s  %8s\n", rank, layoutName(c).c_str(),
                   formatBytes(c.peak).c_str(), "-", "-");

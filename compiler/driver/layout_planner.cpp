@@ -176,7 +176,7 @@ Expected<std::vector<std::string>> whatWouldFit(const PlanRequest &request, cons
        devices <= std::min(request.devices * 8, parallel::kMaxDevices); devices *= 2) {
     PlanRequest more = request;
     more.devices = devices;
-    more.nodes = 0;
+    more.nodes = parallel::nodesFor(job.target, devices);
     KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c, smallestLayout(more, job, settings));
     if (c && c->fits) {
       out.push_back(std::to_string(devices) + " devices: --devices " + std::to_string(devices) +

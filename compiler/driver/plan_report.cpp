@@ -34,10 +34,8 @@ std::string predictedTime(const target::Target &target, const parallel::Training
   std::string text = "predicted on " + target.name + " (" + std::to_string(nodes) + " node" +
                      (nodes == 1 ? "" : "s") + ", the target's roofline): " + time->toText();
   for (size_t i = 0; i < kinds.size() && i < 3; ++i) {
-    char buf[96];
-    std::snprintf(buf, sizeof(buf), "%s %s %.3f s", i == 0 ? "; kernels by kind:" : ",",
-                  kinds[i].second.c_str(), kinds[i].first);
-    text += buf;
+    text += (i == 0 ? "; kernels by kind: " : ", ") + kinds[i].second + " " +
+            parallel::formatSeconds(kinds[i].first);
   }
   return text;
 }

@@ -30,14 +30,23 @@ double StepTime::tokensPerSecondPerDevice() const {
   return s > 0 && devices > 0 ? static_cast<double>(tokens) / s / devices : 0;
 }
 
-std::string StepTime::toText() const {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "step %.3f s (kernels %.3f s, update %.3f s, tensor-parallel %.3f s, "
-                "data-parallel %.3f s): %.0f tokens/s per device",
-                seconds(), kernels, update, tensor_parallel, data_parallel,
-                tokensPerSecondPerDevice());
+std::string formatSeconds(double s) {
+  char buf[32];
+  if (s >= 1)
+    std::snprintf(buf, sizeof(buf), "%.2f s", s);
+  else if (s >= 1e-3)
+    std::snprintf(buf, sizeof(buf), "%.1f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.0f us", s * 1e6);
   return buf;
+}
+
+std::string StepTime::toText() const {
+  char rate[32];
+  std::snprintf(rate, sizeof(rate), "%.0f", tokensPerSecondPerDevice());
+  return "step " + formatSeconds(seconds()) + " (kernels " + formatSeconds(kernels) + ", update " +
+         formatSeconds(update) + ", tensor-parallel " + formatSeconds(tensor_parallel) +
+         ", data-parallel " + formatSeconds(data_parallel) + "): " + rate + " tokens/s per device";
 }
 
 namespace {

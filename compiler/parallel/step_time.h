@@ -49,6 +49,9 @@ struct StepTime {
 // devices in Megatron's order: a replica's tensor-parallel ranks adjacent).
 // An error names the figure the target lacks (a cube peak for the step's
 // matmul dtype, the HBM bandwidth, the interconnect).
+// "1.23 s", "12.3 ms", "45 us".
+std::string formatSeconds(double seconds);
+
 // The nodes `devices` fill at the target's devices per node (1 when unknown).
 int nodesFor(const target::Target &target, int devices);
 

@@ -40,6 +40,10 @@ step_ms = statistics.median(float(s["Step Time(us)"]) / 1e3 for s in steps)
 print("steps %d-%d: median step %.0f ms, kernels and host work cover %.1f%% of it"
       % (warmup + 1, warmup + n, step_ms,
          statistics.median(float(s["Covered(%)"]) for s in steps)))
+# Weights, moments and inputs are shared with the executor, not copied: each
+# weight is stored once per device (docs/notes/decisions.md).
+print("tensor bytes copied per step: %d (largest of the steps)"
+      % max(int(s["Copied(bytes)"]) for s in steps))
 by = {}
 for r in rows:
     by.setdefault(r["OP Type"], []).append(r)

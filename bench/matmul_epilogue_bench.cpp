@@ -63,9 +63,9 @@
 #include "ir/float16.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "ir/thread_pool.h"
 #include "ops/op_builder.h"
 #include "runtime/executor.h"
-#include "ir/thread_pool.h"
 #include "target/target.h"
 
 namespace {

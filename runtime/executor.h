@@ -16,11 +16,11 @@
 #include "compiler/codegen/kernel_compiler.h"
 #include "compiler/codegen/kernel_loader.h"
 #include "ir/graph.h"
+#include "ir/thread_pool.h"
 #include "ops/interpreter.h"
 #include "runtime/device.h"
 #include "runtime/float_status.h"
 #include "runtime/profiler.h"
-#include "ir/thread_pool.h"
 
 namespace kiln::runtime {
 

@@ -108,25 +108,14 @@ public:
     // A fold only redirects the add's users and gives a 1-D value one more
     // user, so the users of the other matmul results stay as the view has them.
     const FusionView view(graph);
-    for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
-      if (graph.isErased(id) || !isCubeOp(graph.node(id)))
-        continue;
-      ++result.match_times;
+    forEachUngroupedCubeOp(graph, result, [&](NodeId id) {
       const Node &mm = graph.node(id);
-      if (Verdict grouped = checkUngrouped(graph, {id}); !grouped) {
-        result.reject(mm, grouped);
-        continue;
-      }
       BiasUse use = findBiasUse(view, mm);
-      if (use.add == kNoNode) {
-        result.reject(mm, use.why_not);
-        continue;
-      }
+      if (use.add == kNoNode)
+        return result.reject(mm, use.why_not);
       const Node &add = graph.node(use.add);
-      if (Verdict why = checkBias(graph, mm, add, use.bias); !why) {
-        result.reject(mm, why);
-        continue;
-      }
+      if (Verdict why = checkBias(graph, mm, add, use.bias); !why)
+        return result.reject(mm, why);
       // The bias may be produced after the matmul; compact() re-sorts.
       ++result.statistics[add.op == "BiasAdd" ? "bias_add_folded" : "add_folded"];
       const ValueId c = mm.outputs[0], y = add.outputs[0];
@@ -137,7 +126,7 @@ public:
       graph.eraseNode(use.add);
       graph.replaceAllUses(y, c);
       ++result.effect_times;
-    }
+    });
     return result;
   }
 };

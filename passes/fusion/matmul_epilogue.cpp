@@ -86,32 +86,36 @@ EpilogueChain walkEpilogue(const FusionView &view, NodeId anchor, const LinkFn &
   return chain;
 }
 
-PassResult runEpilogueFusion(Graph &graph, const EpilogueFusion &fusion) {
-  PassResult result;
-  const FusionView view(graph);
+void forEachUngroupedCubeOp(Graph &graph, PassResult &result,
+                            const std::function<void(NodeId)> &visit) {
   for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
     if (graph.isErased(id) || !isCubeOp(graph.node(id)))
       continue;
     ++result.match_times;
-    const Node &mm = graph.node(id);
     if (Verdict grouped = checkUngrouped(graph, {id}); !grouped) {
-      result.reject(mm, grouped);
+      result.reject(graph.node(id), grouped);
       continue;
     }
+    visit(id);
+  }
+}
+
+PassResult runEpilogueFusion(Graph &graph, const EpilogueFusion &fusion) {
+  PassResult result;
+  const FusionView view(graph);
+  forEachUngroupedCubeOp(graph, result, [&](NodeId id) {
+    const Node &mm = graph.node(id);
     std::unique_ptr<EpilogueLinks> links = fusion.links(view);
     EpilogueChain chain = walkEpilogue(view, id, std::ref(*links));
-    if (chain.epilogue_ops == 0) {
-      result.reject(mm, std::string("no ") + fusion.what + " epilogue: " + chain.stop_reason);
-      continue;
-    }
-    if (Verdict why = checkConvex(view, chain.members); !why) {
-      result.reject(mm, why);
-      continue;
-    }
+    if (chain.epilogue_ops == 0)
+      return result.reject(mm,
+                           std::string("no ") + fusion.what + " epilogue: " + chain.stop_reason);
+    if (Verdict why = checkConvex(view, chain.members); !why)
+      return result.reject(mm, why);
     links->count(chain, result);
     formGroup(graph, chain.members, id, fusion.kernel, fusion.pass, fusion.intermediates);
     ++result.effect_times;
-  }
+  });
   return result;
 }
 

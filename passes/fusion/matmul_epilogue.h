@@ -61,6 +61,12 @@ struct EpilogueChain {
 using LinkFn = std::function<LinkVerdict(NodeId next, const EpilogueChain &so_far)>;
 EpilogueChain walkEpilogue(const FusionView &view, NodeId anchor, const LinkFn &decide);
 
+// The matmul passes' walk: `visit(id)` for every MatMul and BatchMatMul not
+// in a fusion group yet, in graph order, each counted as a match; one that
+// is grouped already is rejected with the reason. `visit` may erase nodes.
+void forEachUngroupedCubeOp(Graph &graph, PassResult &result,
+                            const std::function<void(NodeId)> &visit);
+
 // One chain's walk for a pass: its verdict on each link, and what it counts
 // of a chain it makes a group.
 class EpilogueLinks {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <iostream>
 
+#include "compiler/frontend/model_loader.h"
+#include "ir/byte_size.h"
 #include "ir/name_suggest.h"
 #include "ir/printable_text.h"
 
@@ -168,6 +170,24 @@ void addModelArgument(CLI::App &cmd, std::string &model, ModelArgument kind,
                                std::string(also.empty() ? ", or a kiln graph JSON"
                                                         : ", a kiln graph JSON, " + also);
   cmd.add_option("MODEL", model, what)->required();
+}
+
+Expected<frontend::QwenConfig> qwenConfigOf(const std::string &model, const std::string &command) {
+  frontend::ModelOptions probe;
+  probe.seq = 2; // the config only
+  KILN_ASSIGN_OR_RETURN(frontend::LoadedModel loaded, frontend::loadModel(model, probe));
+  if (!loaded.config)
+    return Error(model + ": " + command + " needs a Hugging Face config.json (a Qwen model)");
+  return *loaded.config;
+}
+
+Expected<int64_t> parseSizeFlag(const std::string &flag, const std::string &value) {
+  auto bytes = parseByteSize(value);
+  if (!bytes)
+    return bytes.error().withContext(flag);
+  if (*bytes == 0 || *bytes > INT64_MAX)
+    return Error(flag + ": '" + value + "' is not a size above zero");
+  return static_cast<int64_t>(*bytes);
 }
 
 } // namespace kiln::cli

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "compiler/frontend/qwen_config.h"
 #include "ir/dtype.h"
 #include "ir/error.h"
 
@@ -72,6 +73,12 @@ void suggestOnUnknownArguments(CLI::App &command);
 // model may also be a kiln graph JSON; `also` names what else the command
 // takes ("or an artifact ...").
 enum class ModelArgument { Qwen, AnyModel };
+// MODEL's Hugging Face config; a kiln graph JSON is an error saying that
+// `command` ("kiln train") needs a Qwen config.json.
+Expected<frontend::QwenConfig> qwenConfigOf(const std::string &model, const std::string &command);
+// The value of size flag `flag` ("--device-memory 32GiB"): above zero and at
+// most INT64_MAX bytes, or an error naming the flag.
+Expected<int64_t> parseSizeFlag(const std::string &flag, const std::string &value);
 void addModelArgument(CLI::App &cmd, std::string &model, ModelArgument kind,
                       const std::string &also = "");
 

@@ -4,7 +4,6 @@
 
 #include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/model_loader.h"
-#include "ir/byte_size.h"
 #include "ir/hf_checkpoint.h"
 #include "tools/kiln/cli_common.h"
 
@@ -17,18 +16,12 @@ struct MergeOptions {
 };
 
 int runMerge(const MergeOptions &opts) {
-  auto shard_bytes = parseByteSize(opts.shard_size);
-  if (!shard_bytes || *shard_bytes == 0)
-    return fail("--shard-size: " + (shard_bytes
-                                        ? "'" + opts.shard_size + "' is not a size above zero"
-                                        : shard_bytes.message()));
-  frontend::ModelOptions probe;
-  probe.seq = 2; // the config only
-  auto loaded = frontend::loadModel(opts.model, probe);
-  if (!loaded)
-    return fail(loaded.error());
-  if (!loaded->config)
-    return fail(opts.model + ": kiln merge needs a Hugging Face config.json (a Qwen model)");
+  auto shard_bytes = parseSizeFlag("--shard-size", opts.shard_size);
+  if (!shard_bytes)
+    return fail(shard_bytes.error());
+  auto qwen = qwenConfigOf(opts.model, "kiln merge");
+  if (!qwen)
+    return fail(qwen.error());
   auto config = frontend::modelFile(opts.model);
   if (!config)
     return fail(config.error());
@@ -42,13 +35,12 @@ int runMerge(const MergeOptions &opts) {
     return fail(adapter.error());
   const std::string adapter_file =
       (std::filesystem::path(opts.lora) / frontend::kAdapterWeightsFile).string();
-  if (Status ok = frontend::checkLoraAdapter(*loaded->config, *adapter, adapter_file); !ok)
+  if (Status ok = frontend::checkLoraAdapter(*qwen, *adapter, adapter_file); !ok)
     return fail(ok.error());
   auto base = readHfWeights(opts.weights);
   if (!base)
     return fail(base.error());
-  auto merged =
-      frontend::mergeLoraAdapter(*loaded->config, std::move(*base), *adapter, opts.weights);
+  auto merged = frontend::mergeLoraAdapter(*qwen, std::move(*base), *adapter, opts.weights);
   if (!merged)
     return fail(merged.error());
   auto files = writeHfWeights(opts.output, *merged, *shard_bytes);

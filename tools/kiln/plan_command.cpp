@@ -5,8 +5,6 @@
 #include <iostream>
 
 #include "compiler/driver/layout_plan_report.h"
-#include "compiler/frontend/model_loader.h"
-#include "ir/byte_size.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 #include "tools/kiln/lora_flags.h"
@@ -29,25 +27,19 @@ int runPlan(PlanOptions opts) {
     return fail(job.error());
   driver::PlanRequest &r = opts.request;
   if (!opts.device_memory.empty()) {
-    auto bytes = parseByteSize(opts.device_memory);
-    if (!bytes || *bytes == 0 || *bytes > INT64_MAX)
-      return fail(
-          "--device-memory: " +
-          (bytes ? "'" + opts.device_memory + "' is not a size above zero" : bytes.message()));
-    r.device_memory = static_cast<int64_t>(*bytes);
+    auto bytes = parseSizeFlag("--device-memory", opts.device_memory);
+    if (!bytes)
+      return fail(bytes.error());
+    r.device_memory = *bytes;
   }
   if (r.devices > parallel::kMaxDevices)
     return fail("--devices " + std::to_string(r.devices) + ": at most " +
                 std::to_string(parallel::kMaxDevices));
-  frontend::ModelOptions probe;
-  probe.seq = 2; // the config only
-  auto loaded = frontend::loadModel(r.model.model, probe);
-  if (!loaded)
-    return fail(loaded.error());
-  if (!loaded->config)
-    return fail(r.model.model + ": kiln plan needs a Hugging Face config.json (a Qwen model)");
+  auto config = qwenConfigOf(r.model.model, "kiln plan");
+  if (!config)
+    return fail(config.error());
   if (r.model.seq == 0)
-    r.model.seq = loaded->config->seq_length;
+    r.model.seq = config->seq_length;
   if (opts.lora.rank > 0) {
     if (Status ok = frontend::validateLoraConfig(opts.lora, "--lora-rank"); !ok)
       return fail(ok.error());

@@ -8,7 +8,6 @@
 
 #include "compiler/driver/plan_report.h"
 #include "compiler/driver/training.h"
-#include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/qwen_init.h"
 #include "ir/hf_checkpoint.h"
 #include "runtime/checkpoint_lock.h"
@@ -80,12 +79,7 @@ std::map<std::string, std::string> runSettings(const frontend::QwenConfig &c,
 Status resolveTrainerOptions(TrainOptions &opts, const driver::ResolvedJob &job) {
   runtime::TrainerOptions &t = opts.trainer;
   if (!opts.device_memory.empty()) {
-    auto bytes = parseByteSize(opts.device_memory);
-    if (!bytes || *bytes == 0 || *bytes > INT64_MAX)
-      return Error(
-          "--device-memory: " +
-          (bytes ? "'" + opts.device_memory + "' is not a size above zero" : bytes.message()));
-    t.device_memory = static_cast<int64_t>(*bytes);
+    KILN_ASSIGN_OR_RETURN(t.device_memory, parseSizeFlag("--device-memory", opts.device_memory));
   } else {
     t.device_memory = job.target.memory.hbm_bytes;
   }
@@ -248,16 +242,12 @@ int runTrain(TrainOptions opts) {
   if (!data_dtype)
     return fail(data_dtype.error());
 
-  frontend::ModelOptions probe;
-  probe.seq = 2; // the config only
-  auto loaded = frontend::loadModel(opts.model.model, probe);
-  if (!loaded)
-    return fail(loaded.error());
-  if (!loaded->config)
-    return fail(opts.model.model + ": kiln train needs a Hugging Face config.json (a Qwen model)");
+  auto config = qwenConfigOf(opts.model.model, "kiln train");
+  if (!config)
+    return fail(config.error());
   if (opts.model.seq == 0)
-    opts.model.seq = loaded->config->seq_length;
-  auto adapter = resolveLoraFlags(opts.lora, *loaded->config, t.seed, !opts.compile_only);
+    opts.model.seq = config->seq_length;
+  auto adapter = resolveLoraFlags(opts.lora, *config, t.seed, !opts.compile_only);
   if (!adapter)
     return fail(adapter.error());
   if (*adapter) {
@@ -268,8 +258,8 @@ int runTrain(TrainOptions opts) {
     auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel);
     if (!program)
       return fail(program.error());
-    std::cout << driver::planReport(opts.model, *job, opts.kernels, *parallel, *loaded->config,
-                                    *program, t.device_memory);
+    std::cout << driver::planReport(opts.model, *job, opts.kernels, *parallel, *config, *program,
+                                    t.device_memory);
     const parallel::DeviceMemoryEstimate &m = program->memory;
     if (m.peak <= t.device_memory)
       return kExitOk;
@@ -285,12 +275,11 @@ int runTrain(TrainOptions opts) {
     return fail("--devices " + std::to_string(per_process) + " in one process is too many: one " +
                 "process simulates at most " + std::to_string(parallel::kMaxDevicesPerProcess) +
                 " devices (spread more over processes with mpirun and --devices-per-process)");
-  t.settings = runSettings(*loaded->config, opts, *parallel, job->dtype);
-  auto data =
-      runtime::TokenData::open(opts.data, *data_dtype, loaded->config->vocab_size, opts.model.seq);
+  t.settings = runSettings(*config, opts, *parallel, job->dtype);
+  auto data = runtime::TokenData::open(opts.data, *data_dtype, config->vocab_size, opts.model.seq);
   if (!data)
     return fail(data.error());
-  auto weights = startingWeights(opts, *loaded->config, *adapter);
+  auto weights = startingWeights(opts, *config, *adapter);
   if (!weights)
     return fail(weights.error());
 

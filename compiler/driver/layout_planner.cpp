@@ -224,7 +224,9 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
     const int dp = r.devices / tp;
     if (r.model.batch % dp != 0)
       continue;
-    for (RecomputeMode recompute : kRecomputeModes)
+    for (RecomputeMode recompute : kRecomputeModes) {
+      if (r.recompute && *r.recompute != recompute)
+        continue;
       for (int zero = 0; zero <= (dp > 1 ? 2 : 0); ++zero)
         for (int64_t micro : microBatchesOf(r.model.batch / dp)) {
           KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
@@ -236,6 +238,7 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
           if (!fits) // a larger micro-batch needs more
             break;
         }
+    }
   }
   if (plan.candidates.empty())
     return Error("no layout of " + std::to_string(r.devices) + " devices takes this model and a " +

@@ -24,6 +24,8 @@ struct PlanRequest {
   int devices = 8;
   int nodes = 0;             // 0: the devices over the target's devices_per_node, rounded up
   int64_t device_memory = 0; // 0: the target's HBM
+  // Given: only this recomputation mode is planned (the job's --recompute).
+  std::optional<passes::RecomputeMode> recompute;
 };
 
 struct LayoutCandidate {
@@ -57,7 +59,7 @@ struct LayoutPlan {
 // Every layout of `request` worth planning: tensor-parallel sizes dividing
 // the devices (and the heads: the model says), replicas the global batch
 // divides over, ZeRO 0-2 with replicas to shard over, no/selective/full
-// recomputation, micro-batches of 1, 2, 4, ... sequences. A larger
+// recomputation (or the request's mode), micro-batches of 1, 2, 4, ... sequences. A larger
 // micro-batch is planned only while the smaller one fits. When none fits,
 // `would_fit` says what would, each planned the same way: more devices (how
 // many), LoRA (Qwen's recipe, rank 64), or a shorter sequence.

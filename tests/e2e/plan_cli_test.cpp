@@ -38,6 +38,15 @@ TEST_F(PlanCli, TheRecommendedCommandPlansThePeakItPromises) {
   EXPECT_NE(text.find("run the best:\n    " + command), std::string::npos) << text;
 }
 
+TEST_F(PlanCli, TheJobsRecomputeModeIsTheOnlyOnePlanned) {
+  Result r = run(kTinyPlan + " --device-memory 1MiB --recompute full --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(plan["candidates"].empty());
+  for (const nlohmann::json &c : plan["candidates"])
+    EXPECT_EQ(c["recompute"], "full") << c.dump();
+}
+
 TEST_F(PlanCli, ALoraFineTuneIsPlannedWithItsAdapters) {
   Result r = run(kTinyPlan + " --device-memory 1MiB --lora-rank 4 --format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -45,6 +45,11 @@ int runPlan(PlanOptions opts) {
       return fail(ok.error());
     r.model.lora = opts.lora;
   }
+  // A recomputation mode the job gives is the only one planned.
+  const driver::JobSpec &spec = job->spec;
+  r.recompute = spec.flags.recompute ? spec.flags.recompute
+                : spec.file          ? spec.file->recompute
+                                     : std::nullopt;
   auto plan = driver::planLayouts(r, *job, opts.kernels);
   if (!plan)
     return fail(plan.error());

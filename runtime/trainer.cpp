@@ -135,7 +135,7 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
                    shapeToString(it->second.shape()) + ", the model needs " +
                    shapeToString(joinedShape(type.shape, split, tp())));
     for (int d = 0; d < devices; ++d) {
-      Tensor mine = takeShard(it->second, split, d % tp(), tp());
+      Tensor mine = takeShard(it->second, split, tpRankOf(d), tp());
       weights_[d][name] = mine.dtype() == type.dtype ? mine : mine.castTo(type.dtype);
     }
     return Status::ok();
@@ -194,7 +194,7 @@ void Trainer::profileHost(int device, const char *what, Profiler::Clock::time_po
 // gradients summed in f32 into grads_ of the replica's devices.
 Status Trainer::forwardBackward(int r, double scale, float &loss) {
   const int T = tp();
-  const int first = r * T;
+  const int first = deviceOf(r, 0);
   const int64_t t0 = trace_ ? trace_->now() : 0;
   loss = 0;
   for (int k = 0; k < program_.parallel.grad_accum; ++k) {
@@ -272,7 +272,7 @@ Status Trainer::forwardBackward(int r, double scale, float &loss) {
 // The overflow test hook: the first gradient element of the last replica's
 // first device overflows before the reduction.
 void Trainer::injectOverflow() {
-  const int device = (comm_->localSize() - 1) * tp();
+  const int device = deviceOf(comm_->localSize() - 1, 0);
   // As a kernel of that device would overflow: inf in INFNAN mode; in
   // saturation mode f16's largest finite value (a finite gradient that
   // nothing but the device's status tells apart).

@@ -119,6 +119,11 @@ private:
   // Host work of the step outside the compiled kernels, for the profiler.
   void profileHost(int device, const char *what, Profiler::Clock::time_point start);
   int tp() const { return program_.parallel.tp; }
+  // The local devices, in Megatron's order: local replica r's
+  // tensor-parallel rank t is device r * T + t. Every index into the
+  // per-device state goes through these three.
+  int deviceOf(int local_replica, int tp_rank) const { return local_replica * tp() + tp_rank; }
+  int tpRankOf(int device) const { return device % tp(); }
   int replicaOf(int device) const { return comm_->firstLocalRank() + device / tp(); }
   // The whole tensor from every rank's piece on local replica `replica`.
   Tensor gather(const std::vector<ops::TensorMap> &per_device, int replica,

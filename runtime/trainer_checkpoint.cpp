@@ -22,7 +22,7 @@ Status Trainer::resume(const std::string &path) {
     if (it != tensors.end()) {
       const Expected<Shape> shape = splitShape(it->second.shape(), split, tp());
       if (shape && *shape == piece.shape && it->second.dtype() == piece.dtype)
-        return takeShard(it->second, split, device % tp(), tp());
+        return takeShard(it->second, split, tpRankOf(device), tp());
     }
     const TensorType whole{piece.dtype, joinedShape(piece.shape, split, tp())};
     return Error(path + ": no " + typeToString(whole) + " tensor '" + name + "'" +
@@ -48,7 +48,7 @@ Tensor Trainer::gather(const std::vector<ops::TensorMap> &per_device, int replic
                        const std::string &name) const {
   std::vector<Tensor> pieces;
   for (int t = 0; t < tp(); ++t)
-    pieces.push_back(per_device[replica * tp() + t].at(name));
+    pieces.push_back(per_device[deviceOf(replica, t)].at(name));
   return joinShards(pieces, splitOf(name));
 }
 
@@ -81,11 +81,11 @@ Status Trainer::checkpoint() {
         std::vector<void *> buffers;
         Tensor *received = nullptr;
         for (int r = 0; r < replicas; ++r) {
-          auto mine = moments_[r * tp() + t].find(name);
-          Tensor &slot =
-              mine != moments_[r * tp() + t].end()
-                  ? mine->second
-                  : (scratch[r * tp() + t] = Tensor(TensorType{DType::F32, p.type.shape}));
+          const int d = deviceOf(r, t);
+          auto mine = moments_[d].find(name);
+          Tensor &slot = mine != moments_[d].end()
+                             ? mine->second
+                             : (scratch[d] = Tensor(TensorType{DType::F32, p.type.shape}));
           buffers.push_back(slot.data());
           received = received ? received : &slot;
         }

@@ -11,11 +11,11 @@ namespace kiln::runtime {
 // in f32: on every replica, or with ZeRO-2 on its owner only (the others
 // drop theirs, as a reduce-scatter leaves them).
 Status Trainer::reduceGradient(int t, size_t i) {
-  const int T = tp(), replicas = comm_->localSize();
+  const int replicas = comm_->localSize();
   const bool to_owner = program_.parallel.zero >= 2;
   std::vector<float *> buffers;
   for (int r = 0; r < replicas; ++r) {
-    Tensor &g = grads_[r * T + t][i];
+    Tensor &g = grads_[deviceOf(r, t)][i];
     if (g.dtype() != DType::F32)
       g = g.castTo(DType::F32); // exact: the sum runs in f32 from the step's values
     buffers.push_back(g.dataAs<float>());
@@ -23,7 +23,7 @@ Status Trainer::reduceGradient(int t, size_t i) {
   KILN_RETURN_IF_ERROR(comm_->allReduceSum(buffers, grads_[t][i].numElements()));
   const std::string &name = program_.signature.gradient[i];
   for (int r = 0; r < replicas && to_owner; ++r) {
-    const int d = r * T + t;
+    const int d = deviceOf(r, t);
     if (replicaOf(d) == program_.params[i].owner) {
       KILN_RETURN_IF_ERROR(memory_[d].allocate(name, grads_[d][i].byteSize()));
     } else {
@@ -59,8 +59,8 @@ Expected<double> Trainer::gradientSumOfSquares() {
       std::vector<const Tensor *> tensors;
       std::vector<size_t> at;
       for (size_t k = 0; k < counted.size(); ++k)
-        if (program_.params[counted[k].second].owner == replicaOf(r * T)) {
-          tensors.push_back(&grads_[r * T + counted[k].first][counted[k].second]);
+        if (program_.params[counted[k].second].owner == replicaOf(deviceOf(r, 0))) {
+          tensors.push_back(&grads_[deviceOf(r, counted[k].first)][counted[k].second]);
           at.push_back(k);
         }
       const std::vector<double> s = squaresOf(pool_, tensors);
@@ -106,7 +106,7 @@ Expected<bool> Trainer::reduceAcrossReplicas(std::vector<float> &losses) {
   std::vector<float *> raised_buffers;
   for (int r = 0; r < replicas; ++r) {
     for (int t = 0; t < T; ++t)
-      raised[r] = std::max(raised[r], float_status_[r * T + t].overflowed() ? 1.0f : 0.0f);
+      raised[r] = std::max(raised[r], float_status_[deviceOf(r, t)].overflowed() ? 1.0f : 0.0f);
     raised_buffers.push_back(&raised[r]);
   }
   KILN_RETURN_IF_ERROR(comm_->allReduceSum(raised_buffers, 1));
@@ -129,7 +129,7 @@ Status Trainer::broadcastOwnedWeights() {
       const std::string &name = p.name;
       std::vector<void *> buffers;
       for (int r = 0; r < replicas; ++r)
-        buffers.push_back(weights_[r * T + t][name].data());
+        buffers.push_back(weights_[deviceOf(r, t)][name].data());
       KILN_RETURN_IF_ERROR(comm_->broadcast(buffers, weights_[t][name].byteSize(), p.owner));
     }
   profileHost(0, "broadcast", clock);

@@ -1,4 +1,7 @@
-// Errors as values: Expected<T> and Status carry a message that names the file, op or pass.
+// Errors as values: Expected<T> and Status carry a message that names the
+// file, op or pass; an error may also carry what it is about (its location:
+// a file and JSON path, a node) and CANN's six-character code for its kind,
+// for a reader that wants them apart from the text (a compile report).
 #pragma once
 
 #include <cassert>
@@ -12,13 +15,33 @@ namespace kiln {
 class Error {
 public:
   explicit Error(std::string message) : message_(std::move(message)) {}
-  const std::string &message() const { return message_; }
+  // An error about `location`; its message reads "<location>: <what>".
+  static Error at(std::string location, const std::string &what) {
+    Error e(location + ": " + what);
+    e.location_ = std::move(location);
+    return e;
+  }
+  // The same error with a code ("E40001": E, the module, four digits).
+  Error withCode(std::string code) const {
+    Error e = *this;
+    e.code_ = std::move(code);
+    return e;
+  }
 
-  // Returns a copy with "context: " in front, for rewrapping at a boundary.
-  Error withContext(const std::string &context) const { return Error(context + ": " + message_); }
+  const std::string &message() const { return message_; }
+  const std::string &code() const { return code_; }         // empty: uncoded
+  const std::string &location() const { return location_; } // empty: none given
+
+  // Returns a copy with "context: " in front, for rewrapping at a boundary;
+  // the code and location stay.
+  Error withContext(const std::string &context) const {
+    Error e = *this;
+    e.message_ = context + ": " + message_;
+    return e;
+  }
 
 private:
-  std::string message_;
+  std::string message_, code_, location_;
 };
 
 class [[nodiscard]] Status {

@@ -7,7 +7,7 @@ namespace kiln {
 using nlohmann::json;
 
 Error JsonReader::error(const std::string &path, const std::string &what) const {
-  return Error(source_ + ": " + path + ": " + what);
+  return Error::at(source_ + ": " + path, what);
 }
 
 std::string JsonReader::child(const std::string &path, std::string_view key) {

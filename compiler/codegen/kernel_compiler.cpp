@@ -317,10 +317,10 @@ Expected<CompiledKernels> compileKernels(const Graph &graph, const target::Targe
     planner.add(std::move(spec), diagnostics);
   if (!diagnostics.empty()) {
     KernelCompileFailure f{std::move(diagnostics)};
-    std::string message = f.message();
+    Error error = Error(f.message()).withCode(f.diagnostics.front().code);
     if (failure)
       *failure = std::move(f);
-    return Error(message);
+    return error;
   }
   if (options.compile_objects)
     KILN_RETURN_IF_ERROR(compileObjects(planner.uniqueInputs(), options, out));

@@ -100,9 +100,26 @@ TEST_F(KernelsCli, AKernelTheTargetCannotHoldIsACodedErrorInTheReport) {
   EXPECT_EQ(report["errors"].size(), 162u); // forward and backward RMSNorm
   EXPECT_EQ(report["errors"][0]["code"], "E40001");
   EXPECT_EQ(report["errors"][0]["formed_by"], "RmsNormFusionPass");
+  // The error itself, coded, for a script that reads only that.
+  EXPECT_EQ(report["error"]["code"], "E40001");
+  EXPECT_EQ(report["error"]["message"].get<std::string>().rfind("162 kernels cannot be built", 0),
+            0u);
   // Switching the pass off for this job compiles.
   Result off = run(args + " --disable-pass RmsNormFusionPass");
   EXPECT_EQ(off.exit_code, 0) << off.err;
+}
+
+TEST_F(KernelsCli, AFailedCompileStillWritesItsErrorToTheReport) {
+  write("job.json", R"({"precision": {"dtype": "f64"}})");
+  Result r =
+      run("compile " + kTiny + " --job " + path("job.json") + " --report " + path("report.json"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const json report = json::parse(slurp(path("report.json")));
+  EXPECT_EQ(report["error"]["location"], path("job.json") + ": $.precision.dtype");
+  EXPECT_NE(report["error"]["message"].get<std::string>().find("expected f32, f16 or bf16"),
+            std::string::npos)
+      << report.dump();
+  EXPECT_FALSE(report["error"].contains("code")) << "only kernel failures are coded";
 }
 
 TEST_F(KernelsCli, CompiledRunAgreesWithTheReference) {

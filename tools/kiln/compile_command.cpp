@@ -36,6 +36,21 @@ Status writeReport(const std::string &path, const nlohmann::json &report) {
   return writeFileAtomic(path, text + "\n");
 }
 
+// A failed compile's report: `report` (what it got to, may be null) with
+// the error, its code and location apart, for scripts.
+int failWithReport(const std::string &path, nlohmann::json report, const Error &error) {
+  if (!path.empty()) {
+    nlohmann::json e = {{"message", error.message()}};
+    if (!error.code().empty())
+      e["code"] = error.code();
+    if (!error.location().empty())
+      e["location"] = error.location();
+    report["error"] = std::move(e);
+    (void)writeReport(path, report);
+  }
+  return fail(error);
+}
+
 void printSummary(const driver::ProgramCompile &c, const driver::ResolvedJob &job,
                   const std::string &seq) {
   const driver::ProgramSummary &s = c.program.summary;
@@ -115,7 +130,7 @@ int runCompile(const CompileOptions &opts) {
                 ") holds them; drop one of the two");
   auto job = resolveJobFlags(opts.job, DType::F16);
   if (!job)
-    return fail(job.error());
+    return failWithReport(opts.report, nlohmann::json::object(), job.error());
 
   std::vector<artifact::EncodedBucket> buckets;
   std::optional<artifact::Manifest> manifest;
@@ -135,13 +150,12 @@ int runCompile(const CompileOptions &opts) {
     auto compiled = driver::compileProgram(request, *job, &failure_report);
     if (!compiled) {
       // The report still says which kernels failed, with every diagnostic.
-      if (!failure_report.is_null() && !opts.report.empty()) {
-        if (seqs.size() > 1)
-          failure_report["seq"] = seq;
-        reports.push_back(std::move(failure_report));
-        (void)writeReport(opts.report, reportOf());
-      }
-      return fail(compiled.error());
+      if (failure_report.is_null())
+        failure_report = nlohmann::json::object();
+      if (seqs.size() > 1)
+        failure_report["seq"] = seq;
+      reports.push_back(std::move(failure_report));
+      return failWithReport(opts.report, reportOf(), compiled.error());
     }
     for (const std::string &line : compiled->miss_explanations)
       note("cache miss: " + line);

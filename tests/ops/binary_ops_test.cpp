@@ -19,14 +19,6 @@ const OverflowMode kInfNan = OverflowMode::InfNan;
 const OverflowMode kSat = OverflowMode::Saturation;
 
 // A random differentiable input of `type` drawn from [lo, hi).
-GradCheckInput gin(TensorType type, float lo = -1.0f, float hi = 1.0f) {
-  GradCheckInput in;
-  in.type = std::move(type);
-  in.lo = lo;
-  in.hi = hi;
-  return in;
-}
-
 // ---- shape inference ----
 
 TEST(BinaryOpsInfer, BroadcastsLikeNumpy) {
@@ -263,24 +255,26 @@ TEST(BinaryOpsGradient, FiniteDifferences) {
     for (const ShapePair &p : kShapePairs) {
       // Div's divisor stays away from zero.
       const bool div = std::string(op) == "Div";
-      GradCheckInput y = div ? gin(f32(p.y), 0.5f, 2.0f) : gin(f32(p.y));
-      EXPECT_TRUE(checkOpGradient(op, {gin(f32(p.x)), y}))
+      GradCheckInput y = div ? gradInput(f32(p.y), 0.5f, 2.0f) : gradInput(f32(p.y));
+      EXPECT_TRUE(checkOpGradient(op, {gradInput(f32(p.x)), y}))
           << op << " " << shapeToString(p.x) << " " << shapeToString(p.y);
     }
 }
 
 TEST(BinaryOpsGradient, NegativeDivisor) {
-  EXPECT_TRUE(checkOpGradient("Div", {gin(f32({3, 4})), gin(f32({4}), -2.0f, -0.5f)}));
+  EXPECT_TRUE(checkOpGradient("Div", {gradInput(f32({3, 4})), gradInput(f32({4}), -2.0f, -0.5f)}));
 }
 
 TEST(BiasAddGradient, FiniteDifferences) {
   for (Shape s : {Shape{3}, Shape{2, 3}, Shape{2, 2, 3}})
-    EXPECT_TRUE(checkOpGradient("BiasAdd", {gin(f32(s)), gin(f32({3}))})) << shapeToString(s);
+    EXPECT_TRUE(checkOpGradient("BiasAdd", {gradInput(f32(s)), gradInput(f32({3}))}))
+        << shapeToString(s);
 }
 
 TEST(AddNGradient, FiniteDifferences) {
-  EXPECT_TRUE(checkOpGradient("AddN", {gin(f32({2, 3}))}));
-  EXPECT_TRUE(checkOpGradient("AddN", {gin(f32({2, 3})), gin(f32({2, 3})), gin(f32({2, 3}))}));
+  EXPECT_TRUE(checkOpGradient("AddN", {gradInput(f32({2, 3}))}));
+  EXPECT_TRUE(checkOpGradient(
+      "AddN", {gradInput(f32({2, 3})), gradInput(f32({2, 3})), gradInput(f32({2, 3}))}));
 }
 
 // Applies `op`'s gradient rule to a node on inputs of `types`, with a given

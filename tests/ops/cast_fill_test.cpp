@@ -153,13 +153,14 @@ TEST(CastGradient, FiniteDifferences) {
   // Cast is linear: a wide step keeps the 16-bit rounding small against it.
   GradCheckOptions wide;
   wide.eps = 0.25;
-  EXPECT_TRUE(
-      checkOpGradient("Cast", {gin(TensorType{DType::F32, {2, 3}})}, {{"dtype", DType::F32}}));
+  EXPECT_TRUE(checkOpGradient("Cast", {gradInput(TensorType{DType::F32, {2, 3}})},
+                              {{"dtype", DType::F32}}));
   for (DType to : {DType::F16, DType::BF16}) {
     EXPECT_TRUE(
-        checkOpGradient("Cast", {gin(TensorType{DType::F32, {2, 3}})}, {{"dtype", to}}, wide))
+        checkOpGradient("Cast", {gradInput(TensorType{DType::F32, {2, 3}})}, {{"dtype", to}}, wide))
         << dtypeName(to);
-    EXPECT_TRUE(checkOpGradient("Cast", {gin(TensorType{to, {4}})}, {{"dtype", DType::F32}}, wide))
+    EXPECT_TRUE(
+        checkOpGradient("Cast", {gradInput(TensorType{to, {4}})}, {{"dtype", DType::F32}}, wide))
         << dtypeName(to);
   }
 }

@@ -104,15 +104,10 @@ TEST(CausalMaskKernel, FillBelowTheRangeFollowsTheMode) {
   EXPECT_EQ(r.getFloat(1), -10000.0f);
 }
 
-GradCheckInput gin(TensorType type) {
-  GradCheckInput in;
-  in.type = std::move(type);
-  return in;
-}
-
 TEST(CausalMaskGradient, FiniteDifferences) {
   for (Shape s : {Shape{4, 4}, Shape{2, 3, 5}, Shape{3, 2}})
-    EXPECT_TRUE(checkOpGradient("CausalMask", {gin(f32(s))}, {{"fill", -1e4}})) << shapeToString(s);
+    EXPECT_TRUE(checkOpGradient("CausalMask", {gradInput(f32(s))}, {{"fill", -1e4}}))
+        << shapeToString(s);
 }
 
 TEST(CausalMaskGradient, MasksWithZero) {

@@ -208,7 +208,8 @@ TEST(FusedBackwardKernel, F16OverflowFollowsTheMode) {
 TEST(UnaryOpsGradient, FiniteDifferences) {
   for (const UnaryCase &c : kUnaryCases)
     for (Shape s : {Shape{}, Shape{5}, Shape{2, 3}})
-      EXPECT_TRUE(checkOpGradient(c.op, {gin(f32(s), c.lo, c.hi)})) << c.op << shapeToString(s);
+      EXPECT_TRUE(checkOpGradient(c.op, {gradInput(f32(s), c.lo, c.hi)}))
+          << c.op << shapeToString(s);
 }
 
 TEST(UnaryOpsGradient, GradientsKeepSixteenBitTypes) {

@@ -19,15 +19,6 @@ namespace kiln::testing {
 
 inline TensorType f32(Shape shape) { return TensorType{DType::F32, std::move(shape)}; }
 
-// A gradient-check input of `type`, random in [lo, hi).
-inline GradCheckInput gin(TensorType type, float lo = -1.0f, float hi = 1.0f) {
-  GradCheckInput in;
-  in.type = std::move(type);
-  in.lo = lo;
-  in.hi = hi;
-  return in;
-}
-
 // Output types of one `op` node on inputs of `types`, or the builder's error.
 inline Expected<std::vector<TensorType>>
 inferOp(std::string_view op, const std::vector<TensorType> &types, const AttrMap &attrs = {}) {

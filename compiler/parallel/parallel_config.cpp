@@ -8,11 +8,12 @@ namespace kiln::parallel {
 std::string ParallelConfig::toString() const {
   return std::to_string(devices) + " device" + (devices == 1 ? "" : "s") + ": dp " +
          std::to_string(dp) + " x tp " + std::to_string(tp) + ", zero " + std::to_string(zero) +
+         (pp > 1 ? ", pp " + std::to_string(pp) : "") +
          (grad_accum > 1 ? ", grad-accum " + std::to_string(grad_accum) : "");
 }
 
 Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,
-                                               int64_t global_batch, int grad_accum) {
+                                               int64_t global_batch, int grad_accum, int pp) {
   ParallelConfig c;
   if (devices < 1)
     return Error("--devices must be at least 1, got " + std::to_string(devices));
@@ -22,15 +23,22 @@ Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int 
   if (dp < 0 || dp > kMaxDevices || tp < 0 || tp > kMaxDevices)
     return Error("--dp " + std::to_string(dp) + " / --tp " + std::to_string(tp) +
                  ": each must be from 1 to " + std::to_string(kMaxDevices) + limit);
+  if (pp < 1 || pp > kMaxDevices)
+    return Error("--pp " + std::to_string(pp) + ": expected 1 to " + std::to_string(kMaxDevices));
   c.devices = devices;
   c.tp = tp == 0 ? 1 : tp;
+  c.pp = pp;
   if (c.tp < 1 || devices % c.tp != 0)
     return Error("--tp " + std::to_string(c.tp) + " does not divide --devices " +
                  std::to_string(devices));
-  c.dp = dp == 0 ? devices / c.tp : dp;
-  const int64_t product = static_cast<int64_t>(c.dp) * c.tp;
+  if (devices % (int64_t{c.tp} * pp) != 0)
+    return Error("--tp " + std::to_string(c.tp) + " x --pp " + std::to_string(pp) +
+                 " does not divide --devices " + std::to_string(devices));
+  c.dp = dp == 0 ? devices / (c.tp * pp) : dp;
+  const int64_t product = static_cast<int64_t>(c.dp) * c.tp * pp;
   if (product != devices)
-    return Error("--dp " + std::to_string(c.dp) + " x --tp " + std::to_string(c.tp) + " is " +
+    return Error("--dp " + std::to_string(c.dp) + " x --tp " + std::to_string(c.tp) +
+                 (pp > 1 ? " x --pp " + std::to_string(pp) : "") + " is " +
                  std::to_string(product) + " devices, --devices says " + std::to_string(devices) +
                  ": they must agree");
   if (zero == 3)

@@ -1,7 +1,8 @@
 // How a training job spreads over devices: N devices as D data-parallel
-// replicas times T tensor-parallel shards (D x T = N; replica d's shards are
-// devices d*T .. d*T+T-1, as Megatron places them), and whether the
-// optimizer state is sharded across the replicas (ZeRO-1).
+// replicas times P pipeline stages times T tensor-parallel shards
+// (D x P x T = N; replica d's stage p's shards are devices
+// (d*P + p)*T .. (d*P + p)*T + T-1), and whether the optimizer state is
+// sharded across the replicas (ZeRO-1).
 #pragma once
 
 #include <cstdint>
@@ -22,25 +23,30 @@ struct ParallelConfig {
   int devices = 8;
   int dp = 8;
   int tp = 1;
+  int pp = 1; // pipeline stages (pipeline_partition.h), run in a 1F1B schedule
   // 0: every replica holds the whole optimizer state; 1: each holds its
   // share (ZeRO-1); 2: and of the gradients, which are reduced to their
   // owners only (ZeRO-2).
   int zero = 0;
   // Micro-batches per step: each replica's share of the batch runs in this
-  // many pieces whose gradients are summed before the update.
+  // many pieces whose gradients are summed before the update (with
+  // pipeline stages, the micro-batches that flow through the pipeline).
   int grad_accum = 1;
-  std::string toString() const; // "8 devices: dp 8 x tp 1, zero 1[, grad-accum 4]"
+  int devicesPerReplica() const { return pp * tp; }
+  // "8 devices: dp 8 x tp 1, zero 1[, pp 2][, grad-accum 4]"
+  std::string toString() const;
 };
 
 inline constexpr int kMaxGradAccum = 65536;
 
-// Fills what was left out (dp = devices / tp) and checks the rest: D x T = N,
+// Fills what was left out (dp = devices / (tp x pp)) and checks the rest: D x P x T = N,
 // a global batch that splits evenly over the replicas and their
 // `grad_accum` micro-batches, ZeRO 0, 1 or 2 (whether the model splits T ways
 // is the model's to say), at most kMaxDevices devices. `dp` and `tp` of 0
 // mean "not given"; a global batch of 0 is not checked (one per micro-batch).
 Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,
-                                               int64_t global_batch, int grad_accum = 1);
+                                               int64_t global_batch, int grad_accum = 1,
+                                               int pp = 1);
 
 // ZeRO-1 ownership: which data-parallel rank updates (and holds the
 // optimizer state of) each parameter. Whole tensors, largest first to the

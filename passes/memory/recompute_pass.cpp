@@ -20,7 +20,8 @@ namespace {
 constexpr const char *kPassName = "RecomputePass";
 constexpr std::string_view kLayerPrefix = "transformer.h.";
 
-// The forward: every node the model's outputs ("loss", "logits") depend on.
+} // namespace
+
 std::vector<bool> forwardNodes(const Graph &graph) {
   std::vector<bool> forward(graph.numNodes(), false);
   std::vector<NodeId> work;
@@ -43,7 +44,6 @@ std::vector<bool> forwardNodes(const Graph &graph) {
   return forward;
 }
 
-// The layer of a node named "transformer.h.<i>.<...>", or -1.
 int64_t layerOf(const std::string &name) {
   if (!name.starts_with(kLayerPrefix))
     return -1;
@@ -54,6 +54,8 @@ int64_t layerOf(const std::string &name) {
     return -1;
   return layer;
 }
+
+namespace {
 
 // The attention core of a layer's forward nodes: each Softmax with what lies
 // between it and the BatchMatMul above it (included: the scores) and below it

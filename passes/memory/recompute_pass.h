@@ -21,6 +21,11 @@ namespace kiln::passes {
 // backward; forward nodes nothing reads any more are erased.
 PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings);
 
+// The model's forward: every node the outputs "loss" and "logits" depend on.
+std::vector<bool> forwardNodes(const Graph &graph);
+// The transformer layer of a node or weight named "transformer.h.<i>.<...>", or -1.
+int64_t layerOf(const std::string &name);
+
 class RecomputePass final : public Pass {
 public:
   const PassInfo &info() const override;

@@ -26,7 +26,8 @@ struct TrainOptions {
   driver::KernelSettings kernels;
   std::string data, data_dtype = "uint16";
   std::string weights;
-  int devices = 8, dp = 0, tp = 0, zero = 0, grad_accum = 1;
+  int devices = 8, dp = 0, tp = 0, pp = 1, zero = 0, grad_accum = 1;
+  int micro_batches = 0;       // --micro-batches: --grad-accum's name for pipelines
   int devices_per_process = 0; // under mpirun: the devices each process drives
   std::string device_memory;
   double lr = 3e-4, min_lr = -1;
@@ -141,11 +142,14 @@ communicatorFor(const TrainOptions &opts, const parallel::ParallelConfig &layout
   if (opts.devices_per_process > 0 || runtime::launchedByMpi()) {
     // A tensor-parallel group stays in one process: its collectives run
     // between kernels, in lockstep.
-    if (per_process % layout.tp != 0)
+    // So does a pipeline: its stages hand activations over between actions.
+    const int per_replica = layout.devicesPerReplica();
+    if (per_process % per_replica != 0)
       return Error("--devices-per-process " + std::to_string(per_process) +
-                   " must hold whole tensor-parallel groups: make it a multiple of --tp " +
-                   std::to_string(layout.tp));
-    auto mpi = runtime::makeMpiCommunicator(layout.dp, per_process / layout.tp);
+                   " must hold whole replicas (their tensor-parallel groups and pipeline "
+                   "stages): make it a multiple of --tp x --pp = " +
+                   std::to_string(per_replica));
+    auto mpi = runtime::makeMpiCommunicator(layout.dp, per_process / per_replica);
     if (!mpi)
       return mpi.error();
     return std::move(*mpi);
@@ -229,8 +233,13 @@ int runTrain(TrainOptions opts) {
   auto job = resolveJobFlags(opts.job, DType::F32);
   if (!job)
     return fail(job.error());
+  if (opts.micro_batches > 0 && opts.grad_accum > 1 && opts.micro_batches != opts.grad_accum)
+    return fail("--micro-batches " + std::to_string(opts.micro_batches) + " and --grad-accum " +
+                std::to_string(opts.grad_accum) + " name the same count: give one");
+  if (opts.micro_batches > 0)
+    opts.grad_accum = opts.micro_batches;
   auto parallel = parallel::resolveParallelConfig(opts.devices, opts.dp, opts.tp, opts.zero,
-                                                  opts.model.batch, opts.grad_accum);
+                                                  opts.model.batch, opts.grad_accum, opts.pp);
   if (!parallel)
     return fail(parallel.error());
   if (opts.model.batch == 0)
@@ -332,10 +341,17 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--devices", opts->devices,
                   "simulated devices (default 8; at most 65536, 1024 in one process)")
       ->check(PositiveInteger);
-  cmd->add_option("--dp", opts->dp, "data-parallel replicas (default devices / tp)")
+  cmd->add_option("--dp", opts->dp, "data-parallel replicas (default devices / (tp x pp))")
       ->check(NonNegativeInteger);
   cmd->add_option("--tp", opts->tp, "tensor-parallel shards (default 1)")
       ->check(NonNegativeInteger);
+  cmd->add_option("--pp", opts->pp,
+                  "pipeline stages: the layers split into this many balanced stages run in a "
+                  "1F1B schedule (default 1)")
+      ->check(PositiveInteger);
+  cmd->add_option("--micro-batches", opts->micro_batches,
+                  "micro-batches per step through the pipeline (the same count as --grad-accum)")
+      ->check(PositiveInteger);
   cmd->add_option("--zero", opts->zero,
                   "0; 1: shard the optimizer state over the replicas; 2: and the gradients");
   cmd->add_option("--grad-accum", opts->grad_accum,

@@ -1,0 +1,199 @@
+// The pipeline's cut of the training step: run stage by stage on the
+// reference interpreter (every forward in order, then every backward in
+// reverse, each fed the others' outputs by name), the stages give the bits
+// of the whole step, with and without recomputation; each stage reads only
+// its own weights, and hands each neighbour one tensor per boundary.
+// The 1F1B schedule's order and its bound on micro-batches in flight.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "compiler/autodiff/training_step.h"
+#include "compiler/frontend/model_loader.h"
+#include "compiler/frontend/qwen_init.h"
+#include "compiler/parallel/pipeline_partition.h"
+#include "compiler/parallel/pipeline_schedule.h"
+#include "ops/interpreter.h"
+#include "passes/memory/recompute_pass.h"
+#include "tests/support/random.h"
+
+namespace kiln::parallel {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The tiny Qwen with `layers` layers, as the trainer's step: gradients out,
+// loss scale in, no optimizer.
+struct Step {
+  Graph graph;
+  ops::TensorMap feed;
+};
+
+Step tinyStep(int layers, bool tied = false) {
+  nlohmann::json config = nlohmann::json::parse(
+      std::ifstream(std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json"));
+  config["num_hidden_layers"] = layers;
+  config["tie_word_embeddings"] = tied;
+  const fs::path path = fs::temp_directory_path() /
+                        ("kiln-pp-" + std::to_string(layers) + (tied ? "t" : "") + ".json");
+  std::ofstream(path) << config.dump();
+  frontend::ModelOptions options;
+  options.batch = 2;
+  options.seq = 8;
+  auto model = frontend::loadModel(path.string(), options);
+  EXPECT_TRUE(model) << model.message();
+  autodiff::TrainingStepOptions train;
+  train.optimizer = false;
+  train.output_gradients = true;
+  train.loss_scale_input = true;
+  train.grad_norm = false;
+  auto graph = autodiff::buildTrainingStep(model->graph, train);
+  EXPECT_TRUE(graph) << graph.message();
+  Step step{std::move(*graph), {}};
+  auto weights = frontend::initQwenWeights(*model->config, 7);
+  for (const GraphInput &in : step.graph.inputs()) {
+    const TensorType &type = step.graph.type(in.value);
+    if (isWeight(in.role))
+      step.feed[in.name] = weights.at(in.name);
+    else if (in.name == "input_ids" || in.name == "labels")
+      step.feed[in.name] = testing::randomIndices(type, 5, model->config->vocab_size);
+    else
+      step.feed[in.name] = Tensor::scalar(DType::F32, 1024.0);
+  }
+  return step;
+}
+
+const TensorType &in_type(const Graph &g, const GraphInput &in) { return g.type(in.value); }
+
+ops::TensorMap interpretOk(const Graph &g, const ops::TensorMap &feed) {
+  auto out = ops::interpret(g, feed);
+  EXPECT_TRUE(out) << g.name() << ": " << out.message();
+  return out ? *out : ops::TensorMap{};
+}
+
+// Every forward in stage order, then every backward in reverse; what each
+// gives is fed to the rest by name. Returns the step's outputs.
+ops::TensorMap runStages(const PipelinePartition &p, const ops::TensorMap &feed) {
+  ops::TensorMap values = feed, outputs;
+  auto run = [&](const Graph &g) {
+    for (auto &[name, t] : interpretOk(g, values)) {
+      (name.starts_with("pp.") ? values : outputs)[name] = t;
+    }
+  };
+  for (int s = 0; s < p.stages; ++s)
+    run(p.forward[s]);
+  for (int s = p.stages; s-- > 0;)
+    run(p.backward[s]);
+  return outputs;
+}
+
+void expectSameBits(const ops::TensorMap &want, const ops::TensorMap &got,
+                    const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto &[name, w] : want) {
+    ASSERT_TRUE(got.count(name)) << what << ": no " << name;
+    EXPECT_TRUE(got.at(name) == w) << what << ": " << name;
+  }
+}
+
+TEST(PipelinePartition, StagesComputeTheWholeStepsBits) {
+  Step step = tinyStep(4);
+  const ops::TensorMap whole = interpretOk(step.graph, step.feed);
+  for (int stages : {2, 4}) {
+    auto p = partitionPipeline(step.graph, stages);
+    ASSERT_TRUE(p) << p.message();
+    expectSameBits(whole, runStages(*p, step.feed), "pp " + std::to_string(stages));
+    // Each stage reads its own layers' weights only; the embedding is the
+    // first stage's, the final norm and lm_head the last's.
+    for (int s = 0; s < stages; ++s)
+      for (const Graph *g : {&p->forward[s], &p->backward[s]})
+        for (const GraphInput &in : g->inputs()) {
+          if (!isWeight(in.role))
+            continue;
+          EXPECT_EQ(weightStage(in.name, p->layer_stage, stages), s) << g->name() << " " << in.name;
+        }
+    EXPECT_NE(p->forward[0].findInput("transformer.wte.weight"), nullptr);
+    EXPECT_NE(p->forward[stages - 1].findInput("lm_head.weight"), nullptr);
+    EXPECT_NE(p->forward[stages - 1].findOutput("loss"), nullptr);
+    // Down the pipeline one activation per boundary, up it one gradient.
+    for (int s = 0; s + 1 < stages; ++s) {
+      int down = 0, up = 0;
+      for (const StageTransfer &t : p->transfers) {
+        const bool to_next =
+            std::find(t.to.begin(), t.to.end(), StageProgram{s + 1, true}) != t.to.end();
+        down += t.from == StageProgram{s, true} && to_next;
+        up += t.from == StageProgram{s + 1, false} &&
+              std::find(t.to.begin(), t.to.end(), StageProgram{s, false}) != t.to.end();
+      }
+      EXPECT_EQ(down, 1) << "stage " << s;
+      EXPECT_EQ(up, 1) << "stage " << s;
+    }
+  }
+}
+
+TEST(PipelinePartition, RecomputedStagesKeepOnlyEachLayersInput) {
+  Step step = tinyStep(4);
+  const ops::TensorMap whole = interpretOk(step.graph, step.feed);
+  auto stashes = [&](const Graph &g) {
+    auto p = partitionPipeline(g, 2);
+    EXPECT_TRUE(p) << p.message();
+    int64_t bytes = 0;
+    for (const StageTransfer &t : p->transfers)
+      if (t.from == StageProgram{0, true})
+        for (const GraphInput &in : p->backward[0].inputs())
+          if (in.name == t.name)
+            bytes += numElements(in_type(p->backward[0], in).shape) *
+                     static_cast<int64_t>(dtypeSize(in_type(p->backward[0], in).dtype));
+    return std::make_pair(std::move(*p), bytes);
+  };
+  Graph recomputed = step.graph;
+  passes::recomputeActivations(recomputed, {passes::RecomputeMode::Full, {}});
+  ASSERT_TRUE(recomputed.compact());
+  auto [kept, kept_bytes] = stashes(step.graph);
+  auto [again, again_bytes] = stashes(recomputed);
+  expectSameBits(whole, runStages(again, step.feed), "recomputed");
+  EXPECT_LT(again_bytes * 3, kept_bytes) << "the stash shrinks to the layers' inputs";
+}
+
+TEST(PipelinePartition, RefusesWhatItCannotCut) {
+  auto few = partitionPipeline(tinyStep(2).graph, 4);
+  ASSERT_FALSE(few);
+  EXPECT_NE(few.message().find("2 transformer layers, fewer than the stages"), std::string::npos)
+      << few.message();
+  auto tied = partitionPipeline(tinyStep(2, true).graph, 2);
+  ASSERT_FALSE(tied);
+  EXPECT_NE(tied.message().find("tied embeddings"), std::string::npos) << tied.message();
+}
+
+TEST(PipelineSchedule, OneForwardOneBackwardWithinItsBounds) {
+  const int stages = 4, micro = 8;
+  const std::vector<PipelineAction> order = pipelineSchedule(stages, micro);
+  ASSERT_EQ(order.size(), size_t{2 * stages * micro});
+  for (int s = 0; s < stages; ++s) {
+    // Each stage's own order is 1F1B's, with at most P - s in flight.
+    std::vector<PipelineAction> mine;
+    for (const PipelineAction &a : order)
+      if (a.stage == s)
+        mine.push_back(a);
+    EXPECT_EQ(mine, stageSchedule(s, stages, micro)) << s;
+    int in_flight = 0, most = 0;
+    for (const PipelineAction &a : mine) {
+      in_flight += a.forward ? 1 : -1;
+      most = std::max(most, in_flight);
+    }
+    EXPECT_EQ(most, stages - s) << s;
+  }
+  // On parallel devices of equal speed the step is (M + P - 1) forwards and
+  // backwards: the bubble is P - 1 of them.
+  const auto times =
+      simulatePipeline(order, [](const PipelineAction &a) { return a.forward ? 1.0 : 2.0; });
+  double end = 0;
+  for (const ActionTime &t : times)
+    end = std::max(end, t.end);
+  EXPECT_DOUBLE_EQ(end, (micro + stages - 1) * 3.0);
+}
+
+} // namespace
+} // namespace kiln::parallel

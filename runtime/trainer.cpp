@@ -53,7 +53,9 @@ Trainer::Trainer(parallel::TrainingProgram program, const TrainerOptions &option
     : program_(std::move(program)), options_(options), comm_(std::move(communicator)), data_(data),
       scaler_(options.loss_scale) {}
 
-int Trainer::globalDevice(int device) const { return comm_->firstLocalRank() * tp() + device; }
+int Trainer::globalDevice(int device) const {
+  return comm_->firstLocalRank() * program_.parallel.devicesPerReplica() + device;
+}
 
 std::string Trainer::deviceName(int device) const {
   return "npu:" + std::to_string(globalDevice(device));
@@ -85,9 +87,19 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
                              options_.device_memory, "the step's largest buffers",
                              estimate.largest);
 
-  const int devices = comm_->localSize() * tp();
-  KILN_ASSIGN_OR_RETURN(step_executor_,
-                        Executor::create(program_.step.graph, program_.step.kernels));
+  const int devices = comm_->localSize() * program_.parallel.devicesPerReplica();
+  if (program_.stages.empty()) {
+    KILN_ASSIGN_OR_RETURN(step_executor_,
+                          Executor::create(program_.step.graph, program_.step.kernels));
+  }
+  for (const parallel::CompiledGraph *g : program_.stepPrograms())
+    if (!program_.stages.empty()) {
+      KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g->graph, g->kernels));
+      stage_executors_.push_back(std::move(ex));
+    }
+  for (const parallel::StageTransfer &t : program_.transfers)
+    for (const parallel::StageProgram &to : t.to)
+      ++transfer_uses_[t.name][to.stage];
   for (const parallel::CompiledGraph &g : program_.optimizers) {
     KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g.graph, g.kernels));
     update_executors_.push_back(std::move(ex));
@@ -106,7 +118,14 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
     KILN_RETURN_IF_ERROR(createProfileDir(options_.profile_dir));
     ThreadPool pool;
     profiler_ = std::make_unique<Profiler>(measureHostRoofline(pool));
-    step_program_ = profiler_->addProgram("step", program_.step.graph, program_.step.kernels);
+    if (program_.stages.empty())
+      step_program_ = profiler_->addProgram("step", program_.step.graph, program_.step.kernels);
+    for (size_t i = 0; i < stage_executors_.size(); ++i) {
+      const parallel::CompiledGraph &g = program_.stages[i / 2].program(i % 2 == 0);
+      stage_programs_.push_back(profiler_->addProgram(
+          "stage" + std::to_string(i / 2) + (i % 2 == 0 ? ".forward" : ".backward"), g.graph,
+          g.kernels));
+    }
     for (size_t i = 0; i < program_.optimizers.size(); ++i)
       update_programs_.push_back(profiler_->addProgram(
           "update" + (program_.optimizers.size() == 1 ? "" : "." + std::to_string(i)),
@@ -123,9 +142,10 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
                    "' to resume from; check the folder, drop --resume to start afresh, or use "
                    "--resume-if-exists");
   }
-  // Every device's piece of weight `name` from `weights`, in its dtype.
-  auto place = [&](const std::string &name, const TensorType &type,
-                   const TensorSplit &split) -> Status {
+  // Every device's piece of weight `name` from `weights`, in its dtype, on
+  // the devices of pipeline stage `stage`.
+  auto place = [&](const std::string &name, const TensorType &type, const TensorSplit &split,
+                   int stage) -> Status {
     auto it = weights.find(name);
     if (it == weights.end())
       return Error("no initial value for parameter '" + name + "'");
@@ -135,6 +155,8 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
                    shapeToString(it->second.shape()) + ", the model needs " +
                    shapeToString(joinedShape(type.shape, split, tp())));
     for (int d = 0; d < devices; ++d) {
+      if (stageOf(d) != stage)
+        continue;
       Tensor mine = takeShard(it->second, split, tpRankOf(d), tp());
       weights_[d][name] = mine.dtype() == type.dtype ? mine : mine.castTo(type.dtype);
     }
@@ -142,18 +164,22 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
   };
   // Checkpoints hold what is trained; the frozen base always comes from `weights`.
   for (const parallel::Parameter &p : program_.frozen) {
-    KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split));
+    KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split, p.stage));
     for (int d = 0; d < devices; ++d)
-      KILN_RETURN_IF_ERROR(memory_[d].allocate(p.name, bytesOf(p.type)));
+      if (stageOf(d) == p.stage)
+        KILN_RETURN_IF_ERROR(memory_[d].allocate(p.name, bytesOf(p.type)));
   }
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const parallel::Parameter &p = program_.params[i];
     const std::string &m = program_.signature.moment[i], &v = program_.signature.velocity[i];
     param_of_[p.name] = param_of_[m] = param_of_[v] = i;
+    gradient_of_[program_.signature.gradient[i]] = i;
     if (resume_path.empty())
-      KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split));
+      KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split, p.stage));
     const TensorType moment{DType::F32, p.type.shape};
     for (int d = 0; d < devices; ++d) {
+      if (stageOf(d) != p.stage)
+        continue;
       KILN_RETURN_IF_ERROR(memory_[d].allocate(p.name, bytesOf(p.type)));
       if (p.owner == -1 || p.owner == replicaOf(d)) {
         moments_[d][m] = Tensor(moment);
@@ -189,39 +215,63 @@ void Trainer::profileHost(int device, const char *what, Profiler::Clock::time_po
     profiler_->host(step_ + 1, globalDevice(device), what, start, Profiler::Clock::now());
 }
 
+ops::TensorMap Trainer::microBatchInputs(int r, int k, double scale) const {
+  const int replica = replicaOf(deviceOf(r, 0, 0));
+  const int64_t micro = program_.micro_batch;
+  Tensor ids =
+      data_.batch(options_.seed, step_, replica * program_.batch_per_replica + k * micro, micro);
+  ops::TensorMap inputs;
+  inputs["input_ids"] = ids;
+  inputs["labels"] = ids;
+  inputs[program_.signature.loss_scale] = scalarF32(scale);
+  // Dropout's masks: new every step, replica and micro-batch, the same on
+  // the ranks of a replica (they see the same activations), as a resumed
+  // run draws them.
+  if (!program_.signature.dropout_seed.empty()) {
+    const uint64_t site =
+        splitmix64(static_cast<uint64_t>(replica) << 32 | static_cast<uint64_t>(k));
+    inputs[program_.signature.dropout_seed] =
+        Tensor::fromInts(DType::I64, {},
+                         {static_cast<int64_t>(splitmix64(
+                             options_.seed ^ splitmix64(static_cast<uint64_t>(step_) ^ site)))});
+  }
+  return inputs;
+}
+
+Status Trainer::accumulateGradient(int d, size_t i, Tensor g, int k, bool keep_dtype) {
+  Tensor f32 = g.dtype() == DType::F32 || keep_dtype ? std::move(g) : g.castTo(DType::F32);
+  Tensor &sum = grads_[d][i];
+  if (k == 0) {
+    sum = std::move(f32);
+    return memory_[d].allocate(program_.signature.gradient[i], sum.byteSize());
+  }
+  float *to = sum.dataAs<float>();
+  const float *from = std::as_const(f32).dataAs<float>();
+  for (int64_t j = 0; j < sum.numElements(); ++j)
+    to[j] += from[j];
+  return Status::ok();
+}
+
 // Local replica `r`'s forward and backward over its micro-batches, its
 // ranks in lockstep: the micro-batches' losses summed into `loss`, their
 // gradients summed in f32 into grads_ of the replica's devices.
 Status Trainer::forwardBackward(int r, double scale, float &loss) {
+  if (!program_.stages.empty())
+    return pipelineForwardBackward(r, scale, loss);
   const int T = tp();
-  const int first = deviceOf(r, 0);
+  const int first = deviceOf(r, 0, 0);
   const int64_t t0 = trace_ ? trace_->now() : 0;
   loss = 0;
   for (int k = 0; k < program_.parallel.grad_accum; ++k) {
     auto clock = Profiler::Clock::now();
-    const int64_t micro = program_.micro_batch;
-    Tensor ids = data_.batch(options_.seed, step_,
-                             replicaOf(first) * program_.batch_per_replica + k * micro, micro);
-    // Dropout's masks: new every step, replica and micro-batch, the same on
-    // the ranks of a replica (they see the same activations), as a resumed
-    // run draws them.
-    const uint64_t site =
-        splitmix64(static_cast<uint64_t>(replicaOf(first)) << 32 | static_cast<uint64_t>(k));
-    const Tensor dropout_seed =
-        Tensor::fromInts(DType::I64, {},
-                         {static_cast<int64_t>(splitmix64(
-                             options_.seed ^ splitmix64(static_cast<uint64_t>(step_) ^ site)))});
+    const ops::TensorMap common = microBatchInputs(r, k, scale);
     std::vector<ops::TensorMap> inputs(T);
     std::vector<const ops::TensorMap *> group;
     std::vector<DeviceMemory *> memory;
     std::vector<FloatStatus *> status;
     for (int t = 0; t < T; ++t) {
       inputs[t] = weights_[first + t];
-      inputs[t]["input_ids"] = ids;
-      inputs[t]["labels"] = ids;
-      inputs[t][program_.signature.loss_scale] = scalarF32(scale);
-      if (!program_.signature.dropout_seed.empty())
-        inputs[t][program_.signature.dropout_seed] = dropout_seed;
+      inputs[t].insert(common.begin(), common.end());
       if (!program_.signature.tensor_parallel_rank.empty())
         inputs[t][program_.signature.tensor_parallel_rank] = Tensor::fromInts(DType::I64, {}, {t});
       group.push_back(&inputs[t]);
@@ -246,21 +296,10 @@ Status Trainer::forwardBackward(int r, double scale, float &loss) {
     // a device holds the step's own gradient, in its dtype.
     const bool keep_dtype = program_.parallel.zero >= 2 && program_.parallel.grad_accum == 1;
     for (int t = 0; t < T; ++t)
-      for (size_t i = 0; i < program_.params.size(); ++i) {
-        const std::string &grad = program_.signature.gradient[i];
-        Tensor &g = (*outputs)[t].at(grad);
-        Tensor f32 = g.dtype() == DType::F32 || keep_dtype ? std::move(g) : g.castTo(DType::F32);
-        Tensor &sum = grads_[first + t][i];
-        if (k == 0) {
-          sum = std::move(f32);
-          KILN_RETURN_IF_ERROR(memory_[first + t].allocate(grad, sum.byteSize()));
-          continue;
-        }
-        float *to = sum.dataAs<float>();
-        const float *from = std::as_const(f32).dataAs<float>();
-        for (int64_t j = 0; j < sum.numElements(); ++j)
-          to[j] += from[j];
-      }
+      for (size_t i = 0; i < program_.params.size(); ++i)
+        KILN_RETURN_IF_ERROR(accumulateGradient(
+            first + t, i, std::move((*outputs)[t].at(program_.signature.gradient[i])), k,
+            keep_dtype));
     profileHost(first, "gradients out", clock);
   }
   if (trace_)
@@ -272,7 +311,7 @@ Status Trainer::forwardBackward(int r, double scale, float &loss) {
 // The overflow test hook: the first gradient element of the last replica's
 // first device overflows before the reduction.
 void Trainer::injectOverflow() {
-  const int device = deviceOf(comm_->localSize() - 1, 0);
+  const int device = deviceOfParam(comm_->localSize() - 1, 0, 0);
   // As a kernel of that device would overflow: inf in INFNAN mode; in
   // saturation mode f16's largest finite value (a finite gradient that
   // nothing but the device's status tells apart).
@@ -292,8 +331,7 @@ Expected<StepRecord> Trainer::step() {
   const auto started = std::chrono::steady_clock::now();
   const uint64_t copied_before = Tensor::bytesCopied();
   const int replicas = comm_->localSize();
-  const int T = tp();
-  const int devices = replicas * T;
+  const int devices = replicas * program_.parallel.devicesPerReplica();
   const int64_t per_replica = program_.batch_per_replica;
   const double scale = scaler_.scale();
   const double lr = options_.schedule.at(step_);
@@ -357,6 +395,8 @@ Status Trainer::update(int device, double grad_scale, double lr) {
   const int64_t t0 = trace_ ? trace_->now() : 0;
   const parallel::TrainingSignature &sig = program_.signature;
   for (size_t b : program_.updatesOf(replicaOf(device))) {
+    if (program_.bucket_stage[b] != stageOf(device))
+      continue; // another pipeline stage's parameters
     const auto clock = Profiler::Clock::now();
     ops::TensorMap inputs;
     inputs[sig.adam_step] = Tensor::fromInts(DType::I64, {}, {updates_});

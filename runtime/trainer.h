@@ -1,6 +1,8 @@
-// The training loop over N simulated devices: D data-parallel replicas of T
-// tensor-parallel ranks each. Every replica runs the compiled step on its
-// share of the global batch, its T ranks in lockstep (executor.h runGroup);
+// The training loop over N simulated devices: D data-parallel replicas of P
+// pipeline stages of T tensor-parallel ranks each. Every replica runs the
+// compiled step on its share of the global batch (with stages, its
+// micro-batches through them in the 1F1B order), its T ranks in lockstep
+// (executor.h runGroup);
 // the gradients are summed across replicas (communicator.h), checked for
 // overflow (every device's float status, and in INFNAN mode whether the
 // gradients are finite), unscaled, clipped by their global norm and applied by the
@@ -107,6 +109,15 @@ private:
   Status resume(const std::string &path);
   Expected<StepRecord> step();
   Status forwardBackward(int replica, double scale, float &loss);
+  // With pipeline stages (trainer_pipeline.cpp): the replica's
+  // micro-batches through its stages in the 1F1B order.
+  Status pipelineForwardBackward(int replica, double scale, float &loss);
+  // What every program of local replica `replica`'s micro-batch `k` reads
+  // besides the weights: the tokens, the loss scale, dropout's seed.
+  ops::TensorMap microBatchInputs(int replica, int k, double scale) const;
+  // Adds micro-batch k's gradient `g` of parameter i into device d's f32 sum
+  // (the first micro-batch's is the sum; `keep_dtype`: left in its dtype).
+  Status accumulateGradient(int device, size_t i, Tensor g, int k, bool keep_dtype);
   void injectOverflow();
   Expected<bool> reduceAcrossReplicas(std::vector<float> &losses);
   Status broadcastOwnedWeights();
@@ -119,12 +130,22 @@ private:
   // Host work of the step outside the compiled kernels, for the profiler.
   void profileHost(int device, const char *what, Profiler::Clock::time_point start);
   int tp() const { return program_.parallel.tp; }
-  // The local devices, in Megatron's order: local replica r's
-  // tensor-parallel rank t is device r * T + t. Every index into the
-  // per-device state goes through these three.
-  int deviceOf(int local_replica, int tp_rank) const { return local_replica * tp() + tp_rank; }
+  int pp() const { return program_.parallel.pp; }
+  // The local devices, in Megatron's order: local replica r's pipeline
+  // stage s's tensor-parallel rank t is device (r * P + s) * T + t. Every
+  // index into the per-device state goes through these.
+  int deviceOf(int local_replica, int stage, int tp_rank) const {
+    return (local_replica * pp() + stage) * tp() + tp_rank;
+  }
   int tpRankOf(int device) const { return device % tp(); }
-  int replicaOf(int device) const { return comm_->firstLocalRank() + device / tp(); }
+  int stageOf(int device) const { return device / tp() % pp(); }
+  int replicaOf(int device) const {
+    return comm_->firstLocalRank() + device / program_.parallel.devicesPerReplica();
+  }
+  // The device of local replica r holding rank t's piece of parameter i.
+  int deviceOfParam(int local_replica, size_t i, int tp_rank) const {
+    return deviceOf(local_replica, program_.params[i].stage, tp_rank);
+  }
   // The whole tensor from every rank's piece on local replica `replica`.
   Tensor gather(const std::vector<ops::TensorMap> &per_device, int replica,
                 const std::string &name) const;
@@ -138,6 +159,12 @@ private:
   const TokenData &data_;
   LossScaler scaler_;
   std::unique_ptr<Executor> step_executor_;
+  // With pipeline stages: stage s's forward at 2s, its backward at 2s + 1.
+  std::vector<std::unique_ptr<Executor>> stage_executors_;
+  std::vector<int> stage_programs_; // in profiler_, likewise
+  // A transfer's name -> how many programs of each stage read it.
+  std::map<std::string, std::map<int, int>> transfer_uses_;
+  std::map<std::string, size_t> gradient_of_; // a gradient's name -> its parameter
   std::vector<std::unique_ptr<Executor>> update_executors_; // per optimizer graph
   // Per local device: replica r's tensor-parallel rank t is device r*T + t.
   std::vector<DeviceMemory> memory_;

@@ -30,6 +30,8 @@ Status Trainer::resume(const std::string &path) {
   };
   for (int d = 0; d < static_cast<int>(weights_.size()); ++d) {
     for (const parallel::Parameter &p : program_.params) {
+      if (p.stage != stageOf(d))
+        continue;
       KILN_ASSIGN_OR_RETURN(weights_[d][p.name], restore(state.weights, p.name, d, p.type));
     }
     for (auto &[name, t] : moments_[d]) {
@@ -48,7 +50,7 @@ Tensor Trainer::gather(const std::vector<ops::TensorMap> &per_device, int replic
                        const std::string &name) const {
   std::vector<Tensor> pieces;
   for (int t = 0; t < tp(); ++t)
-    pieces.push_back(per_device[deviceOf(replica, t)].at(name));
+    pieces.push_back(per_device[deviceOfParam(replica, param_of_.at(name), t)].at(name));
   return joinShards(pieces, splitOf(name));
 }
 
@@ -75,13 +77,13 @@ Status Trainer::checkpoint() {
       }
       // The owner's moments, wherever it runs: a broadcast from it into a
       // scratch buffer on every replica that does not own them.
-      std::vector<Tensor> scratch(replicas * tp());
+      std::vector<Tensor> scratch(replicas * program_.parallel.devicesPerReplica());
       std::vector<Tensor> pieces;
       for (int t = 0; t < tp(); ++t) {
         std::vector<void *> buffers;
         Tensor *received = nullptr;
         for (int r = 0; r < replicas; ++r) {
-          const int d = deviceOf(r, t);
+          const int d = deviceOfParam(r, i, t);
           auto mine = moments_[d].find(name);
           Tensor &slot = mine != moments_[d].end()
                              ? mine->second

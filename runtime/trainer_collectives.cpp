@@ -15,15 +15,16 @@ Status Trainer::reduceGradient(int t, size_t i) {
   const bool to_owner = program_.parallel.zero >= 2;
   std::vector<float *> buffers;
   for (int r = 0; r < replicas; ++r) {
-    Tensor &g = grads_[deviceOf(r, t)][i];
+    Tensor &g = grads_[deviceOfParam(r, i, t)][i];
     if (g.dtype() != DType::F32)
       g = g.castTo(DType::F32); // exact: the sum runs in f32 from the step's values
     buffers.push_back(g.dataAs<float>());
   }
-  KILN_RETURN_IF_ERROR(comm_->allReduceSum(buffers, grads_[t][i].numElements()));
+  KILN_RETURN_IF_ERROR(
+      comm_->allReduceSum(buffers, grads_[deviceOfParam(0, i, t)][i].numElements()));
   const std::string &name = program_.signature.gradient[i];
   for (int r = 0; r < replicas && to_owner; ++r) {
-    const int d = deviceOf(r, t);
+    const int d = deviceOfParam(r, i, t);
     if (replicaOf(d) == program_.params[i].owner) {
       KILN_RETURN_IF_ERROR(memory_[d].allocate(name, grads_[d][i].byteSize()));
     } else {
@@ -50,7 +51,7 @@ Expected<double> Trainer::gradientSumOfSquares() {
   if (program_.parallel.zero < 2) {
     std::vector<const Tensor *> tensors;
     for (const auto &[t, i] : counted)
-      tensors.push_back(&grads_[t][i]);
+      tensors.push_back(&grads_[deviceOfParam(0, i, t)][i]);
     squares = squaresOf(pool_, tensors);
   } else {
     // Each local replica's squares of what it owns; then from each owner.
@@ -59,8 +60,9 @@ Expected<double> Trainer::gradientSumOfSquares() {
       std::vector<const Tensor *> tensors;
       std::vector<size_t> at;
       for (size_t k = 0; k < counted.size(); ++k)
-        if (program_.params[counted[k].second].owner == replicaOf(deviceOf(r, 0))) {
-          tensors.push_back(&grads_[deviceOf(r, counted[k].first)][counted[k].second]);
+        if (program_.params[counted[k].second].owner == replicaOf(deviceOf(r, 0, 0))) {
+          tensors.push_back(
+              &grads_[deviceOfParam(r, counted[k].second, counted[k].first)][counted[k].second]);
           at.push_back(k);
         }
       const std::vector<double> s = squaresOf(pool_, tensors);
@@ -91,7 +93,7 @@ Expected<double> Trainer::gradientSumOfSquares() {
 // on the first one's track.
 Expected<bool> Trainer::reduceAcrossReplicas(std::vector<float> &losses) {
   const int replicas = comm_->localSize(), T = tp();
-  const int devices = replicas * T;
+  const int devices = replicas * program_.parallel.devicesPerReplica();
   auto clock = Profiler::Clock::now();
   const int64_t t0 = trace_ ? trace_->now() : 0;
   for (int t = 0; t < T; ++t)
@@ -105,8 +107,10 @@ Expected<bool> Trainer::reduceAcrossReplicas(std::vector<float> &losses) {
   std::vector<float> raised(replicas, 0.0f);
   std::vector<float *> raised_buffers;
   for (int r = 0; r < replicas; ++r) {
-    for (int t = 0; t < T; ++t)
-      raised[r] = std::max(raised[r], float_status_[deviceOf(r, t)].overflowed() ? 1.0f : 0.0f);
+    for (int s = 0; s < pp(); ++s)
+      for (int t = 0; t < T; ++t)
+        raised[r] =
+            std::max(raised[r], float_status_[deviceOf(r, s, t)].overflowed() ? 1.0f : 0.0f);
     raised_buffers.push_back(&raised[r]);
   }
   KILN_RETURN_IF_ERROR(comm_->allReduceSum(raised_buffers, 1));
@@ -129,8 +133,9 @@ Status Trainer::broadcastOwnedWeights() {
       const std::string &name = p.name;
       std::vector<void *> buffers;
       for (int r = 0; r < replicas; ++r)
-        buffers.push_back(weights_[deviceOf(r, t)][name].data());
-      KILN_RETURN_IF_ERROR(comm_->broadcast(buffers, weights_[t][name].byteSize(), p.owner));
+        buffers.push_back(weights_[deviceOfParam(r, i, t)][name].data());
+      KILN_RETURN_IF_ERROR(comm_->broadcast(
+          buffers, weights_[deviceOfParam(0, i, t)][name].byteSize(), p.owner));
     }
   profileHost(0, "broadcast", clock);
   return Status::ok();

@@ -21,6 +21,18 @@ std::string batchSplit(const parallel::TrainingProgram &program) {
 
 namespace {
 
+// "812 (301 unique)"; with pipeline stages, summed over their programs.
+std::string stepKernels(const parallel::TrainingProgram &program) {
+  int64_t total = 0, unique = 0;
+  for (const parallel::CompiledGraph *g : program.stepPrograms()) {
+    total += g->kernels.stats.total;
+    unique += g->kernels.stats.unique;
+  }
+  const int stages = program.parallel.pp;
+  return std::to_string(total) + " (" + std::to_string(unique) + " unique" +
+         (stages > 1 ? ", in " + std::to_string(stages) + " pipeline stages" : "") + ")";
+}
+
 // The cost model's step time, with the kernel kinds that take the most.
 std::string predictedTime(const target::Target &target, const parallel::TrainingProgram &program) {
   const int nodes = parallel::nodesFor(target, program.parallel.devices);
@@ -52,9 +64,7 @@ std::string planReport(const ModelRequest &model, const ResolvedJob &job,
   out << "kiln: compiled the training step for " << layout.toString() << ", global batch "
       << model.batch << " " << batchSplit(program) << ", seq " << program.seq << ", "
       << dtypeName(job.dtype) << "\n"
-      << "  step kernels: " << program.step.kernels.stats.total << " ("
-      << program.step.kernels.stats.unique
-      << " unique); update buckets: " << program.optimizers.size() << "\n"
+      << "  step kernels: " << stepKernels(program) << "; update buckets: " << program.optimizers.size() << "\n"
       << "  " << m.toText() << "\n  at the peak ("
       << (m.breakdown.update ? "the update" : "the step") << "): " << m.breakdown.toText()
       << "\n  the formula for this layout (ZeRO's model states, Korthikanti et al.'s "

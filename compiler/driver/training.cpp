@@ -4,14 +4,18 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/frontend/model_loader.h"
+#include "passes/memory/recompute_pass.h"
+#include "passes/precision/setting_matches.h"
 
 namespace kiln::driver {
 namespace {
 
+// `check_settings` false for a pipeline stage, which lacks the other
+// stages' layers (the whole step was checked).
 Expected<parallel::CompiledGraph> compiled(Graph graph, const ResolvedJob &job,
                                            const KernelSettings &settings,
-                                           cache::KernelCache *cache) {
-  KILN_RETURN_IF_ERROR(compileGraph(graph, job).status());
+                                           cache::KernelCache *cache, bool check_settings = true) {
+  KILN_RETURN_IF_ERROR(compileGraph(graph, job, {}, check_settings).status());
   KILN_ASSIGN_OR_RETURN(JobKernels kernels,
                         compileJobKernels(graph, job, settings, nullptr, cache));
   if (!kernels.kernels.fallbacks.empty())
@@ -28,6 +32,36 @@ autodiff::TrainingStepOptions stepOptions() {
   options.loss_scale_input = true;
   options.grad_norm = false;
   return options;
+}
+
+// The step cut into `program.parallel.pp` stages, each program compiled.
+// Recomputation is applied to the whole step first: its copies read each
+// layer's input, so that input is all a stage keeps for its backward.
+Status compilePipelineStages(parallel::TrainingProgram &program, Graph step, const ResolvedJob &job,
+                             const KernelSettings &settings, cache::KernelCache *cache) {
+  KILN_RETURN_IF_ERROR(
+      passes::matchPrecisionSettings(step, job.context->precision()).status());
+  const passes::RecomputePass recompute;
+  if (job.context->isEnabled(recompute.info().name, recompute.info().default_on) &&
+      recompute.appliesTo(*job.context)) {
+    passes::recomputeActivations(step, job.context->recompute());
+    KILN_RETURN_IF_ERROR(step.compact());
+  }
+  KILN_ASSIGN_OR_RETURN(parallel::PipelinePartition cut,
+                        parallel::partitionPipeline(step, program.parallel.pp));
+  for (int s = 0; s < cut.stages; ++s) {
+    parallel::PipelineStage stage;
+    KILN_ASSIGN_OR_RETURN(stage.forward,
+                          compiled(std::move(cut.forward[s]), job, settings, cache, false));
+    KILN_ASSIGN_OR_RETURN(stage.backward,
+                          compiled(std::move(cut.backward[s]), job, settings, cache, false));
+    program.stages.push_back(std::move(stage));
+  }
+  program.transfers = std::move(cut.transfers);
+  for (std::vector<parallel::Parameter> *table : {&program.params, &program.frozen})
+    for (parallel::Parameter &p : *table)
+      p.stage = parallel::weightStage(p.name, cut.layer_stage, cut.stages);
+  return Status::ok();
 }
 
 } // namespace
@@ -60,13 +94,17 @@ Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &mode
     (trained ? program.params : program.frozen)
         .push_back({in.name, loaded.graph.type(in.value), split, -1});
   }
-  KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings, cache));
   parallel::TrainingSignature &sig = program.signature;
   sig.loss_scale = autodiff::kLossScaleName;
-  if (program.step.graph.findInput(frontend::kLoraDropoutSeedName))
+  if (step.findInput(frontend::kLoraDropoutSeedName))
     sig.dropout_seed = frontend::kLoraDropoutSeedName;
-  if (program.step.graph.findInput(frontend::kTensorParallelRankName))
+  if (step.findInput(frontend::kTensorParallelRankName))
     sig.tensor_parallel_rank = frontend::kTensorParallelRankName;
+  if (config.pp > 1) {
+    KILN_RETURN_IF_ERROR(compilePipelineStages(program, std::move(step), job, settings, cache));
+  } else {
+    KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings, cache));
+  }
   sig.learning_rate = autodiff::kLearningRateName;
   sig.grad_scale = autodiff::kGradScaleName;
   sig.adam_step = autodiff::kAdamStepName;
@@ -83,33 +121,50 @@ Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob 
   const parallel::ParallelConfig &config = program.parallel;
   program.optimizers.clear();
   program.bucket_params.clear();
+  program.bucket_stage.clear();
   program.replica_updates.clear();
   std::vector<int64_t> sizes;
   for (const parallel::Parameter &p : program.params)
     sizes.push_back(numElements(p.type.shape) * static_cast<int64_t>(dtypeSize(p.type.dtype)));
-  const std::vector<int> owners = config.zero >= 1 ? parallel::zeroOwners(sizes, config.dp)
-                                                   : std::vector<int>(sizes.size(), -1);
+  // ZeRO shares out each stage's parameters over that stage's replicas.
+  std::vector<int> owners(sizes.size(), -1);
+  for (int s = 0; s < config.pp && config.zero >= 1; ++s) {
+    std::vector<size_t> staged;
+    std::vector<int64_t> staged_sizes;
+    for (size_t i = 0; i < program.params.size(); ++i)
+      if (program.params[i].stage == s) {
+        staged.push_back(i);
+        staged_sizes.push_back(sizes[i]);
+      }
+    const std::vector<int> owner = parallel::zeroOwners(staged_sizes, config.dp);
+    for (size_t k = 0; k < staged.size(); ++k)
+      owners[staged[k]] = owner[k];
+  }
   for (size_t i = 0; i < program.params.size(); ++i)
     program.params[i].owner = owners[i];
+  // Replica r's buckets, stage by stage: each bucket's parameters live on
+  // one stage's devices.
   const int updates = config.zero >= 1 ? config.dp : 1;
-  for (int r = 0; r < updates; ++r) {
-    std::vector<size_t> mine;
-    for (size_t i = 0; i < program.params.size(); ++i)
-      if (owners[i] == -1 || owners[i] == r)
-        mine.push_back(i);
-    program.replica_updates.emplace_back();
-    for (std::vector<size_t> &bucket : parallel::updateBuckets(sizes, mine)) {
-      std::vector<std::pair<std::string, TensorType>> params;
-      for (size_t i : bucket)
-        params.emplace_back(program.params[i].name, program.params[i].type);
-      KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(params, stepOptions()));
-      KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c,
-                            compiled(std::move(update), job, settings, cache));
-      program.replica_updates.back().push_back(program.optimizers.size());
-      program.optimizers.push_back(std::move(c));
-      program.bucket_params.push_back(std::move(bucket));
+  program.replica_updates.resize(updates);
+  for (int r = 0; r < updates; ++r)
+    for (int s = 0; s < config.pp; ++s) {
+      std::vector<size_t> mine;
+      for (size_t i = 0; i < program.params.size(); ++i)
+        if ((owners[i] == -1 || owners[i] == r) && program.params[i].stage == s)
+          mine.push_back(i);
+      for (std::vector<size_t> &bucket : parallel::updateBuckets(sizes, mine)) {
+        std::vector<std::pair<std::string, TensorType>> params;
+        for (size_t i : bucket)
+          params.emplace_back(program.params[i].name, program.params[i].type);
+        KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(params, stepOptions()));
+        KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c,
+                              compiled(std::move(update), job, settings, cache));
+        program.replica_updates[r].push_back(program.optimizers.size());
+        program.optimizers.push_back(std::move(c));
+        program.bucket_params.push_back(std::move(bucket));
+        program.bucket_stage.push_back(s);
+      }
     }
-  }
   program.memory = parallel::estimateDeviceMemory(program);
   return Status::ok();
 }

@@ -10,7 +10,6 @@
 // it, so the bytes each device holds at every moment are the same in both.
 #pragma once
 
-#include <functional>
 #include <vector>
 
 namespace kiln::parallel {
@@ -28,15 +27,15 @@ std::vector<PipelineAction> stageSchedule(int stage, int stages, int micro_batch
 // Every stage's actions in the one global order described above.
 std::vector<PipelineAction> pipelineSchedule(int stages, int micro_batches);
 
-// When each action of `schedule` (pipelineSchedule's order) starts and ends
-// on devices that run in parallel: an action starts when its stage is free
-// and what it waits for has ended (the same micro-batch's forward on the
-// stage before, or its backward on the stage after). Times from 0.
+// When each action of `schedule` (pipelineSchedule's order; `seconds[i]`
+// how long action i takes) starts and ends on devices that run in
+// parallel: an action starts when its stage is free and what it waits for
+// has ended (the same micro-batch's forward on the stage before, or its
+// backward on the stage after). Times from 0.
 struct ActionTime {
   double start = 0, end = 0;
 };
-std::vector<ActionTime>
-simulatePipeline(const std::vector<PipelineAction> &schedule,
-                 const std::function<double(const PipelineAction &)> &duration);
+std::vector<ActionTime> simulatePipeline(const std::vector<PipelineAction> &schedule,
+                                         const std::vector<double> &seconds);
 
 } // namespace kiln::parallel

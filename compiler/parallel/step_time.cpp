@@ -1,9 +1,11 @@
 #include "compiler/parallel/step_time.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 
 #include "compiler/codegen/kernel_cost.h"
+#include "compiler/parallel/pipeline_schedule.h"
 
 namespace kiln::parallel {
 
@@ -46,7 +48,9 @@ std::string StepTime::toText() const {
   std::snprintf(rate, sizeof(rate), "%.0f", tokensPerSecondPerDevice());
   return "step " + formatSeconds(seconds()) + " (kernels " + formatSeconds(kernels) + ", update " +
          formatSeconds(update) + ", tensor-parallel " + formatSeconds(tensor_parallel) +
-         ", data-parallel " + formatSeconds(data_parallel) + "): " + rate + " tokens/s per device";
+         ", data-parallel " + formatSeconds(data_parallel) +
+         (pipeline > 0 ? ", pipeline bubble and sends " + formatSeconds(pipeline) : "") +
+         "): " + rate + " tokens/s per device";
 }
 
 namespace {
@@ -129,6 +133,57 @@ Expected<GraphTime> graphTime(const CompiledGraph &compiled, const Roofline &roo
   return t;
 }
 
+// The 1F1B schedule on devices running at once: every action its
+// program's kernels and collectives, and the sends it ends with over the
+// link between neighbouring stages. The busiest stage's own work goes to
+// `kernels` and `tensor_parallel`, the rest of the span to `pipeline`.
+Status addPipelineTime(StepTime &time, const TrainingProgram &program, const Roofline &roofline,
+                       const Link &tp_link, const Link &stage_link) {
+  const ParallelConfig &layout = program.parallel;
+  std::vector<std::array<GraphTime, 2>> stage(layout.pp); // forward, backward
+  std::vector<std::array<double, 2>> sends(layout.pp, {0.0, 0.0});
+  for (int s = 0; s < layout.pp; ++s)
+    for (int f = 0; f < 2; ++f) {
+      KILN_ASSIGN_OR_RETURN(stage[s][f],
+                            graphTime(program.stages[s].program(f == 0), roofline, layout.tp, tp_link));
+    }
+  for (const StageTransfer &t : program.transfers) {
+    const Graph &g = program.stages[t.from.stage].program(t.from.forward).graph;
+    for (const StageProgram &to : t.to)
+      if (to.stage != t.from.stage)
+        sends[t.from.stage][t.from.forward ? 0 : 1] +=
+            stage_link.latency_seconds +
+            tensorBytes(g.type(g.findOutput(t.name)->value)) / stage_link.bytes_per_second;
+  }
+  const std::vector<PipelineAction> order = pipelineSchedule(layout.pp, layout.grad_accum);
+  std::vector<double> seconds;
+  for (const PipelineAction &a : order) {
+    const int f = a.forward ? 0 : 1;
+    seconds.push_back(stage[a.stage][f].kernels + stage[a.stage][f].collectives +
+                      sends[a.stage][f]);
+  }
+  const std::vector<ActionTime> times = simulatePipeline(order, seconds);
+  double span = 0;
+  for (const ActionTime &t : times)
+    span = std::max(span, t.end);
+  int busiest = 0;
+  auto work = [&](int s) {
+    return stage[s][0].kernels + stage[s][1].kernels + stage[s][0].collectives +
+           stage[s][1].collectives;
+  };
+  for (int s = 1; s < layout.pp; ++s)
+    if (work(s) > work(busiest))
+      busiest = s;
+  for (const GraphTime &g : stage[busiest]) {
+    time.kernels += g.kernels * layout.grad_accum;
+    time.tensor_parallel += g.collectives * layout.grad_accum;
+    for (const auto &[kind, s] : g.kinds)
+      time.kernel_kinds[kind] += s * layout.grad_accum;
+  }
+  time.pipeline = std::max(0.0, span - time.kernels - time.tensor_parallel);
+  return Status::ok();
+}
+
 } // namespace
 
 int nodesFor(const target::Target &target, int devices) {
@@ -155,26 +210,36 @@ Expected<StepTime> predictStepTime(const TrainingProgram &program, const target:
   StepTime time;
   time.devices = layout.devices;
   time.tokens = program.batch_per_replica * layout.dp * program.seq;
-  KILN_ASSIGN_OR_RETURN(GraphTime step,
-                        graphTime(program.step, roofline, layout.tp, linkOf(layout.tp, 1)));
-  time.kernels = step.kernels * layout.grad_accum;
-  for (const auto &[kind, s] : step.kinds)
-    time.kernel_kinds[kind] = s * layout.grad_accum;
-  time.tensor_parallel = step.collectives * layout.grad_accum;
+  const Link tp_link = linkOf(layout.tp, 1);
+  if (program.stages.empty()) {
+    KILN_ASSIGN_OR_RETURN(GraphTime step, graphTime(program.step, roofline, layout.tp, tp_link));
+    time.kernels = step.kernels * layout.grad_accum;
+    for (const auto &[kind, s] : step.kinds)
+      time.kernel_kinds[kind] = s * layout.grad_accum;
+    time.tensor_parallel = step.collectives * layout.grad_accum;
+  } else {
+    KILN_RETURN_IF_ERROR(addPipelineTime(time, program, roofline, tp_link,
+                                         linkOf(2, static_cast<int64_t>(layout.tp) * layout.dp)));
+  }
   for (size_t r = 0; r < program.replica_updates.size(); ++r) {
-    double update = 0;
+    std::map<int, double> update; // per stage
     for (size_t b : program.replica_updates[r]) {
       KILN_ASSIGN_OR_RETURN(GraphTime t, graphTime(program.optimizers[b], roofline, 1, {}));
-      update += t.kernels;
+      update[program.bucket_stage.empty() ? 0 : program.bucket_stage[b]] += t.kernels;
     }
-    time.update = std::max(time.update, update);
+    for (const auto &[stage, seconds] : update)
+      time.update = std::max(time.update, seconds);
   }
 
   // The gradients leave the step in the parameters' dtype; under ZeRO the
   // owners' new weights go back to every replica.
-  double param_bytes = 0;
+  // Each stage's replicas reduce its own parameters, the stages at once.
+  std::map<int, double> stage_bytes;
   for (const Parameter &p : program.params)
-    param_bytes += tensorBytes(p.type);
+    stage_bytes[p.stage] += tensorBytes(p.type);
+  double param_bytes = 0;
+  for (const auto &[stage, bytes] : stage_bytes)
+    param_bytes = std::max(param_bytes, bytes);
   const Link dp_link = linkOf(layout.dp, layout.tp);
   time.data_parallel = layout.zero >= 2 ? ringReduceScatterSeconds(param_bytes, layout.dp, dp_link)
                                         : ringAllReduceSeconds(param_bytes, layout.dp, dp_link);

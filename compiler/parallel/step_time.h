@@ -34,11 +34,14 @@ struct StepTime {
   double update = 0;          // the AdamW buckets of the busiest replica
   double tensor_parallel = 0; // the step's collectives, every micro-batch
   double data_parallel = 0;   // the gradient sum (or reduce-scatter), the ZeRO gather, the checks
+  // Pipeline stages: the 1F1B schedule's bubble and the sends between
+  // stages, beyond the busiest stage's own kernels and collectives.
+  double pipeline = 0;
   int64_t tokens = 0;         // the global batch's tokens
   int devices = 0;
   // Of `kernels`, by kernel kind ("matmul", "eltwise", an op's name).
   std::map<std::string, double> kernel_kinds;
-  double seconds() const { return kernels + update + tensor_parallel + data_parallel; }
+  double seconds() const { return kernels + update + tensor_parallel + data_parallel + pipeline; }
   double tokensPerSecondPerDevice() const;
   // "step 1.23 s (kernels 0.90 s, update 0.10 s, tensor-parallel 0.20 s,
   // data-parallel 0.03 s): 1660 tokens/s per device"
@@ -47,6 +50,9 @@ struct StepTime {
 
 // The step time of `program` on `nodes` nodes of `target`'s devices (its
 // devices in Megatron's order: a replica's tensor-parallel ranks adjacent).
+// With pipeline stages, the 1F1B schedule is simulated (pipeline_schedule.h)
+// with each action's roofline time and its sends: `kernels` and
+// `tensor_parallel` are the busiest stage's, `pipeline` the rest of the span.
 // An error names the figure the target lacks (a cube peak for the step's
 // matmul dtype, the HBM bandwidth, the interconnect).
 // "1.23 s", "12.3 ms", "45 us".

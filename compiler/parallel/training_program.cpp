@@ -5,6 +5,7 @@
 #include <set>
 
 #include "compiler/artifact/memory_plan.h"
+#include "compiler/parallel/pipeline_schedule.h"
 #include "ir/byte_size.h"
 
 namespace kiln::parallel {
@@ -35,9 +36,13 @@ std::string DeviceMemoryEstimate::toText() const {
   const std::string accumulated =
       accumulated_gradients == 0 ? ""
                                  : " + accumulated gradients " + formatBytes(accumulated_gradients);
+  const std::string pipeline =
+      in_flight == 0 ? ""
+                     : ", " + std::to_string(in_flight) + " micro-batch" +
+                           (in_flight == 1 ? "" : "es") + " in flight";
   return "per device: peak " + formatBytes(peak) + " (step " + formatBytes(step_peak) + frozen +
-         accumulated + " + optimizer state " + formatBytes(optimizer_state) + "; update " +
-         formatBytes(update_peak) + ")";
+         pipeline + accumulated + " + optimizer state " + formatBytes(optimizer_state) +
+         "; update " + formatBytes(update_peak) + ")";
 }
 
 namespace {
@@ -118,8 +123,110 @@ std::string MemoryBreakdown::toText() const {
   return out;
 }
 
+std::vector<const CompiledGraph *> TrainingProgram::stepPrograms() const {
+  if (stages.empty())
+    return {&step};
+  std::vector<const CompiledGraph *> programs;
+  for (const PipelineStage &s : stages) {
+    programs.push_back(&s.forward);
+    programs.push_back(&s.backward);
+  }
+  return programs;
+}
+
+namespace {
+
+// The step's side of one device's peak: the bytes at its busiest moment
+// besides the optimizer state it keeps (the estimate adds that).
+struct StepPeak {
+  int64_t bytes = 0;       // the arena and what the stage holds besides
+  int64_t accumulated = 0; // the gradients' f32 sums beside it then
+  MemoryBreakdown breakdown;
+  const artifact::MemoryPlan *plan = nullptr; // of the program running then
+  int in_flight = 0;                          // micro-batches the stage holds then (pipeline)
+};
+
+// Without pipeline stages: the step's arena, with every gradient's f32 sum
+// beside it when micro-batches accumulate.
+StepPeak wholeStepPeak(const TrainingProgram &program, const artifact::MemoryPlan &plan,
+                       int64_t accumulated) {
+  StepPeak p{plan.peak_bytes, accumulated, stepBreakdown(program.step, plan), &plan};
+  p.breakdown.accumulated_gradients = accumulated;
+  return p;
+}
+
+// With pipeline stages: each stage walks the 1F1B order as the trainer runs
+// it. During an action the device holds its program's arena (its inputs
+// included), the stage's weights the program does not read, what it keeps
+// for other micro-batches (their stashes and received activations and
+// gradients) and, once its first backward has run, the gradients' f32 sums.
+std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
+                                        const std::vector<artifact::MemoryPlan> &plans) {
+  const int P = program.parallel.pp;
+  std::vector<int64_t> weights(P, 0), sums(P, 0);
+  std::vector<std::map<std::string, int64_t>> weight_bytes(P);
+  for (const std::vector<Parameter> *table : {&program.params, &program.frozen})
+    for (const Parameter &p : *table)
+      weight_bytes[p.stage][p.name] = bytesOf(p.type);
+  for (const Parameter &p : program.params)
+    sums[p.stage] = saturatingAdd(sums[p.stage], saturatingMul(4, numElements(p.type.shape)));
+  std::map<std::string, int64_t> transfer_bytes;
+  for (const StageTransfer &t : program.transfers) {
+    const Graph &g = program.stages[t.from.stage].program(t.from.forward).graph;
+    transfer_bytes[t.name] = bytesOf(g.type(g.findOutput(t.name)->value));
+  }
+  // What a stage holds for micro-batch m: transfer name -> consumer programs to come.
+  std::vector<std::map<std::pair<int, std::string>, int>> held(P);
+  std::vector<bool> summing(P, false);
+  std::vector<StepPeak> peaks(P);
+  for (const PipelineAction &a : pipelineSchedule(P, program.parallel.grad_accum)) {
+    const CompiledGraph &g = program.stages[a.stage].program(a.forward);
+    const artifact::MemoryPlan &plan = plans[2 * a.stage + (a.forward ? 0 : 1)];
+    int64_t unread = 0, kept = 0;
+    for (const auto &[name, bytes] : weight_bytes[a.stage])
+      if (!g.graph.findInput(name))
+        unread = saturatingAdd(unread, bytes);
+    std::set<int> micro_batches;
+    for (const auto &[key, uses] : held[a.stage])
+      if (!(key.first == a.micro && g.graph.findInput(key.second))) {
+        kept = saturatingAdd(kept, transfer_bytes[key.second]);
+        micro_batches.insert(key.first);
+      }
+    const int64_t accumulated = summing[a.stage] ? sums[a.stage] : 0;
+    const int64_t bytes = saturatingAdd(saturatingAdd(plan.peak_bytes, unread), kept);
+    StepPeak &peak = peaks[a.stage];
+    if (saturatingAdd(bytes, accumulated) > saturatingAdd(peak.bytes, peak.accumulated)) {
+      peak = {bytes, accumulated, stepBreakdown(g, plan), &plan,
+              static_cast<int>(micro_batches.size()) + 1};
+      peak.breakdown.weights = saturatingAdd(peak.breakdown.weights, unread);
+      peak.breakdown.activations = saturatingAdd(peak.breakdown.activations, kept);
+      peak.breakdown.accumulated_gradients = accumulated;
+    }
+    // What the program read, it no longer holds unless a later program of
+    // the stage reads it too; what it sends, the receiving stages hold.
+    for (auto it = held[a.stage].begin(); it != held[a.stage].end();)
+      if (it->first.first == a.micro && g.graph.findInput(it->first.second) && --it->second == 0)
+        it = held[a.stage].erase(it);
+      else
+        ++it;
+    for (const StageTransfer &t : program.transfers) {
+      if (!(t.from == StageProgram{a.stage, a.forward}))
+        continue;
+      for (const StageProgram &to : t.to)
+        ++held[to.stage][{a.micro, t.name}];
+    }
+    summing[a.stage] = summing[a.stage] || !a.forward;
+  }
+  return peaks;
+}
+
+} // namespace
+
 DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
-  const artifact::MemoryPlan step = planOf(program.step);
+  const int P = program.parallel.pp;
+  std::vector<artifact::MemoryPlan> plans;
+  for (const CompiledGraph *g : program.stepPrograms())
+    plans.push_back(planOf(*g));
   // What each bucket's update adds to the inputs it reads, which the
   // device holds throughout.
   std::vector<int64_t> bucket_extra;
@@ -129,65 +236,78 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
       inputs = saturatingAdd(inputs, bytesOf(g.graph.type(in.value)));
     bucket_extra.push_back(std::max<int64_t>(0, planOf(g).peak_bytes - inputs));
   }
-
-  const MemoryBreakdown in_step = stepBreakdown(program.step, step);
-  DeviceMemoryEstimate best;
-  for (int r = 0; r < program.parallel.dp; ++r) {
-    DeviceMemoryEstimate e;
-    e.rank = r * program.parallel.tp; // the replica's first device
-    e.step_peak = step.peak_bytes;
-    for (const Parameter &p : program.frozen)
-      e.frozen_weights = saturatingAdd(e.frozen_weights, bytesOf(p.type));
-    for (const Parameter &p : program.params)
-      e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(p.type));
-    // During the update the device holds every weight (frozen ones too),
-    // every f32 gradient (with ZeRO-2 those it owns) and the moments it
-    // owns; one bucket at a time adds its new weights and moments.
-    MemoryBreakdown in_update;
-    in_update.update = true;
-    in_update.frozen_weights = e.frozen_weights;
-    for (const Parameter &p : program.params) {
-      const TensorType &t = p.type;
-      const int64_t f32_bytes = saturatingMul(4, numElements(t.shape));
-      const bool owns = p.owner == -1 || p.owner == r;
-      if (owns)
-        e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, f32_bytes));
-      in_update.weights = saturatingAdd(in_update.weights, bytesOf(t));
-      if (owns || program.parallel.zero < 2)
-        in_update.gradients = saturatingAdd(in_update.gradients, f32_bytes);
-    }
-    const int64_t held =
-        saturatingAdd(saturatingAdd(e.frozen_weights, in_update.weights), in_update.gradients);
-    int64_t largest_bucket = 0;
-    for (size_t b : program.updatesOf(r))
-      largest_bucket = std::max(largest_bucket, bucket_extra[b]);
-    e.update_peak = saturatingAdd(saturatingAdd(held, e.optimizer_state), largest_bucket);
-    in_update.optimizer_state = e.optimizer_state;
-    in_update.workspace = largest_bucket;
+  std::vector<StepPeak> step_peaks;
+  if (program.stages.empty()) {
     // With micro-batches, each parameter's f32 gradient sum stays on the
     // device while the next micro-batch runs.
+    int64_t accumulated = 0;
     if (program.parallel.grad_accum > 1)
       for (const Parameter &p : program.params)
-        e.accumulated_gradients =
-            saturatingAdd(e.accumulated_gradients, saturatingMul(4, numElements(p.type.shape)));
-    e.peak = std::max(
-        saturatingAdd(saturatingAdd(e.step_peak, e.accumulated_gradients), e.optimizer_state),
-        e.update_peak);
-    if (e.update_peak >= e.peak) {
-      e.breakdown = in_update;
-    } else {
-      e.breakdown = in_step;
-      e.breakdown.optimizer_state = e.optimizer_state;
-      e.breakdown.accumulated_gradients = e.accumulated_gradients;
-    }
-    if (r == 0 || e.peak > best.peak)
-      best = e;
+        accumulated = saturatingAdd(accumulated, saturatingMul(4, numElements(p.type.shape)));
+    step_peaks.push_back(wholeStepPeak(program, plans.front(), accumulated));
+  } else {
+    step_peaks = pipelineStepPeaks(program, plans);
   }
-  std::vector<artifact::BufferPlacement> buffers = step.buffers;
-  std::sort(buffers.begin(), buffers.end(),
-            [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
-  for (size_t i = 0; i < std::min<size_t>(5, buffers.size()); ++i)
-    best.largest.emplace_back(buffers[i].value, buffers[i].bytes);
+
+  DeviceMemoryEstimate best;
+  for (int r = 0; r < program.parallel.dp; ++r)
+    for (int s = 0; s < P; ++s) {
+      DeviceMemoryEstimate e;
+      e.rank = (r * P + s) * program.parallel.tp; // the stage's first device
+      e.step_peak = step_peaks[s].bytes;
+      e.accumulated_gradients = step_peaks[s].accumulated;
+      e.in_flight = step_peaks[s].in_flight;
+      for (const Parameter &p : program.frozen)
+        if (p.stage == s)
+          e.frozen_weights = saturatingAdd(e.frozen_weights, bytesOf(p.type));
+      for (const Parameter &p : program.params)
+        if (p.stage == s)
+          e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(p.type));
+      // During the update the device holds every weight (frozen ones too),
+      // every f32 gradient (with ZeRO-2 those it owns) and the moments it
+      // owns; one bucket at a time adds its new weights and moments.
+      MemoryBreakdown in_update;
+      in_update.update = true;
+      in_update.frozen_weights = e.frozen_weights;
+      for (const Parameter &p : program.params) {
+        if (p.stage != s)
+          continue;
+        const int64_t f32_bytes = saturatingMul(4, numElements(p.type.shape));
+        const bool owns = p.owner == -1 || p.owner == r;
+        if (owns)
+          e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, f32_bytes));
+        in_update.weights = saturatingAdd(in_update.weights, bytesOf(p.type));
+        if (owns || program.parallel.zero < 2)
+          in_update.gradients = saturatingAdd(in_update.gradients, f32_bytes);
+      }
+      const int64_t held =
+          saturatingAdd(saturatingAdd(e.frozen_weights, in_update.weights), in_update.gradients);
+      int64_t largest_bucket = 0;
+      for (size_t b : program.updatesOf(r))
+        if (program.bucket_stage.empty() || program.bucket_stage[b] == s)
+          largest_bucket = std::max(largest_bucket, bucket_extra[b]);
+      e.update_peak = saturatingAdd(saturatingAdd(held, e.optimizer_state), largest_bucket);
+      in_update.optimizer_state = e.optimizer_state;
+      in_update.workspace = largest_bucket;
+      e.peak = std::max(
+          saturatingAdd(saturatingAdd(e.step_peak, e.accumulated_gradients), e.optimizer_state),
+          e.update_peak);
+      if (e.update_peak >= e.peak) {
+        e.breakdown = in_update;
+      } else {
+        e.breakdown = step_peaks[s].breakdown;
+        e.breakdown.optimizer_state = e.optimizer_state;
+      }
+      if ((r == 0 && s == 0) || e.peak > best.peak) {
+        best = e;
+        best.largest.clear();
+        std::vector<artifact::BufferPlacement> buffers = step_peaks[s].plan->buffers;
+        std::sort(buffers.begin(), buffers.end(),
+                  [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
+        for (size_t i = 0; i < std::min<size_t>(5, buffers.size()); ++i)
+          best.largest.emplace_back(buffers[i].value, buffers[i].bytes);
+      }
+    }
   return best;
 }
 

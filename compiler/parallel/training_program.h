@@ -12,6 +12,7 @@
 
 #include "compiler/codegen/kernel_compiler.h"
 #include "compiler/parallel/parallel_config.h"
+#include "compiler/parallel/pipeline_partition.h"
 #include "ir/graph.h"
 #include "ir/tensor_split.h"
 
@@ -45,12 +46,13 @@ struct MemoryBreakdown {
 
 // What one device holds at its peak, from the compile-time memory plans.
 struct DeviceMemoryEstimate {
-  int rank = 0;                      // a device with the highest peak
+  int rank = 0; // a device with the highest peak (with pipeline stages, its stage's first)
   int64_t step_peak = 0;             // the forward+backward arena: weights, activations, gradients
   int64_t frozen_weights = 0;        // of step_peak: the frozen base weights (LoRA)
   int64_t trainable_weights = 0;     // of step_peak: the weights the update trains
   int64_t optimizer_state = 0;       // AdamW moments the device keeps between steps
   int64_t accumulated_gradients = 0; // f32 sums held over the micro-batches (grad_accum > 1)
+  int in_flight = 0; // pipeline: the micro-batches whose activations the stage holds at its peak
   int64_t update_peak = 0;           // during its update, with the weights and gradients it holds
   int64_t peak = 0;                  // the larger of step_peak + optimizer_state and update_peak
   MemoryBreakdown breakdown;         // of `peak`
@@ -84,6 +86,16 @@ struct Parameter {
   // The data-parallel rank that updates it and keeps its moments (ZeRO);
   // -1: every rank (no ZeRO, and frozen weights).
   int owner = -1;
+  int stage = 0; // the pipeline stage whose devices hold it
+};
+
+// One pipeline stage of the step (pipeline_partition.h): its forward and
+// its backward, each run once per micro-batch in the 1F1B order.
+struct PipelineStage {
+  CompiledGraph forward, backward;
+  const CompiledGraph &program(bool forward_pass) const {
+    return forward_pass ? forward : backward;
+  }
 };
 
 struct TrainingProgram {
@@ -91,7 +103,11 @@ struct TrainingProgram {
   int64_t batch_per_replica = 1; // sequences a replica trains on per step
   int64_t micro_batch = 1;       // of them, what one run of the step takes (grad_accum runs)
   int64_t seq = 0;
-  CompiledGraph step;
+  CompiledGraph step; // the whole step; empty with pipeline stages
+  // With pipeline parallelism (parallel.pp > 1): the step cut into stages,
+  // and what their programs hand each other by name.
+  std::vector<PipelineStage> stages;
+  std::vector<StageTransfer> transfers;
   // The trained parameters, in graph order.
   std::vector<Parameter> params;
   // Weights the step reads but nothing trains (the base model under LoRA):
@@ -105,12 +121,15 @@ struct TrainingProgram {
   // replica without ZeRO; with ZeRO-1 the buckets of the parameters it owns).
   std::vector<CompiledGraph> optimizers;
   std::vector<std::vector<size_t>> bucket_params;
+  std::vector<int> bucket_stage; // the pipeline stage of bucket b's parameters
   std::vector<std::vector<size_t>> replica_updates;
   DeviceMemoryEstimate memory;
 
   const std::vector<size_t> &updatesOf(int dp_rank) const {
     return replica_updates[replica_updates.size() == 1 ? 0 : dp_rank];
   }
+  // The step's programs: the whole step, or every stage's forward and backward.
+  std::vector<const CompiledGraph *> stepPrograms() const;
 };
 
 // The estimate for `program` (its graphs compiled, memory not yet filled).

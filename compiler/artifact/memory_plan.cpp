@@ -18,7 +18,7 @@ int64_t BufferPlacement::alignedBytes(int64_t alignment) const {
 }
 
 MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec> &kernels,
-                      int64_t alignment, bool inputs_stay) {
+                      int64_t alignment, const InputsStay &stays) {
   constexpr int kUnset = INT_MIN;
   const int n = static_cast<int>(kernels.size());
   std::vector<int> first(graph.numValues(), kUnset), last(graph.numValues(), kUnset);
@@ -39,9 +39,10 @@ MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec>
   for (const GraphOutput &out : graph.outputs())
     if (first[out.value] != kUnset)
       last[out.value] = n;
-  if (inputs_stay)
+  if (stays)
     for (const GraphInput &in : graph.inputs())
-      last[in.value] = n;
+      if (stays(in))
+        last[in.value] = n;
 
   MemoryPlan plan;
   plan.alignment = alignment;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,11 +51,14 @@ struct MemoryPlan {
   std::vector<BufferPlacement> buffers; // in value order
 };
 
-// Plans the values of `graph` that `kernels` (the execution order) store.
-// With `inputs_stay`, graph inputs live to the end: a trainer keeps the
-// weights on the device across the whole step, not until their last reader.
+// Which graph inputs live to the end of the run rather than to their last
+// reader: a trainer keeps the weights on the device across the whole step.
+using InputsStay = std::function<bool(const GraphInput &)>;
+
+// Plans the values of `graph` that `kernels` (the execution order) store;
+// the inputs `stays` picks (none when empty) live to the end.
 MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec> &kernels,
-                      int64_t alignment = kDefaultBufferAlignment, bool inputs_stay = false);
+                      int64_t alignment = kDefaultBufferAlignment, const InputsStay &stays = {});
 
 // Checks the plan's invariants: aligned offsets, lifetimes inside the time
 // axis, no two live-together buffers sharing a byte, the peak and the total

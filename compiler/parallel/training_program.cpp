@@ -21,9 +21,10 @@ artifact::MemoryPlan planOf(const CompiledGraph &g) {
   std::vector<codegen::KernelSpec> specs;
   for (const codegen::CompiledKernel &k : g.kernels.kernels)
     specs.push_back(k.spec);
-  // The trainer keeps weights, moments and gradients on the device throughout.
+  // The trainer keeps weights, moments and gradients on the device
+  // throughout; what a pipeline stage receives goes at its last reader.
   return artifact::planMemory(g.graph, specs, artifact::kDefaultBufferAlignment,
-                              /*inputs_stay=*/true);
+                              [](const GraphInput &in) { return !in.name.starts_with("pp."); });
 }
 
 } // namespace

@@ -122,9 +122,9 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
       step_program_ = profiler_->addProgram("step", program_.step.graph, program_.step.kernels);
     for (size_t i = 0; i < stage_executors_.size(); ++i) {
       const parallel::CompiledGraph &g = program_.stages[i / 2].program(i % 2 == 0);
-      stage_programs_.push_back(profiler_->addProgram(
-          "stage" + std::to_string(i / 2) + (i % 2 == 0 ? ".forward" : ".backward"), g.graph,
-          g.kernels));
+      stage_programs_.push_back(profiler_->addProgram("stage" + std::to_string(i / 2) +
+                                                          (i % 2 == 0 ? ".forward" : ".backward"),
+                                                      g.graph, g.kernels));
     }
     for (size_t i = 0; i < program_.optimizers.size(); ++i)
       update_programs_.push_back(profiler_->addProgram(

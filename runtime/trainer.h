@@ -164,7 +164,7 @@ private:
   std::vector<int> stage_programs_; // in profiler_, likewise
   // A transfer's name -> how many programs of each stage read it.
   std::map<std::string, std::map<int, int>> transfer_uses_;
-  std::map<std::string, size_t> gradient_of_; // a gradient's name -> its parameter
+  std::map<std::string, size_t> gradient_of_;               // a gradient's name -> its parameter
   std::vector<std::unique_ptr<Executor>> update_executors_; // per optimizer graph
   // Per local device: replica r's tensor-parallel rank t is device r*T + t.
   std::vector<DeviceMemory> memory_;

@@ -134,8 +134,8 @@ Status Trainer::broadcastOwnedWeights() {
       std::vector<void *> buffers;
       for (int r = 0; r < replicas; ++r)
         buffers.push_back(weights_[deviceOfParam(r, i, t)][name].data());
-      KILN_RETURN_IF_ERROR(comm_->broadcast(
-          buffers, weights_[deviceOfParam(0, i, t)][name].byteSize(), p.owner));
+      KILN_RETURN_IF_ERROR(
+          comm_->broadcast(buffers, weights_[deviceOfParam(0, i, t)][name].byteSize(), p.owner));
     }
   profileHost(0, "broadcast", clock);
   return Status::ok();

@@ -76,12 +76,12 @@ Status Trainer::pipelineForwardBackward(int r, double scale, float &loss) {
           {profiler_.get(), stage_programs_[program], step_ + 1, ranks});
     auto outputs = stage_executors_[program]->runGroup(group, memory, status);
     if (!outputs)
-      return outputs.error().withContext(
-          (T == 1 ? deviceName(deviceOf(r, a.stage, 0))
-                  : deviceName(deviceOf(r, a.stage, 0)) + ".." +
-                        deviceName(deviceOf(r, a.stage, T - 1))) +
-          ", step " + std::to_string(step_ + 1) + ", micro-batch " + std::to_string(a.micro) +
-          "'s " + (a.forward ? "forward" : "backward"));
+      return outputs.error().withContext((T == 1 ? deviceName(deviceOf(r, a.stage, 0))
+                                                 : deviceName(deviceOf(r, a.stage, 0)) + ".." +
+                                                       deviceName(deviceOf(r, a.stage, T - 1))) +
+                                         ", step " + std::to_string(step_ + 1) + ", micro-batch " +
+                                         std::to_string(a.micro) + "'s " +
+                                         (a.forward ? "forward" : "backward"));
     for (const auto &key : read) {
       Held &h = held.at(key);
       if (--h.readers.at(a.stage) > 0)
@@ -107,8 +107,7 @@ Status Trainer::pipelineForwardBackward(int r, double scale, float &loss) {
       if (t.from == parallel::StageProgram{a.stage, a.forward})
         for (const auto &[stage, uses] : transfer_uses_.at(t.name))
           KILN_RETURN_IF_ERROR(holdOn(stage, a.micro, t.name, held.at({a.micro, t.name})));
-    seconds.push_back(
-        std::chrono::duration<double>(Profiler::Clock::now() - started).count());
+    seconds.push_back(std::chrono::duration<double>(Profiler::Clock::now() - started).count());
   }
   if (trace_) {
     // Where devices running at once would have run each action, from the

@@ -64,7 +64,8 @@ std::string planReport(const ModelRequest &model, const ResolvedJob &job,
   out << "kiln: compiled the training step for " << layout.toString() << ", global batch "
       << model.batch << " " << batchSplit(program) << ", seq " << program.seq << ", "
       << dtypeName(job.dtype) << "\n"
-      << "  step kernels: " << stepKernels(program) << "; update buckets: " << program.optimizers.size() << "\n"
+      << "  step kernels: " << stepKernels(program)
+      << "; update buckets: " << program.optimizers.size() << "\n"
       << "  " << m.toText() << "\n  at the peak ("
       << (m.breakdown.update ? "the update" : "the step") << "): " << m.breakdown.toText()
       << "\n  the formula for this layout (ZeRO's model states, Korthikanti et al.'s "

@@ -39,8 +39,7 @@ autodiff::TrainingStepOptions stepOptions() {
 // layer's input, so that input is all a stage keeps for its backward.
 Status compilePipelineStages(parallel::TrainingProgram &program, Graph step, const ResolvedJob &job,
                              const KernelSettings &settings, cache::KernelCache *cache) {
-  KILN_RETURN_IF_ERROR(
-      passes::matchPrecisionSettings(step, job.context->precision()).status());
+  KILN_RETURN_IF_ERROR(passes::matchPrecisionSettings(step, job.context->precision()).status());
   const passes::RecomputePass recompute;
   if (job.context->isEnabled(recompute.info().name, recompute.info().default_on) &&
       recompute.appliesTo(*job.context)) {

@@ -144,8 +144,8 @@ Status addPipelineTime(StepTime &time, const TrainingProgram &program, const Roo
   std::vector<std::array<double, 2>> sends(layout.pp, {0.0, 0.0});
   for (int s = 0; s < layout.pp; ++s)
     for (int f = 0; f < 2; ++f) {
-      KILN_ASSIGN_OR_RETURN(stage[s][f],
-                            graphTime(program.stages[s].program(f == 0), roofline, layout.tp, tp_link));
+      KILN_ASSIGN_OR_RETURN(
+          stage[s][f], graphTime(program.stages[s].program(f == 0), roofline, layout.tp, tp_link));
     }
   for (const StageTransfer &t : program.transfers) {
     const Graph &g = program.stages[t.from.stage].program(t.from.forward).graph;

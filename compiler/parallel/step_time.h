@@ -37,7 +37,7 @@ struct StepTime {
   // Pipeline stages: the 1F1B schedule's bubble and the sends between
   // stages, beyond the busiest stage's own kernels and collectives.
   double pipeline = 0;
-  int64_t tokens = 0;         // the global batch's tokens
+  int64_t tokens = 0; // the global batch's tokens
   int devices = 0;
   // Of `kernels`, by kernel kind ("matmul", "eltwise", an op's name).
   std::map<std::string, double> kernel_kinds;

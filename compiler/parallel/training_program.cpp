@@ -37,10 +37,9 @@ std::string DeviceMemoryEstimate::toText() const {
   const std::string accumulated =
       accumulated_gradients == 0 ? ""
                                  : " + accumulated gradients " + formatBytes(accumulated_gradients);
-  const std::string pipeline =
-      in_flight == 0 ? ""
-                     : ", " + std::to_string(in_flight) + " micro-batch" +
-                           (in_flight == 1 ? "" : "es") + " in flight";
+  const std::string pipeline = in_flight == 0 ? ""
+                                              : ", " + std::to_string(in_flight) + " micro-batch" +
+                                                    (in_flight == 1 ? "" : "es") + " in flight";
   return "per device: peak " + formatBytes(peak) + " (step " + formatBytes(step_peak) + frozen +
          pipeline + accumulated + " + optimizer state " + formatBytes(optimizer_state) +
          "; update " + formatBytes(update_peak) + ")";

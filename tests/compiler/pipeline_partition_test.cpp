@@ -187,8 +187,10 @@ TEST(PipelineSchedule, OneForwardOneBackwardWithinItsBounds) {
   }
   // On parallel devices of equal speed the step is (M + P - 1) forwards and
   // backwards: the bubble is P - 1 of them.
-  const auto times =
-      simulatePipeline(order, [](const PipelineAction &a) { return a.forward ? 1.0 : 2.0; });
+  std::vector<double> seconds;
+  for (const PipelineAction &a : order)
+    seconds.push_back(a.forward ? 1.0 : 2.0);
+  const auto times = simulatePipeline(order, seconds);
   double end = 0;
   for (const ActionTime &t : times)
     end = std::max(end, t.end);

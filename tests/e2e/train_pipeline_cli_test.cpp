@@ -1,0 +1,171 @@
+// kiln train --pp on a four-layer tiny Qwen: 2 and 4 pipeline stages, with
+// data and tensor parallelism, ZeRO and recomputation, train as one device
+// does (the loss and gradient norm within 1e-5, the final weights within
+// 1e-4), each run's measured device peak is its plan, a resumed run ends as
+// an unbroken one, processes holding whole pipelines under MPI match one
+// process, the trace shows the 1F1B schedule, and bad layouts are clear errors.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "ir/safetensors.h"
+#include "tests/e2e/train_fixture.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::testing;
+using nlohmann::json;
+
+class PipelineCli : public TrainCli {
+protected:
+  void SetUp() override {
+    TrainCli::SetUp();
+    json config = json::parse(slurp(kTiny));
+    config["num_hidden_layers"] = 4;
+    write("tiny4.json", config.dump());
+  }
+  std::string train4(const std::string &flags) {
+    return "train " + path("tiny4.json") + " --data train.bin --batch 8 --seq 16 --lr 1e-3 " +
+           flags;
+  }
+  // A 20-step run checkpointed at 10 and 20; its log.
+  std::vector<json> trainAs(const std::string &name, const std::string &flags) {
+    Result r = run(train4("--steps 20 --checkpoint-every 10 --checkpoint-dir " + name +
+                          " --log-json " + name + ".jsonl " + flags));
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    const auto [measured, planned] = measuredAndPlannedPeak(r.out);
+    EXPECT_EQ(measured, planned) << name << ": " << r.out;
+    return logLines(name + ".jsonl");
+  }
+};
+
+TEST_F(PipelineCli, StagesTrainAsOneDevice) {
+  const std::vector<json> one = trainAs("one", "--devices 1");
+  ASSERT_EQ(one.size(), 20u);
+  auto want = readSafetensors(path("one/step-000020.safetensors"));
+  ASSERT_TRUE(want.isOk()) << want.message();
+  for (const auto &[name, flags] : std::vector<std::pair<std::string, std::string>>{
+           {"pp2", "--devices 2 --pp 2 --micro-batches 4"},
+           {"pp4", "--devices 4 --pp 4 --micro-batches 8"},
+           {"pp2dp2tp2", "--devices 8 --pp 2 --tp 2 --micro-batches 2"},
+           {"pp2z1", "--devices 4 --pp 2 --zero 1 --micro-batches 2"},
+           {"pp2full", "--devices 2 --pp 2 --recompute full --micro-batches 4"}}) {
+    const std::vector<json> got = trainAs(name, flags);
+    ASSERT_EQ(got.size(), 20u) << name;
+    for (size_t i = 0; i < one.size(); ++i)
+      for (const char *field : {"loss", "grad_norm"}) {
+        const double w = one[i][field];
+        EXPECT_NEAR(got[i][field].get<double>(), w, 1e-5 * w)
+            << name << " step " << i + 1 << " " << field;
+      }
+    auto ckpt = readSafetensors(path(name + "/step-000020.safetensors"));
+    ASSERT_TRUE(ckpt.isOk()) << ckpt.message();
+    ASSERT_EQ(ckpt->tensors.size(), want->tensors.size()) << name;
+    for (const auto &[tensor, w] : want->tensors) {
+      ASSERT_TRUE(ckpt->tensors.count(tensor)) << name << ": no " << tensor;
+      const Tensor &g = ckpt->tensors.at(tensor);
+      double worst = 0;
+      for (int64_t k = 0; k < w.numElements(); ++k)
+        worst = std::max(worst, std::abs(double(g.getFloat(k)) - w.getFloat(k)));
+      EXPECT_LT(worst, 1e-4) << name << ": " << tensor;
+    }
+  }
+  EXPECT_LT(one.back()["loss"].get<double>(), one.front()["loss"].get<double>() - 0.05);
+
+  // Resumed from the pipeline's checkpoint of step 10, the run ends exactly
+  // where the unbroken one did.
+  fs::create_directories(dir_ / "resumed");
+  fs::copy_file(dir_ / "pp2z1" / "step-000010.safetensors",
+                dir_ / "resumed" / "step-000010.safetensors");
+  Result resumed = run(train4("--steps 20 --devices 4 --pp 2 --zero 1 --micro-batches 2 "
+                              "--checkpoint-dir resumed --resume"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  expectSameTensors("pp2z1/step-000020.safetensors", "resumed/step-000020.safetensors");
+}
+
+// Two processes, each holding one whole two-stage pipeline, give one
+// process's losses bit for bit.
+TEST_F(PipelineCli, MpiProcessesHoldingWholePipelinesMatchOne) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "OpenMPI's mpirun is not installed";
+  const std::string flags = "--steps 4 --devices 4 --pp 2 --micro-batches 2 ";
+  ASSERT_EQ(run(train4(flags + "--log-json one.jsonl")).exit_code, 0);
+  Result mpi = shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
+                     "--oversubscribe -np 2 " +
+                     kiln_ + " " + train4(flags + "--devices-per-process 2 --log-json mpi.jsonl"));
+  if (mpi.exit_code != 0 && mpi.err.find("built without MPI") != std::string::npos)
+    GTEST_SKIP() << "kiln was built without MPI";
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  std::vector<json> one = logLines("one.jsonl"), two = logLines("mpi.jsonl");
+  ASSERT_EQ(two.size(), 4u);
+  for (size_t i = 0; i < one.size(); ++i)
+    EXPECT_EQ(two[i]["loss"], one[i]["loss"]) << "step " << i + 1;
+  Result split =
+      shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
+            "--oversubscribe -np 2 " +
+            kiln_ + " " + train4("--steps 1 --devices 2 --pp 2 --devices-per-process 1"));
+  EXPECT_NE(split.exit_code, 0);
+  EXPECT_NE(split.err.find("must hold whole replicas (their tensor-parallel groups and pipeline "
+                           "stages): make it a multiple of --tp x --pp = 2"),
+            std::string::npos)
+      << split.err;
+}
+
+// One track per device; each stage's actions in 1F1B order, the first
+// stage idle while the last runs its first forward (the bubble).
+TEST_F(PipelineCli, TheTraceShowsTheSchedule) {
+  ASSERT_EQ(
+      run(train4("--steps 1 --devices 2 --pp 2 --micro-batches 4 --trace trace.json")).exit_code,
+      0);
+  json trace = json::parse(slurp(path("trace.json")));
+  std::map<int, std::vector<json>> tracks;
+  for (const json &e : trace["traceEvents"])
+    if (e["ph"] == "X")
+      tracks[e["tid"].get<int>()].push_back(e);
+  ASSERT_EQ(tracks.size(), 2u);
+  auto names = [&](int device) {
+    std::vector<std::string> out;
+    for (const json &e : tracks[device])
+      if (e["name"] != "allreduce" && e["name"] != "update")
+        out.push_back(e["name"]);
+    return out;
+  };
+  EXPECT_EQ(names(0),
+            (std::vector<std::string>{"forward 0", "forward 1", "backward 0", "forward 2",
+                                      "backward 1", "forward 3", "backward 2", "backward 3"}));
+  EXPECT_EQ(names(1),
+            (std::vector<std::string>{"forward 0", "backward 0", "forward 1", "backward 1",
+                                      "forward 2", "backward 2", "forward 3", "backward 3"}));
+  // Stage 1 starts when stage 0's first forward has ended; stage 0's first
+  // backward when stage 1's has.
+  const json &f0 = tracks[0][0], &f1 = tracks[1][0], &b1 = tracks[1][1], &b0 = tracks[0][2];
+  EXPECT_GE(f1["ts"].get<int64_t>(), f0["ts"].get<int64_t>() + f0["dur"].get<int64_t>());
+  EXPECT_GE(b0["ts"].get<int64_t>(), b1["ts"].get<int64_t>() + b1["dur"].get<int64_t>());
+}
+
+TEST_F(PipelineCli, ThePlanSaysWhatThePipelineHolds) {
+  Result plan = run(train4("--devices 4 --pp 4 --micro-batches 8 --compile-only --target "
+                           "ascend910 --dtype f16"));
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  for (const char *want :
+       {"pp 4", "in 4 pipeline stages", "micro-batches in flight", "pipeline bubble and sends"})
+    EXPECT_NE(plan.out.find(want), std::string::npos) << want << "\n" << plan.out;
+}
+
+TEST_F(PipelineCli, BadLayoutsAreClearErrors) {
+  expectError(run(train4("--steps 1 --devices 4 --pp 3")),
+              {"--tp 1 x --pp 3 does not divide --devices 4"});
+  expectError(run(train4("--steps 1 --devices 8 --pp 8 --micro-batches 8")),
+              {"--pp 8", "4 transformer layers, fewer than the stages"});
+  expectError(run(train4("--steps 1 --devices 2 --pp 2 --micro-batches 4 --grad-accum 2")),
+              {"--micro-batches 4 and --grad-accum 2"});
+  json tied = json::parse(slurp(path("tiny4.json")));
+  tied["tie_word_embeddings"] = true;
+  write("tied.json", tied.dump());
+  expectError(run("train " + path("tied.json") +
+                  " --data train.bin --batch 8 --seq 16 --steps 1 --devices 2 --pp 2"),
+              {"transformer.wte.weight", "tied embeddings"});
+}
+
+} // namespace
+} // namespace kiln

@@ -20,7 +20,8 @@ std::string sizeFlag(int64_t bytes) {
 }
 
 std::string layoutName(const LayoutCandidate &c) {
-  return "dp" + std::to_string(c.layout.dp) + " x tp" + std::to_string(c.layout.tp) + ", zero " +
+  return "dp" + std::to_string(c.layout.dp) + " x tp" + std::to_string(c.layout.tp) +
+         (c.layout.pp > 1 ? " x pp" + std::to_string(c.layout.pp) : "") + ", zero " +
          std::to_string(c.layout.zero) + ", recompute " +
          std::string(passes::recomputeModeName(c.recompute)) + ", " +
          std::to_string(c.micro_batch) + " x " + std::to_string(c.layout.grad_accum);
@@ -42,7 +43,7 @@ std::string row(const LayoutCandidate &c, size_t rank) {
 json candidateJson(const LayoutCandidate &c) {
   json j = {{"dp", c.layout.dp},
             {"tp", c.layout.tp},
-            {"pp", 1},
+            {"pp", c.layout.pp},
             {"zero", c.layout.zero},
             {"recompute", passes::recomputeModeName(c.recompute)},
             {"micro_batches", c.layout.grad_accum},
@@ -91,10 +92,10 @@ std::string layoutPlanToText(const PlanRequest &request, const ResolvedJob &job,
   char buf[160];
   std::snprintf(buf, sizeof(buf),
                 "  %zu layouts planned in %.1f s, %zu fit (each the plan kiln train "
-                "--compile-only makes); no pipeline parallelism (pp 1)\n",
+                "--compile-only makes)\n",
                 plan.candidates.size(), plan.seconds, fitting);
   out += buf;
-  out += "\n   #  layout (dp x tp, ZeRO, recompute, micro-batch x count)     peak per device"
+  out += "\n   #  layout (dp x tp x pp, ZeRO, recompute, micro-batch x count) peak per device"
          "       step  tokens/s/device\n";
   size_t listed = 0;
   for (size_t i = 0;

@@ -13,11 +13,14 @@ using passes::RecomputeMode;
 
 std::string LayoutCandidate::trainFlags() const {
   std::string flags = "--tp " + std::to_string(layout.tp);
+  if (layout.pp > 1)
+    flags += " --pp " + std::to_string(layout.pp);
   if (layout.dp > 1)
     flags += " --zero " + std::to_string(layout.zero);
   flags += " --recompute " + std::string(passes::recomputeModeName(recompute));
   if (layout.grad_accum > 1)
-    flags += " --grad-accum " + std::to_string(layout.grad_accum);
+    flags += (layout.pp > 1 ? " --micro-batches " : " --grad-accum ") +
+             std::to_string(layout.grad_accum);
   return flags;
 }
 
@@ -31,7 +34,8 @@ constexpr RecomputeMode kRecomputeModes[] = {RecomputeMode::None, RecomputeMode:
                                              RecomputeMode::Full};
 
 // Plans layouts of one model, reusing each compiled step for every layout
-// that shares its tensor-parallel size, recomputation and micro-batch.
+// that shares its tensor-parallel size, pipeline stages, recomputation and
+// micro-batch.
 class Planner {
 public:
   Planner(const PlanRequest &request, const ResolvedJob &job, const KernelSettings &settings)
@@ -42,14 +46,14 @@ public:
 
   // The candidate; nothing when the model cannot take the layout (the heads
   // do not split `tp` ways, the batch does not split over the replicas).
-  Expected<std::optional<LayoutCandidate>> plan(int tp, int zero, RecomputeMode recompute,
+  Expected<std::optional<LayoutCandidate>> plan(int tp, int pp, int zero, RecomputeMode recompute,
                                                 int64_t micro_batch) {
-    const int dp = request_.devices / tp;
+    const int dp = request_.devices / (tp * pp);
     const int64_t batch = request_.model.batch;
-    if (request_.devices % tp != 0 || batch % dp != 0 || (batch / dp) % micro_batch != 0)
+    if (request_.devices % (tp * pp) != 0 || batch % dp != 0 || (batch / dp) % micro_batch != 0)
       return std::optional<LayoutCandidate>();
     auto layout = parallel::resolveParallelConfig(request_.devices, dp, tp, zero, batch,
-                                                  static_cast<int>(batch / dp / micro_batch));
+                                                  static_cast<int>(batch / dp / micro_batch), pp);
     if (!layout)
       return std::optional<LayoutCandidate>();
     const parallel::TrainingProgram *step = stepFor(*layout, recompute);
@@ -70,7 +74,7 @@ private:
   const parallel::TrainingProgram *stepFor(const parallel::ParallelConfig &layout,
                                            RecomputeMode recompute) {
     const int64_t micro = request_.model.batch / layout.dp / layout.grad_accum;
-    const auto key = std::make_tuple(layout.tp, recompute, micro);
+    const auto key = std::make_tuple(layout.tp, layout.pp, recompute, micro);
     auto found = steps_.find(key);
     if (found == steps_.end()) {
       auto step = compileTrainingStep(request_.model, withRecompute(job_, recompute), settings_,
@@ -115,7 +119,7 @@ private:
   const PlanRequest &request_;
   const ResolvedJob &job_;
   KernelSettings settings_;
-  std::map<std::tuple<int, RecomputeMode, int64_t>, std::optional<parallel::TrainingProgram>>
+  std::map<std::tuple<int, int, RecomputeMode, int64_t>, std::optional<parallel::TrainingProgram>>
       steps_;
   std::string first_failure_, no_time_;
 };
@@ -125,6 +129,18 @@ std::vector<int> divisorsOf(int n) {
   for (int d = 1; d <= n; ++d)
     if (n % d == 0)
       out.push_back(d);
+  return out;
+}
+
+// The (tensor-parallel, pipeline) sizes worth planning on `devices`: every
+// tensor-parallel divisor with 1, 2 or 4 stages (Megatron's and
+// MindFormers' published Qwen and Llama layouts use at most 4).
+std::vector<std::pair<int, int>> tensorAndPipelineSizes(int devices) {
+  std::vector<std::pair<int, int>> out;
+  for (int pp : {1, 2, 4})
+    for (int tp : divisorsOf(devices))
+      if (devices % (tp * pp) == 0)
+        out.emplace_back(tp, pp);
   return out;
 }
 
@@ -157,7 +173,7 @@ smallestLayout(const PlanRequest &request, const ResolvedJob &job, const KernelS
   for (int tp : divisorsOf(request.devices)) {
     const int zero = request.devices / tp > 1 ? 2 : 0;
     KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
-                          planner.plan(tp, zero, RecomputeMode::Full, 1));
+                          planner.plan(tp, 1, zero, RecomputeMode::Full, 1));
     if (c && (!best || c->peak < best->peak))
       best = std::move(c);
   }
@@ -220,8 +236,8 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
   plan.nodes = r.nodes;
   plan.device_memory = r.device_memory;
   Planner planner(r, job, settings);
-  for (int tp : divisorsOf(r.devices)) {
-    const int dp = r.devices / tp;
+  for (const auto &[tp, pp] : tensorAndPipelineSizes(r.devices)) {
+    const int dp = r.devices / (tp * pp);
     if (r.model.batch % dp != 0)
       continue;
     for (RecomputeMode recompute : kRecomputeModes) {
@@ -229,8 +245,12 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
         continue;
       for (int zero = 0; zero <= (dp > 1 ? 2 : 0); ++zero)
         for (int64_t micro : microBatchesOf(r.model.batch / dp)) {
+          // A pipeline with fewer micro-batches than stages idles most of
+          // the step (the bubble is P - 1 of M + P - 1 slots).
+          if (pp > 1 && r.model.batch / dp / micro < pp)
+            break;
           KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
-                                planner.plan(tp, zero, recompute, micro));
+                                planner.plan(tp, pp, zero, recompute, micro));
           if (!c)
             break;
           const bool fits = c->fits;

@@ -1,10 +1,11 @@
 // `kiln plan`: which layout of a cluster trains a model, and how fast. Every
-// layout (data x tensor parallel, ZeRO stage, recomputation, micro-batch) is
+// layout (data x tensor x pipeline parallel, ZeRO stage, recomputation,
+// micro-batch) is
 // planned by the same compiler and memory planner as `kiln train
 // --compile-only` (the kernels partitioned and checked, none compiled), and
 // the ones that fit are ranked by the cost model's tokens/s per device
 // (compiler/parallel/step_time.h). Layouts sharing a tensor-parallel size,
-// recomputation and micro-batch share one compiled step.
+// pipeline stages, recomputation and micro-batch share one compiled step.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,7 @@ struct PlanRequest {
 };
 
 struct LayoutCandidate {
-  parallel::ParallelConfig layout; // dp, tp, zero, grad_accum
+  parallel::ParallelConfig layout; // dp, tp, pp, zero, grad_accum (the micro-batches)
   passes::RecomputeMode recompute = passes::RecomputeMode::None;
   int64_t micro_batch = 1; // sequences a replica runs at once
   int64_t peak = 0;        // the per-device peak kiln train --compile-only plans
@@ -57,7 +58,8 @@ struct LayoutPlan {
 };
 
 // Every layout of `request` worth planning: tensor-parallel sizes dividing
-// the devices (and the heads: the model says), replicas the global batch
+// the devices (and the heads: the model says), 1, 2 or 4 pipeline stages
+// (with at least as many micro-batches), replicas the global batch
 // divides over, ZeRO 0-2 with replicas to shard over, no/selective/full
 // recomputation (or the request's mode), micro-batches of 1, 2, 4, ... sequences. A larger
 // micro-batch is planned only while the smaller one fits. When none fits,

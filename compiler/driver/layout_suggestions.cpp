@@ -66,8 +66,9 @@ std::vector<LayoutSuggestion> suggestLayouts(const ModelRequest &model, const Re
   const Switches given{job.context->recompute().mode, layout};
   // The plan of `s`; nothing when the model or the batch cannot take it.
   auto plan = [&](const Switches &s) -> std::optional<LayoutSuggestion> {
-    auto checked = parallel::resolveParallelConfig(s.layout.devices, s.layout.dp, s.layout.tp,
-                                                   s.layout.zero, model.batch, s.layout.grad_accum);
+    auto checked =
+        parallel::resolveParallelConfig(s.layout.devices, s.layout.dp, s.layout.tp, s.layout.zero,
+                                        model.batch, s.layout.grad_accum, s.layout.pp);
     if (!checked)
       return std::nullopt;
     auto program =

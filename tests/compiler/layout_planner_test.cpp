@@ -54,12 +54,13 @@ TEST_F(LayoutPlanner, EveryCandidateIsTheTrainPlanAndTheFastestFitComesFirst) {
   ASSERT_NE(plan->recommended(), nullptr);
   EXPECT_TRUE(plan->no_time.empty()) << plan->no_time;
   bool some_do_not_fit = false, seen_unfit = false;
-  std::set<int> tps;
+  std::set<int> tps, pps;
   for (size_t i = 0; i < plan->candidates.size(); ++i) {
     const LayoutCandidate &c = plan->candidates[i];
     SCOPED_TRACE(c.trainFlags());
     tps.insert(c.layout.tp);
-    EXPECT_EQ(c.layout.dp * c.layout.tp, 4);
+    pps.insert(c.layout.pp);
+    EXPECT_EQ(c.layout.dp * c.layout.tp * c.layout.pp, 4);
     EXPECT_EQ(c.peak, trainPlan(c)) << "the planner's peak is kiln train's";
     EXPECT_EQ(c.fits, c.peak <= request_.device_memory);
     EXPECT_EQ(c.reason.empty(), c.fits);
@@ -74,6 +75,7 @@ TEST_F(LayoutPlanner, EveryCandidateIsTheTrainPlanAndTheFastestFitComesFirst) {
   }
   EXPECT_TRUE(some_do_not_fit) << "choose a capacity that splits the layouts";
   EXPECT_EQ(tps, (std::set<int>{1, 2, 4}));
+  EXPECT_EQ(pps, (std::set<int>{1, 2})) << "the tiny Qwen's two layers take two stages";
   EXPECT_TRUE(plan->would_fit.empty());
 
   const nlohmann::json j = layoutPlanToJson(request_, *job_, *plan);

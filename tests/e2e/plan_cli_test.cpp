@@ -26,7 +26,8 @@ TEST_F(PlanCli, TheRecommendedCommandPlansThePeakItPromises) {
   const nlohmann::json plan = nlohmann::json::parse(r.out);
   ASSERT_TRUE(plan["recommended"].is_object()) << r.out;
   EXPECT_TRUE(plan["recommended"]["fits"].get<bool>());
-  EXPECT_EQ(plan["recommended"]["pp"], 1);
+  const nlohmann::json &best = plan["recommended"];
+  EXPECT_EQ(best["dp"].get<int>() * best["tp"].get<int>() * best["pp"].get<int>(), 4);
   EXPECT_GT(plan["recommended"]["tokens_per_s_per_device"].get<double>(), 0);
   const std::string command = plan["command"];
   ASSERT_EQ(command.rfind("kiln train ", 0), 0u) << command;
@@ -81,10 +82,11 @@ TEST_F(PlanCli, BadFlagsAreOneLineErrors) {
               {"unknown target 'ascend310'"});
   expectError(run("plan " + path("none.json") + " --global-batch 8"), {"none.json"});
   expectError(run(kTinyPlan + " --nodes 3"), {"--nodes 3 does not split 4 devices evenly"});
-  // Eight replicas cannot share three sequences, and the model has 4 heads for TP8.
-  expectError(run("plan " + kTiny + " --devices 8 --global-batch 3"),
-              {"no layout of 8 devices takes this model and a global batch of 3",
-               "tensor parallelism over 8 ranks"});
+  // Replicas cannot share three sequences, the model has 4 heads for TP16
+  // and 2 layers for 4 stages.
+  expectError(run("plan " + kTiny + " --devices 16 --global-batch 3"),
+              {"no layout of 16 devices takes this model and a global batch of 3",
+               "tensor parallelism over 16 ranks"});
   Result no_batch = run("plan " + kTiny);
   EXPECT_EQ(no_batch.exit_code, 2) << no_batch.err;
   EXPECT_NE(no_batch.err.find("--global-batch"), std::string::npos) << no_batch.err;

@@ -245,9 +245,10 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
         continue;
       for (int zero = 0; zero <= (dp > 1 ? 2 : 0); ++zero)
         for (int64_t micro : microBatchesOf(r.model.batch / dp)) {
-          // A pipeline with fewer micro-batches than stages idles most of
-          // the step (the bubble is P - 1 of M + P - 1 slots).
-          if (pp > 1 && r.model.batch / dp / micro < pp)
+          // A pipeline runs one sequence per micro-batch, as many as the
+          // replica's share: the fewest idle slots (P - 1 of M + P - 1) and
+          // the least held per micro-batch in flight.
+          if (pp > 1 && (micro > 1 || r.model.batch / dp < pp))
             break;
           KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
                                 planner.plan(tp, pp, zero, recompute, micro));

@@ -31,7 +31,10 @@ MemoryFormula memoryFormula(const frontend::QwenConfig &config, const frontend::
                             DType dtype, passes::RecomputeMode recompute) {
   const double w = static_cast<double>(dtypeSize(dtype));
   PerParameter trained = w == 2 ? PerParameter{4, 12} : PerParameter{2 * w, 2 * w};
-  const double t = layout.tp, n = layout.dp;
+  // Pipeline stages split the parameters as tensor parallelism does; the
+  // first stage holds P micro-batches of L/P layers each: L layers' worth
+  // of activations, as without stages (Narayanan et al. 2021).
+  const double t = static_cast<double>(layout.tp) * layout.pp, n = layout.dp;
   // ZeRO-2 shards the gradient (the half of `replicated` that is not the weight) too.
   const double optimizer = layout.zero >= 1 ? trained.sharded / n : trained.sharded;
   const double gradient = trained.replicated / 2;
@@ -49,9 +52,10 @@ MemoryFormula memoryFormula(const frontend::QwenConfig &config, const frontend::
   const double s = static_cast<double>(seq), b = static_cast<double>(micro_batch);
   const double h = static_cast<double>(config.hidden_size);
   const double heads = static_cast<double>(config.num_attention_heads);
+  const double tp = layout.tp;
   const double attention_core =
-      recompute == passes::RecomputeMode::None ? 5 * heads * s / (h * t) : 0;
-  const double kept = recompute == passes::RecomputeMode::Full ? 2 : 10 + 24 / t + attention_core;
+      recompute == passes::RecomputeMode::None ? 5 * heads * s / (h * tp) : 0;
+  const double kept = recompute == passes::RecomputeMode::Full ? 2 : 10 + 24 / tp + attention_core;
   const double per_layer = s * b * h * kept * (w / 2);
   MemoryFormula f;
   f.model_states = static_cast<int64_t>(states);

@@ -33,7 +33,9 @@ struct MemoryFormula {
 // tensor parallelism (sequence s, micro-batch b, hidden h, heads a);
 // selective recomputation drops the 5as/(ht) term, full recomputation keeps
 // only the layer's input, 2sbh; twice that in f32. The embedding, the logits
-// and the loss are not counted.
+// and the loss are not counted. P pipeline stages divide the model states
+// by P and leave the first stage's activations as they are (it holds P
+// micro-batches of L/P layers).
 MemoryFormula memoryFormula(const frontend::QwenConfig &config, const frontend::LoraConfig &lora,
                             const ParallelConfig &layout, int64_t micro_batch, int64_t seq,
                             DType dtype,

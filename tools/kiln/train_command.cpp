@@ -146,9 +146,11 @@ communicatorFor(const TrainOptions &opts, const parallel::ParallelConfig &layout
     const int per_replica = layout.devicesPerReplica();
     if (per_process % per_replica != 0)
       return Error("--devices-per-process " + std::to_string(per_process) +
-                   " must hold whole replicas (their tensor-parallel groups and pipeline "
-                   "stages): make it a multiple of --tp x --pp = " +
-                   std::to_string(per_replica));
+                   (layout.pp == 1 ? " must hold whole tensor-parallel groups: make it a "
+                                     "multiple of --tp " + std::to_string(layout.tp)
+                                   : " must hold whole replicas (their tensor-parallel groups "
+                                     "and pipeline stages): make it a multiple of --tp x --pp = " +
+                                         std::to_string(per_replica)));
     auto mpi = runtime::makeMpiCommunicator(layout.dp, per_process / per_replica);
     if (!mpi)
       return mpi.error();

@@ -26,6 +26,28 @@ public:
   virtual Status broadcast(const std::vector<void *> &local, int64_t bytes, int root) = 0;
 };
 
+// The processes one replica's pipeline stages are spread over, when a
+// process holds fewer than all of them (MPI): process k of a replica's K
+// holds stages [k P / K, (k + 1) P / K). The activations and gradients
+// its stages hand each other, and the sums over them (the loss, the float
+// status, the gradient norm's squares). Every process of the job has one,
+// each replica's its own.
+class StageLink {
+public:
+  virtual ~StageLink() = default;
+  virtual int processes() const = 0; // the replica's processes, K
+  virtual int index() const = 0;     // this one's place among them, k
+  // Starts sending `bytes` at `data` to process `to` under `tag`; the
+  // bytes must stay as they are until finishSends().
+  virtual Status send(const void *data, int64_t bytes, int to, int tag) = 0;
+  virtual Status receive(void *data, int64_t bytes, int from, int tag) = 0;
+  virtual Status finishSends() = 0;
+  // Each value becomes the sum over the replica's processes, in their order.
+  virtual Status sum(std::vector<double> &values) = 0;
+  // The `bytes` at `data` become process `root`'s.
+  virtual Status broadcast(void *data, int64_t bytes, int root) = 0;
+};
+
 // The devices of one process: reductions are loops over their buffers.
 std::unique_ptr<Communicator> makeInProcessCommunicator(int devices);
 

@@ -24,6 +24,16 @@ bool builtWithMpi();
 // `replicas_per_process` is `replicas` (the job's data-parallel replicas).
 Expected<std::unique_ptr<Communicator>> makeMpiCommunicator(int replicas, int replicas_per_process);
 
+// A replica's pipeline over `processes_per_replica` processes (each holds
+// some of its stages; process p is replica p / K's k = p % K): the
+// communicator of the processes holding the same stages of every replica
+// (one replica each) and this replica's StageLink.
+struct MpiPipeline {
+  std::unique_ptr<Communicator> replicas;
+  std::unique_ptr<StageLink> stages;
+};
+Expected<MpiPipeline> makeMpiPipeline(int replicas, int processes_per_replica);
+
 // Ends every process of the MPI job (MPI_Abort) with `exit_code`, so that
 // an error in one process does not leave the others waiting in their next
 // collective. Does nothing unless this process initialised MPI.

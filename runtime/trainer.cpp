@@ -49,29 +49,36 @@ std::string StepRecord::toText(int64_t steps) const {
 }
 
 Trainer::Trainer(parallel::TrainingProgram program, const TrainerOptions &options,
-                 std::unique_ptr<Communicator> communicator, const TokenData &data)
-    : program_(std::move(program)), options_(options), comm_(std::move(communicator)), data_(data),
-      scaler_(options.loss_scale) {}
+                 std::unique_ptr<Communicator> communicator, const TokenData &data,
+                 std::unique_ptr<StageLink> stages)
+    : program_(std::move(program)), options_(options), comm_(std::move(communicator)),
+      link_(std::move(stages)), data_(data), scaler_(options.loss_scale) {
+  local_stages_ = program_.parallel.pp / (link_ ? link_->processes() : 1);
+  first_stage_ = link_ ? link_->index() * local_stages_ : 0;
+}
 
 int Trainer::globalDevice(int device) const {
-  return comm_->firstLocalRank() * program_.parallel.devicesPerReplica() + device;
+  return (replicaOf(device) * pp() + stageOf(device)) * tp() + tpRankOf(device);
 }
 
 std::string Trainer::deviceName(int device) const {
   return "npu:" + std::to_string(globalDevice(device));
 }
 
-Expected<std::unique_ptr<Trainer>> Trainer::create(parallel::TrainingProgram program,
-                                                   const TrainerOptions &options,
-                                                   std::unique_ptr<Communicator> communicator,
-                                                   std::map<std::string, Tensor> weights,
-                                                   const TokenData &data) {
+Expected<std::unique_ptr<Trainer>>
+Trainer::create(parallel::TrainingProgram program, const TrainerOptions &options,
+                std::unique_ptr<Communicator> communicator, std::map<std::string, Tensor> weights,
+                const TokenData &data, std::unique_ptr<StageLink> stages) {
   if (communicator->worldSize() != program.parallel.dp)
     return Error("the communicator has " + std::to_string(communicator->worldSize()) +
                  " replicas, the program was compiled for dp " +
                  std::to_string(program.parallel.dp));
+  if (stages && (program.parallel.pp % stages->processes() != 0 || communicator->localSize() != 1))
+    return Error("a pipeline of " + std::to_string(program.parallel.pp) +
+                 " stages does not spread over " + std::to_string(stages->processes()) +
+                 " processes of one replica each");
   std::unique_ptr<Trainer> t(
-      new Trainer(std::move(program), options, std::move(communicator), data));
+      new Trainer(std::move(program), options, std::move(communicator), data, std::move(stages)));
   KILN_RETURN_IF_ERROR(t->start(std::move(weights)));
   return t;
 }
@@ -87,7 +94,7 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
                              options_.device_memory, "the step's largest buffers",
                              estimate.largest);
 
-  const int devices = comm_->localSize() * program_.parallel.devicesPerReplica();
+  const int devices = comm_->localSize() * local_stages_ * tp();
   if (program_.stages.empty()) {
     KILN_ASSIGN_OR_RETURN(step_executor_,
                           Executor::create(program_.step.graph, program_.step.kernels));
@@ -97,9 +104,11 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
       KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g->graph, g->kernels));
       stage_executors_.push_back(std::move(ex));
     }
-  for (const parallel::StageTransfer &t : program_.transfers)
-    for (const parallel::StageProgram &to : t.to)
-      ++transfer_uses_[t.name][to.stage];
+  for (size_t i = 0; i < program_.transfers.size(); ++i) {
+    transfer_of_[program_.transfers[i].name] = i;
+    for (const parallel::StageProgram &to : program_.transfers[i].to)
+      ++transfer_uses_[program_.transfers[i].name][to.stage];
+  }
   for (const parallel::CompiledGraph &g : program_.optimizers) {
     KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g.graph, g.kernels));
     update_executors_.push_back(std::move(ex));
@@ -216,7 +225,7 @@ void Trainer::profileHost(int device, const char *what, Profiler::Clock::time_po
 }
 
 ops::TensorMap Trainer::microBatchInputs(int r, int k, double scale) const {
-  const int replica = replicaOf(deviceOf(r, 0, 0));
+  const int replica = replicaOf(deviceOf(r, first_stage_, 0));
   const int64_t micro = program_.micro_batch;
   Tensor ids =
       data_.batch(options_.seed, step_, replica * program_.batch_per_replica + k * micro, micro);
@@ -319,7 +328,7 @@ void Trainer::injectOverflow() {
   if (first.dtype() != DType::F32) // ZeRO-2 keeps the step's dtype until the reduction
     first = first.castTo(DType::F32);
   float &g = first.dataAs<float>()[0];
-  if (step_executor_->kernels().overflow == OverflowMode::Saturation) {
+  if (program_.stepPrograms().front()->kernels.overflow == OverflowMode::Saturation) {
     g = kF16Max;
     float_status_[device].raise(kFloatStatusOverflow);
   } else {
@@ -331,7 +340,7 @@ Expected<StepRecord> Trainer::step() {
   const auto started = std::chrono::steady_clock::now();
   const uint64_t copied_before = Tensor::bytesCopied();
   const int replicas = comm_->localSize();
-  const int devices = replicas * program_.parallel.devicesPerReplica();
+  const int devices = replicas * local_stages_ * tp();
   const int64_t per_replica = program_.batch_per_replica;
   const double scale = scaler_.scale();
   const double lr = options_.schedule.at(step_);
@@ -345,7 +354,7 @@ Expected<StepRecord> Trainer::step() {
   for (int r = 0; r < replicas; ++r)
     KILN_RETURN_IF_ERROR(forwardBackward(r, scale, losses[r]));
   if (step_ == options_.inject_overflow_step &&
-      comm_->firstLocalRank() + replicas == comm_->worldSize())
+      comm_->firstLocalRank() + replicas == comm_->worldSize() && holdsParam(0))
     injectOverflow();
   KILN_ASSIGN_OR_RETURN(const bool raised, reduceAcrossReplicas(losses));
 

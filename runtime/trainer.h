@@ -85,12 +85,13 @@ struct StepRecord {
 
 class Trainer {
 public:
-  // `weights` are the initial weights by name (cast to each parameter's dtype).
-  static Expected<std::unique_ptr<Trainer>> create(parallel::TrainingProgram program,
-                                                   const TrainerOptions &options,
-                                                   std::unique_ptr<Communicator> communicator,
-                                                   std::map<std::string, Tensor> weights,
-                                                   const TokenData &data);
+  // `weights` are the initial weights by name (cast to each parameter's
+  // dtype). `stages`: the processes this replica's pipeline is spread over
+  // (null: every stage is in this process).
+  static Expected<std::unique_ptr<Trainer>>
+  create(parallel::TrainingProgram program, const TrainerOptions &options,
+         std::unique_ptr<Communicator> communicator, std::map<std::string, Tensor> weights,
+         const TokenData &data, std::unique_ptr<StageLink> stages = nullptr);
 
   // Trains to options.steps (from the checkpoint with resume), calling
   // `on_step` after every step.
@@ -104,7 +105,8 @@ public:
 
 private:
   Trainer(parallel::TrainingProgram program, const TrainerOptions &options,
-          std::unique_ptr<Communicator> communicator, const TokenData &data);
+          std::unique_ptr<Communicator> communicator, const TokenData &data,
+          std::unique_ptr<StageLink> stages);
   Status start(std::map<std::string, Tensor> weights);
   Status resume(const std::string &path);
   Expected<StepRecord> step();
@@ -125,6 +127,7 @@ private:
   Expected<double> gradientSumOfSquares();
   Status update(int device, double grad_scale, double lr);
   Status checkpoint();
+  Expected<Tensor> ownersMoment(size_t param, const std::string &name, int replicas);
   std::string deviceName(int device) const;
   int globalDevice(int device) const; // the job's number of local device `device`
   // Host work of the step outside the compiled kernels, for the profiler.
@@ -132,16 +135,23 @@ private:
   int tp() const { return program_.parallel.tp; }
   int pp() const { return program_.parallel.pp; }
   // The local devices, in Megatron's order: local replica r's pipeline
-  // stage s's tensor-parallel rank t is device (r * P + s) * T + t. Every
-  // index into the per-device state goes through these.
+  // stage s's tensor-parallel rank t is device (r * S + s - first) * T + t,
+  // where the process holds S stages from `first` (all P of them unless a
+  // StageLink spreads the pipeline over processes). Every index into the
+  // per-device state goes through these.
   int deviceOf(int local_replica, int stage, int tp_rank) const {
-    return (local_replica * pp() + stage) * tp() + tp_rank;
+    return (local_replica * local_stages_ + stage - first_stage_) * tp() + tp_rank;
   }
   int tpRankOf(int device) const { return device % tp(); }
-  int stageOf(int device) const { return device / tp() % pp(); }
+  int stageOf(int device) const { return first_stage_ + device / tp() % local_stages_; }
   int replicaOf(int device) const {
-    return comm_->firstLocalRank() + device / program_.parallel.devicesPerReplica();
+    return comm_->firstLocalRank() + device / (tp() * local_stages_);
   }
+  bool holdsStage(int stage) const {
+    return stage >= first_stage_ && stage < first_stage_ + local_stages_;
+  }
+  bool holdsParam(size_t i) const { return holdsStage(program_.params[i].stage); }
+  int processOfStage(int stage) const { return stage / local_stages_; } // in link_
   // The device of local replica r holding rank t's piece of parameter i.
   int deviceOfParam(int local_replica, size_t i, int tp_rank) const {
     return deviceOf(local_replica, program_.params[i].stage, tp_rank);
@@ -156,6 +166,8 @@ private:
   parallel::TrainingProgram program_;
   TrainerOptions options_;
   std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<StageLink> link_; // null: every stage is here
+  int first_stage_ = 0, local_stages_ = 1;
   const TokenData &data_;
   LossScaler scaler_;
   std::unique_ptr<Executor> step_executor_;
@@ -164,7 +176,8 @@ private:
   std::vector<int> stage_programs_; // in profiler_, likewise
   // A transfer's name -> how many programs of each stage read it.
   std::map<std::string, std::map<int, int>> transfer_uses_;
-  std::map<std::string, size_t> gradient_of_;               // a gradient's name -> its parameter
+  std::map<std::string, size_t> transfer_of_; // a transfer's name -> its index (its MPI tag)
+  std::map<std::string, size_t> gradient_of_; // a gradient's name -> its parameter
   std::vector<std::unique_ptr<Executor>> update_executors_; // per optimizer graph
   // Per local device: replica r's tensor-parallel rank t is device r*T + t.
   std::vector<DeviceMemory> memory_;

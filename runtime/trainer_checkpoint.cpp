@@ -54,9 +54,37 @@ Tensor Trainer::gather(const std::vector<ops::TensorMap> &per_device, int replic
   return joinShards(pieces, splitOf(name));
 }
 
+// Moment `name` of parameter i, whole: gathered from local replica 0's
+// ranks, or with ZeRO broadcast from its owner (wherever it runs) into a
+// scratch buffer on every replica that does not own it.
+Expected<Tensor> Trainer::ownersMoment(size_t i, const std::string &name, int replicas) {
+  const parallel::Parameter &p = program_.params[i];
+  if (p.owner == -1)
+    return gather(moments_, 0, name);
+  std::vector<Tensor> scratch(replicas * local_stages_ * tp());
+  std::vector<Tensor> pieces;
+  for (int t = 0; t < tp(); ++t) {
+    std::vector<void *> buffers;
+    Tensor *received = nullptr;
+    for (int r = 0; r < replicas; ++r) {
+      const int d = deviceOfParam(r, i, t);
+      auto mine = moments_[d].find(name);
+      Tensor &slot = mine != moments_[d].end()
+                         ? mine->second
+                         : (scratch[d] = Tensor(TensorType{DType::F32, p.type.shape}));
+      buffers.push_back(slot.data());
+      received = received ? received : &slot;
+    }
+    KILN_RETURN_IF_ERROR(comm_->broadcast(buffers, received->byteSize(), p.owner));
+    pieces.push_back(*received);
+  }
+  return joinShards(pieces, p.split);
+}
+
 Status Trainer::checkpoint() {
-  // Every process takes part (ZeRO-1 moments come from their owners); the
-  // process holding rank 0 writes.
+  // Every process takes part (ZeRO-1 moments come from their owners, a
+  // pipeline's stages from their processes); the process holding device 0
+  // writes.
   TrainingState state;
   state.step = step_;
   state.updates = updates_;
@@ -65,39 +93,36 @@ Status Trainer::checkpoint() {
   state.overflows_in_a_row = scaler_.overflowsInARow();
   state.seed = options_.seed;
   state.settings = options_.settings;
-  for (const parallel::Parameter &p : program_.params)
-    state.weights.emplace(p.name, gather(weights_, 0, p.name));
-  const int replicas = comm_->localSize();
+  // A pipeline spread over processes: each tensor from the process holding
+  // its stage, to every process of the replica.
+  auto share = [&](size_t i, Tensor t, DType dtype) -> Expected<Tensor> {
+    if (!link_)
+      return t;
+    const parallel::Parameter &p = program_.params[i];
+    if (!holdsParam(i))
+      t = Tensor(TensorType{dtype, joinedShape(p.type.shape, p.split, tp())});
+    KILN_RETURN_IF_ERROR(link_->broadcast(t.data(), t.byteSize(), processOfStage(p.stage)));
+    return t;
+  };
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const parallel::Parameter &p = program_.params[i];
+    KILN_ASSIGN_OR_RETURN(
+        Tensor whole,
+        share(i, holdsParam(i) ? gather(weights_, 0, p.name) : Tensor(), p.type.dtype));
+    state.weights.emplace(p.name, std::move(whole));
+  }
+  const int replicas = comm_->localSize();
+  for (size_t i = 0; i < program_.params.size(); ++i) {
     for (const std::string &name : {program_.signature.moment[i], program_.signature.velocity[i]}) {
-      if (p.owner == -1) {
-        state.moments.emplace(name, gather(moments_, 0, name));
-        continue;
+      Tensor whole;
+      if (holdsParam(i)) {
+        KILN_ASSIGN_OR_RETURN(whole, ownersMoment(i, name, replicas));
       }
-      // The owner's moments, wherever it runs: a broadcast from it into a
-      // scratch buffer on every replica that does not own them.
-      std::vector<Tensor> scratch(replicas * program_.parallel.devicesPerReplica());
-      std::vector<Tensor> pieces;
-      for (int t = 0; t < tp(); ++t) {
-        std::vector<void *> buffers;
-        Tensor *received = nullptr;
-        for (int r = 0; r < replicas; ++r) {
-          const int d = deviceOfParam(r, i, t);
-          auto mine = moments_[d].find(name);
-          Tensor &slot = mine != moments_[d].end()
-                             ? mine->second
-                             : (scratch[d] = Tensor(TensorType{DType::F32, p.type.shape}));
-          buffers.push_back(slot.data());
-          received = received ? received : &slot;
-        }
-        KILN_RETURN_IF_ERROR(comm_->broadcast(buffers, received->byteSize(), p.owner));
-        pieces.push_back(*received);
-      }
-      state.moments.emplace(name, joinShards(pieces, p.split));
+      KILN_ASSIGN_OR_RETURN(whole, share(i, std::move(whole), DType::F32));
+      state.moments.emplace(name, std::move(whole));
     }
   }
-  if (comm_->firstLocalRank() != 0)
+  if (comm_->firstLocalRank() != 0 || (link_ && link_->index() != 0))
     return Status::ok();
   KILN_ASSIGN_OR_RETURN(std::string path, writeCheckpoint(options_.checkpoint_dir, state));
   if (options_.after_checkpoint)

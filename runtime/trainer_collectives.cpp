@@ -38,8 +38,10 @@ Status Trainer::reduceGradient(int t, size_t i) {
 // The global gradient norm's sum of squares. Every replica holds the same
 // sums, so one look at the first replica's ranks decides for all of them (a
 // replicated parameter counts once); with ZeRO-2 each sum is on its owner,
-// which sends its parameters' squares to every replica. Either way the
-// squares are added in the same order, so the result is the same.
+// which sends its parameters' squares to every replica. A pipeline spread
+// over processes adds each process's squares (zero for the stages it does
+// not hold) into the one list. Either way the squares are added in the
+// same order, so the result is the same.
 Expected<double> Trainer::gradientSumOfSquares() {
   const int T = tp(), replicas = comm_->localSize();
   std::vector<std::pair<int, size_t>> counted; // (rank, parameter)
@@ -50,9 +52,16 @@ Expected<double> Trainer::gradientSumOfSquares() {
   std::vector<double> squares(counted.size(), 0.0);
   if (program_.parallel.zero < 2) {
     std::vector<const Tensor *> tensors;
-    for (const auto &[t, i] : counted)
-      tensors.push_back(&grads_[deviceOfParam(0, i, t)][i]);
-    squares = squaresOf(pool_, tensors);
+    std::vector<size_t> at;
+    for (size_t k = 0; k < counted.size(); ++k)
+      if (holdsParam(counted[k].second)) {
+        tensors.push_back(
+            &grads_[deviceOfParam(0, counted[k].second, counted[k].first)][counted[k].second]);
+        at.push_back(k);
+      }
+    const std::vector<double> s = squaresOf(pool_, tensors);
+    for (size_t j = 0; j < at.size(); ++j)
+      squares[at[j]] = s[j];
   } else {
     // Each local replica's squares of what it owns; then from each owner.
     std::vector<std::vector<double>> mine(replicas, std::vector<double>(counted.size(), 0.0));
@@ -60,7 +69,8 @@ Expected<double> Trainer::gradientSumOfSquares() {
       std::vector<const Tensor *> tensors;
       std::vector<size_t> at;
       for (size_t k = 0; k < counted.size(); ++k)
-        if (program_.params[counted[k].second].owner == replicaOf(deviceOf(r, 0, 0))) {
+        if (holdsParam(counted[k].second) &&
+            program_.params[counted[k].second].owner == replicaOf(deviceOf(r, first_stage_, 0))) {
           tensors.push_back(
               &grads_[deviceOfParam(r, counted[k].second, counted[k].first)][counted[k].second]);
           at.push_back(k);
@@ -81,6 +91,8 @@ Expected<double> Trainer::gradientSumOfSquares() {
           squares[k] = from[0][k];
     }
   }
+  if (link_)
+    KILN_RETURN_IF_ERROR(link_->sum(squares));
   double sum = 0;
   for (double s : squares)
     sum += s;
@@ -93,26 +105,35 @@ Expected<double> Trainer::gradientSumOfSquares() {
 // on the first one's track.
 Expected<bool> Trainer::reduceAcrossReplicas(std::vector<float> &losses) {
   const int replicas = comm_->localSize(), T = tp();
-  const int devices = replicas * program_.parallel.devicesPerReplica();
+  const int devices = replicas * local_stages_ * T;
   auto clock = Profiler::Clock::now();
   const int64_t t0 = trace_ ? trace_->now() : 0;
   for (int t = 0; t < T; ++t)
     for (size_t i = 0; i < program_.params.size(); ++i)
-      KILN_RETURN_IF_ERROR(reduceGradient(t, i));
+      if (holdsParam(i))
+        KILN_RETURN_IF_ERROR(reduceGradient(t, i));
+  // The float status of this process's devices, per replica.
+  std::vector<float> raised(replicas, 0.0f);
+  for (int r = 0; r < replicas; ++r)
+    for (int s = first_stage_; s < first_stage_ + local_stages_; ++s)
+      for (int t = 0; t < T; ++t)
+        raised[r] =
+            std::max(raised[r], float_status_[deviceOf(r, s, t)].overflowed() ? 1.0f : 0.0f);
+  if (link_) {
+    // Across the replica's processes: the last stage's loss, any status.
+    std::vector<double> mine = {losses[0], raised[0]};
+    KILN_RETURN_IF_ERROR(link_->sum(mine));
+    losses[0] = static_cast<float>(mine[0]);
+    raised[0] = mine[1] > 0 ? 1.0f : 0.0f;
+  }
   std::vector<float *> loss_buffers;
   for (float &l : losses)
     loss_buffers.push_back(&l);
   KILN_RETURN_IF_ERROR(comm_->allReduceSum(loss_buffers, 1));
   // The float status of every device, in the job: how many replicas overflowed.
-  std::vector<float> raised(replicas, 0.0f);
   std::vector<float *> raised_buffers;
-  for (int r = 0; r < replicas; ++r) {
-    for (int s = 0; s < pp(); ++s)
-      for (int t = 0; t < T; ++t)
-        raised[r] =
-            std::max(raised[r], float_status_[deviceOf(r, s, t)].overflowed() ? 1.0f : 0.0f);
-    raised_buffers.push_back(&raised[r]);
-  }
+  for (float &r : raised)
+    raised_buffers.push_back(&r);
   KILN_RETURN_IF_ERROR(comm_->allReduceSum(raised_buffers, 1));
   if (trace_)
     for (int d = 0; d < devices; ++d)
@@ -128,7 +149,7 @@ Status Trainer::broadcastOwnedWeights() {
   for (int t = 0; t < T; ++t)
     for (size_t i = 0; i < program_.params.size(); ++i) {
       const parallel::Parameter &p = program_.params[i];
-      if (p.owner == -1)
+      if (p.owner == -1 || !holdsParam(i))
         continue;
       const std::string &name = p.name;
       std::vector<void *> buffers;

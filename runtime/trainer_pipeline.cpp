@@ -4,8 +4,13 @@
 // activation down the pipeline, a gradient up it, a stash for the stage's
 // own backward) is held on the receiving stage's devices, named
 // "mb<k>:<transfer>", from the program that gives it to the last one that
-// reads it; in the process it is handed over without a copy. The trace shows
-// each device's actions where devices running at once would run them.
+// reads it; in the process it is handed over without a copy, to a stage in
+// another process (StageLink) it is sent when made and received when first
+// read. The trace shows each device's actions where devices running at once
+// would run them.
+#include <set>
+#include <utility>
+
 #include "compiler/parallel/pipeline_schedule.h"
 #include "runtime/trainer.h"
 
@@ -28,6 +33,15 @@ Status Trainer::pipelineForwardBackward(int r, double scale, float &loss) {
   const int T = tp();
   loss = 0;
   std::map<std::pair<int, std::string>, Held> held; // by (micro-batch, transfer)
+  std::vector<Tensor> sending;                      // until the link's sends finish
+  // The programs of this process's stages that read a transfer.
+  auto localReaders = [&](const std::string &name) {
+    std::map<int, int> readers;
+    for (const auto &[stage, uses] : transfer_uses_.at(name))
+      if (holdsStage(stage))
+        readers[stage] = uses;
+    return readers;
+  };
   auto holdOn = [&](int stage, int micro, const std::string &name, const Held &h) -> Status {
     for (int t = 0; t < T; ++t)
       KILN_RETURN_IF_ERROR(
@@ -39,6 +53,10 @@ Status Trainer::pipelineForwardBackward(int r, double scale, float &loss) {
   std::vector<double> seconds; // per action, as run
   const int64_t t0 = trace_ ? trace_->now() : 0;
   for (const parallel::PipelineAction &a : order) {
+    if (!holdsStage(a.stage)) {
+      seconds.push_back(0); // another process's
+      continue;
+    }
     const auto started = Profiler::Clock::now();
     const size_t program = 2 * static_cast<size_t>(a.stage) + (a.forward ? 0 : 1);
     const Graph &graph = program_.stages[a.stage].program(a.forward).graph;
@@ -60,11 +78,27 @@ Status Trainer::pipelineForwardBackward(int r, double scale, float &loss) {
       ranks.push_back(globalDevice(d));
     }
     // What it reads of other programs: the run counts it while it lives.
+    // A stage of another process sent it.
     std::vector<std::pair<int, std::string>> read;
     for (const GraphInput &in : graph.inputs()) {
-      auto h = held.find({a.micro, in.name});
-      if (h == held.end())
+      auto transfer = transfer_of_.find(in.name);
+      if (transfer == transfer_of_.end())
         continue;
+      auto h = held.find({a.micro, in.name});
+      if (h == held.end() && !link_)
+        return Error("pipeline: micro-batch " + std::to_string(a.micro) + "'s '" + in.name +
+                     "' was never handed over"); // the schedule runs producers first
+      if (h == held.end()) {
+        const parallel::StageTransfer &t = program_.transfers[transfer->second];
+        Held received{std::vector<Tensor>(T), localReaders(in.name)};
+        for (Tensor &piece : received.ranks) {
+          piece = Tensor(graph.type(in.value));
+          KILN_RETURN_IF_ERROR(link_->receive(piece.data(), piece.byteSize(),
+                                              processOfStage(t.from.stage),
+                                              static_cast<int>(transfer->second)));
+        }
+        h = held.emplace(std::make_pair(a.micro, in.name), std::move(received)).first;
+      }
       for (int t = 0; t < T; ++t) {
         inputs[t][in.name] = h->second.ranks[t];
         memory_[deviceOf(r, a.stage, t)].release(heldName(a.micro, in.name));
@@ -100,15 +134,34 @@ Status Trainer::pipelineForwardBackward(int r, double scale, float &loss) {
           Held &h = held[{a.micro, name}];
           h.ranks.resize(T);
           h.ranks[t] = std::move(value);
-          h.readers = transfer_uses_.at(name);
+          h.readers = localReaders(name);
         }
       }
-    for (const parallel::StageTransfer &t : program_.transfers)
-      if (t.from == parallel::StageProgram{a.stage, a.forward})
-        for (const auto &[stage, uses] : transfer_uses_.at(t.name))
-          KILN_RETURN_IF_ERROR(holdOn(stage, a.micro, t.name, held.at({a.micro, t.name})));
+    for (size_t i = 0; i < program_.transfers.size(); ++i) {
+      const parallel::StageTransfer &t = program_.transfers[i];
+      if (!(t.from == parallel::StageProgram{a.stage, a.forward}))
+        continue;
+      const auto key = std::make_pair(a.micro, t.name);
+      std::set<int> processes; // of the stages elsewhere that read it
+      for (const auto &[stage, uses] : transfer_uses_.at(t.name)) {
+        if (holdsStage(stage))
+          KILN_RETURN_IF_ERROR(holdOn(stage, a.micro, t.name, held.at(key)));
+        else
+          processes.insert(processOfStage(stage));
+      }
+      for (int process : processes)
+        for (const Tensor &piece : held.at(key).ranks) {
+          sending.push_back(piece);
+          KILN_RETURN_IF_ERROR(link_->send(std::as_const(sending.back()).data(), piece.byteSize(),
+                                           process, static_cast<int>(i)));
+        }
+      if (held.at(key).readers.empty())
+        held.erase(key);
+    }
     seconds.push_back(std::chrono::duration<double>(Profiler::Clock::now() - started).count());
   }
+  if (link_)
+    KILN_RETURN_IF_ERROR(link_->finishSends());
   if (trace_) {
     // Where devices running at once would have run each action, from the
     // time each took here.
@@ -117,7 +170,7 @@ Status Trainer::pipelineForwardBackward(int r, double scale, float &loss) {
       const parallel::PipelineAction &a = order[i];
       const std::string name =
           std::string(a.forward ? "forward " : "backward ") + std::to_string(a.micro);
-      for (int t = 0; t < T; ++t)
+      for (int t = 0; t < T && holdsStage(a.stage); ++t)
         trace_->add(deviceOf(r, a.stage, t), name, t0 + static_cast<int64_t>(times[i].start * 1e6),
                     t0 + static_cast<int64_t>(times[i].end * 1e6), step_ + 1);
     }

@@ -2,8 +2,9 @@
 // data and tensor parallelism, ZeRO and recomputation, train as one device
 // does (the loss and gradient norm within 1e-5, the final weights within
 // 1e-4), each run's measured device peak is its plan, a resumed run ends as
-// an unbroken one, processes holding whole pipelines under MPI match one
-// process, the trace shows the 1F1B schedule, and bad layouts are clear errors.
+// an unbroken one, MPI processes (holding whole pipelines, or a pipeline's
+// stages apart) match one process, the trace shows the 1F1B schedule, and
+// bad layouts are clear errors.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -83,32 +84,79 @@ TEST_F(PipelineCli, StagesTrainAsOneDevice) {
   expectSameTensors("pp2z1/step-000020.safetensors", "resumed/step-000020.safetensors");
 }
 
-// Two processes, each holding one whole two-stage pipeline, give one
-// process's losses bit for bit.
-TEST_F(PipelineCli, MpiProcessesHoldingWholePipelinesMatchOne) {
+// Under MPI: processes each holding a whole pipeline, and a pipeline whose
+// stages live in two processes (activations and gradients sent between
+// them), give one process's losses and checkpoints bit for bit; a run
+// resumed across the two processes ends as the unbroken one.
+TEST_F(PipelineCli, MpiProcessesMatchOne) {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "OpenMPI's mpirun is not installed";
-  const std::string flags = "--steps 4 --devices 4 --pp 2 --micro-batches 2 ";
+  const std::string mpirun = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
+                             "--oversubscribe -np 2 " +
+                             kiln_ + " ";
+  for (const auto &[name, flags] : std::vector<std::pair<std::string, std::string>>{
+           {"whole", "--devices 4 --pp 2 --zero 1 --micro-batches 2 --devices-per-process 2"},
+           {"split", "--devices 2 --pp 2 --micro-batches 4 --devices-per-process 1"}}) {
+    const std::string run_flags = "--steps 4 --checkpoint-every 2 " + flags;
+    const std::string one_flags = run_flags.substr(0, run_flags.find(" --devices-per-process"));
+    ASSERT_EQ(
+        run(train4(one_flags + " --log-json one.jsonl --checkpoint-dir one-" + name)).exit_code, 0);
+    Result mpi =
+        shell(mpirun + train4(run_flags + " --log-json mpi.jsonl --checkpoint-dir mpi-" + name));
+    if (mpi.exit_code != 0 && mpi.err.find("built without MPI") != std::string::npos)
+      GTEST_SKIP() << "kiln was built without MPI";
+    ASSERT_EQ(mpi.exit_code, 0) << name << ": " << mpi.err;
+    std::vector<json> one = logLines("one.jsonl"), two = logLines("mpi.jsonl");
+    ASSERT_EQ(two.size(), 4u) << name << ": one process writes the log";
+    for (size_t i = 0; i < one.size(); ++i) {
+      EXPECT_EQ(two[i]["loss"], one[i]["loss"]) << name << " step " << i + 1;
+      EXPECT_EQ(two[i]["grad_norm"], one[i]["grad_norm"]) << name << " step " << i + 1;
+    }
+    expectSameTensors("one-" + name + "/step-000004.safetensors",
+                      "mpi-" + name + "/step-000004.safetensors");
+  }
+  fs::create_directories(dir_ / "resumed");
+  fs::copy_file(dir_ / "one-split" / "step-000002.safetensors",
+                dir_ / "resumed" / "step-000002.safetensors");
+  Result resumed =
+      shell(mpirun + train4("--steps 4 --devices 2 --pp 2 --micro-batches 4 "
+                            "--devices-per-process 1 --checkpoint-dir resumed --resume"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  expectSameTensors("one-split/step-000004.safetensors", "resumed/step-000004.safetensors");
+
+  Result odd =
+      shell(mpirun + train4("--steps 1 --devices 4 --tp 2 --pp 2 --devices-per-process 1"));
+  EXPECT_NE(odd.exit_code, 0);
+  EXPECT_NE(odd.err.find("must hold whole tensor-parallel groups and whole replicas or a whole "
+                         "number of one replica's pipeline stages"),
+            std::string::npos)
+      << odd.err;
+}
+
+// An overflow on the first stage's device (in saturation mode only its
+// float status tells) skips the update on every stage, in one process and
+// with the stages in two.
+TEST_F(PipelineCli, AnOverflowOnOneStageSkipsTheUpdateOnEvery) {
+  const std::string flags = "--steps 3 --devices 2 --pp 2 --micro-batches 2 --inject-overflow-at "
+                            "1 --dtype f16 --target ascend910 --loss-scale fixed:1 ";
+  auto expectSkipped = [&](const std::string &name) {
+    std::vector<json> log = logLines(name + ".jsonl");
+    ASSERT_EQ(log.size(), 3u) << name;
+    EXPECT_FALSE(log[0]["overflow"].get<bool>()) << name;
+    EXPECT_TRUE(log[1]["overflow"].get<bool>()) << name;
+    EXPECT_FALSE(log[2]["overflow"].get<bool>()) << name;
+  };
   ASSERT_EQ(run(train4(flags + "--log-json one.jsonl")).exit_code, 0);
+  expectSkipped("one");
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "OpenMPI's mpirun is not installed";
   Result mpi = shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
                      "--oversubscribe -np 2 " +
-                     kiln_ + " " + train4(flags + "--devices-per-process 2 --log-json mpi.jsonl"));
+                     kiln_ + " " + train4(flags + "--devices-per-process 1 --log-json mpi.jsonl"));
   if (mpi.exit_code != 0 && mpi.err.find("built without MPI") != std::string::npos)
     GTEST_SKIP() << "kiln was built without MPI";
   ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
-  std::vector<json> one = logLines("one.jsonl"), two = logLines("mpi.jsonl");
-  ASSERT_EQ(two.size(), 4u);
-  for (size_t i = 0; i < one.size(); ++i)
-    EXPECT_EQ(two[i]["loss"], one[i]["loss"]) << "step " << i + 1;
-  Result split =
-      shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
-            "--oversubscribe -np 2 " +
-            kiln_ + " " + train4("--steps 1 --devices 2 --pp 2 --devices-per-process 1"));
-  EXPECT_NE(split.exit_code, 0);
-  EXPECT_NE(split.err.find("must hold whole replicas (their tensor-parallel groups and pipeline "
-                           "stages): make it a multiple of --tp x --pp = 2"),
-            std::string::npos)
-      << split.err;
+  expectSkipped("mpi");
 }
 
 // One track per device; each stage's actions in 1F1B order, the first

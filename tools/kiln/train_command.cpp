@@ -134,37 +134,50 @@ startingWeights(TrainOptions &opts, const frontend::QwenConfig &config,
   return weights;
 }
 
-// The replicas' communicator: OpenMPI's under mpirun or with
-// --devices-per-process, else the process's own.
-Expected<std::unique_ptr<runtime::Communicator>>
-communicatorFor(const TrainOptions &opts, const parallel::ParallelConfig &layout) {
+// How this process reaches the others: the replicas' communicator, and
+// when a replica's pipeline stages are spread over processes, its link.
+struct Communicators {
+  std::unique_ptr<runtime::Communicator> replicas;
+  std::unique_ptr<runtime::StageLink> stages;
+};
+
+// OpenMPI's under mpirun or with --devices-per-process, else the process's
+// own. A process holds whole replicas, or (with pipeline stages) a whole
+// number of one replica's stages.
+Expected<Communicators> communicatorsFor(const TrainOptions &opts,
+                                         const parallel::ParallelConfig &layout) {
   const int per_process = opts.devices_per_process > 0 ? opts.devices_per_process : opts.devices;
-  if (opts.devices_per_process > 0 || runtime::launchedByMpi()) {
-    // A tensor-parallel group stays in one process: its collectives run
-    // between kernels, in lockstep.
-    // So does a pipeline: its stages hand activations over between actions.
-    const int per_replica = layout.devicesPerReplica();
-    if (per_process % per_replica != 0)
-      return Error("--devices-per-process " + std::to_string(per_process) +
-                   (layout.pp == 1 ? " must hold whole tensor-parallel groups: make it a "
-                                     "multiple of --tp " + std::to_string(layout.tp)
-                                   : " must hold whole replicas (their tensor-parallel groups "
-                                     "and pipeline stages): make it a multiple of --tp x --pp = " +
-                                         std::to_string(per_replica)));
-    auto mpi = runtime::makeMpiCommunicator(layout.dp, per_process / per_replica);
-    if (!mpi)
-      return mpi.error();
-    return std::move(*mpi);
+  if (opts.devices_per_process == 0 && !runtime::launchedByMpi())
+    return Communicators{runtime::makeInProcessCommunicator(layout.dp), nullptr};
+  // A tensor-parallel group stays in one process: its collectives run
+  // between kernels, in lockstep.
+  const int per_replica = layout.devicesPerReplica();
+  if (per_process % per_replica == 0) {
+    KILN_ASSIGN_OR_RETURN(auto mpi,
+                          runtime::makeMpiCommunicator(layout.dp, per_process / per_replica));
+    return Communicators{std::move(mpi), nullptr};
   }
-  return runtime::makeInProcessCommunicator(layout.dp);
+  if (layout.pp == 1 || per_process % layout.tp != 0 || per_replica % per_process != 0)
+    return Error("--devices-per-process " + std::to_string(per_process) +
+                 (layout.pp == 1
+                      ? " must hold whole tensor-parallel groups: make it a multiple of --tp " +
+                            std::to_string(layout.tp)
+                      : " must hold whole tensor-parallel groups and whole replicas or a "
+                        "whole number of one replica's pipeline stages: make it a multiple "
+                        "of --tp x --pp = " +
+                            std::to_string(per_replica) + ", or --tp x a divisor of --pp"));
+  KILN_ASSIGN_OR_RETURN(runtime::MpiPipeline mpi,
+                        runtime::makeMpiPipeline(layout.dp, per_replica / per_process));
+  return Communicators{std::move(mpi.replicas), std::move(mpi.stages)};
 }
 
 // Trains `program` on this process's devices; under MPI one process speaks
 // for the job (prints, logs, traces, writes checkpoints) and an error in
 // any ends them all.
 int trainOn(TrainOptions &opts, const parallel::ParallelConfig &layout,
-            parallel::TrainingProgram program, std::unique_ptr<runtime::Communicator> comm,
+            parallel::TrainingProgram program, Communicators comms,
             std::map<std::string, Tensor> weights, const runtime::TokenData &data) {
+  std::unique_ptr<runtime::Communicator> &comm = comms.replicas;
   runtime::TrainerOptions &t = opts.trainer;
   // From here on every process of an MPI job waits for the others in each
   // collective: an error in one ends them all.
@@ -175,13 +188,16 @@ int trainOn(TrainOptions &opts, const parallel::ParallelConfig &layout,
   };
   // One process speaks for the job and writes its files; every process
   // reads the checkpoint it resumes from.
-  const bool speaker = comm->firstLocalRank() == 0;
+  const int process =
+      comms.stages ? comm->firstLocalRank() * comms.stages->processes() + comms.stages->index()
+                   : comm->firstLocalRank();
+  const bool speaker = process == 0;
   if (!speaker) {
     t.trace_path.clear();
     opts.log_json.clear();
     // Each process profiles its own devices.
     if (!t.profile_dir.empty())
-      t.profile_dir += "/process-" + std::to_string(comm->firstLocalRank());
+      t.profile_dir += "/process-" + std::to_string(process);
   }
   // One writer per checkpoint folder, for the whole run: the process that
   // writes the checkpoints holds the folder's lock until it ends.
@@ -202,8 +218,8 @@ int trainOn(TrainOptions &opts, const parallel::ParallelConfig &layout,
     if (!log)
       return failJob(opts.log_json + ": cannot open the log for writing");
   }
-  auto trainer =
-      runtime::Trainer::create(std::move(program), t, std::move(comm), std::move(weights), data);
+  auto trainer = runtime::Trainer::create(std::move(program), t, std::move(comm),
+                                          std::move(weights), data, std::move(comms.stages));
   if (!trainer)
     return failJob(trainer.error());
   if (!(*trainer)->resumedFrom().empty())
@@ -298,10 +314,10 @@ int runTrain(TrainOptions opts) {
   if (!program)
     return fail(program.error());
 
-  auto comm = communicatorFor(opts, *parallel);
-  if (!comm)
-    return fail(comm.error());
-  return trainOn(opts, *parallel, std::move(*program), std::move(*comm), std::move(*weights),
+  auto comms = communicatorsFor(opts, *parallel);
+  if (!comms)
+    return fail(comms.error());
+  return trainOn(opts, *parallel, std::move(*program), std::move(*comms), std::move(*weights),
                  *data);
 }
 

@@ -165,7 +165,7 @@ Status Partitioner::collect(int part) {
     p.receives.push_back(v);
     auto [it, added] = transfer_of_.emplace(v, out_.transfers.size());
     if (added) {
-      out_.transfers.push_back({"pp." + g_.valueName(v), from, {}});
+      out_.transfers.push_back({transferName(g_.valueName(v)), from, {}});
       parts_[partOf(from)].sends.push_back(v);
     }
     out_.transfers[it->second].to.push_back(me);
@@ -193,7 +193,7 @@ Graph Partitioner::build(int part) const {
     if (read[in.value])
       map[in.value] = out.addInput(in.name, g_.type(in.value), in.role);
   for (ValueId v : p.receives)
-    map[v] = out.addInput("pp." + g_.valueName(v), g_.type(v), InputRole::Data);
+    map[v] = out.addInput(transferName(g_.valueName(v)), g_.type(v), InputRole::Data);
   for (NodeId id = 0; id < static_cast<NodeId>(g_.numNodes()); ++id) {
     if (!p.nodes[id])
       continue;
@@ -213,7 +213,7 @@ Graph Partitioner::build(int part) const {
   std::vector<ValueId> sends = p.sends;
   std::sort(sends.begin(), sends.end());
   for (ValueId v : sends)
-    out.addOutput("pp." + g_.valueName(v), map[v]);
+    out.addOutput(transferName(g_.valueName(v)), map[v]);
   return out;
 }
 

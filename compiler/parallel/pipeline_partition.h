@@ -22,6 +22,10 @@
 
 namespace kiln::parallel {
 
+// The name of value `value` of the step as it passes between programs.
+inline std::string transferName(const std::string &value) { return "pp." + value; }
+inline bool isTransfer(const std::string &name) { return name.starts_with("pp."); }
+
 // Which program of the pipeline: stage `stage`'s forward or backward.
 struct StageProgram {
   int stage = 0;

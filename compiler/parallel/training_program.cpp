@@ -24,7 +24,7 @@ artifact::MemoryPlan planOf(const CompiledGraph &g) {
   // The trainer keeps weights, moments and gradients on the device
   // throughout; what a pipeline stage receives goes at its last reader.
   return artifact::planMemory(g.graph, specs, artifact::kDefaultBufferAlignment,
-                              [](const GraphInput &in) { return !in.name.starts_with("pp."); });
+                              [](const GraphInput &in) { return !isTransfer(in.name); });
 }
 
 } // namespace

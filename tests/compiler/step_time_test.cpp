@@ -99,8 +99,8 @@ protected:
     kernels_.compile_objects = false;
   }
 
-  TrainingProgram program(int dp, int tp, int zero) {
-    auto layout = resolveParallelConfig(dp * tp, dp, tp, zero, 4);
+  TrainingProgram program(int dp, int tp, int zero, int pp = 1, int micro_batches = 1) {
+    auto layout = resolveParallelConfig(dp * tp * pp, dp, tp, zero, 4, micro_batches, pp);
     EXPECT_TRUE(layout) << layout.message();
     driver::ModelRequest model{std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json",
                                true, 4, 16};
@@ -147,6 +147,23 @@ TEST_F(TinyStepTime, CommunicationIsTheCollectivesAndTheGradientSum) {
               1e-15);
   EXPECT_EQ(time->tokens, 4 * 16);
   EXPECT_DOUBLE_EQ(time->tokensPerSecondPerDevice(), 64 / time->seconds() / 4);
+}
+
+// Two stages over four micro-batches: the busiest stage's kernels run four
+// times and the span adds the fill and drain, the other stage's work once;
+// one device running the same micro-batches has no bubble.
+TEST_F(TinyStepTime, APipelineAddsItsBubble) {
+  const target::Target &t = job_->target;
+  auto pipelined = predictStepTime(program(1, 1, 0, 2, 4), t);
+  auto accumulated = predictStepTime(program(1, 1, 0, 1, 4), t);
+  ASSERT_TRUE(pipelined) << pipelined.message();
+  ASSERT_TRUE(accumulated) << accumulated.message();
+  EXPECT_EQ(accumulated->pipeline, 0);
+  EXPECT_GT(pipelined->pipeline, 0);
+  EXPECT_LT(pipelined->kernels, accumulated->kernels) << "a stage runs part of the step";
+  EXPECT_GE(pipelined->kernels + pipelined->pipeline, accumulated->kernels / 4 * 5 / 2)
+      << "M x the busiest stage (at least half a step) + the other once: >= 2.5 steps' kernels";
+  EXPECT_NE(pipelined->toText().find("pipeline bubble and sends"), std::string::npos);
 }
 
 TEST_F(TinyStepTime, FasterChipsRunTheKernelsFaster) {

@@ -86,6 +86,10 @@ echo "== the same for 20 steps as 2-way tensor parallel x 4 replicas"
 "$kiln" train examples/qwen-tiny/config.json --data "$work/train.bin" --steps 20 --batch 32 \
   --seq 64 --devices 8 --tp 2 --zero 1 --dtype f16 --lr 3e-3 --warmup 5 --loss-scale dynamic \
   --clip-grad-norm 1.0 | awk 'NR <= 2 || NR % 10 == 1'
+echo "== and as 2 pipeline stages (1F1B over 4 micro-batches) x 2-way tensor parallel x 2 replicas"
+"$kiln" train examples/qwen-tiny/config.json --data "$work/train.bin" --steps 20 --batch 32 \
+  --seq 64 --devices 8 --pp 2 --tp 2 --micro-batches 4 --zero 1 --dtype f16 --lr 3e-3 \
+  --warmup 5 --loss-scale dynamic --clip-grad-norm 1.0 | awk 'NR <= 2 || NR % 10 == 1'
 echo "== Qwen-14B LoRA fine-tune (Qwen's recipe: r 64, alpha 16) on 8 x ascend910 (32 GB),"
 echo "   8-way tensor parallel: the base frozen in f16, only the adapters trained; the plan fits"
 "$kiln" train examples/qwen-14b/config.json --compile-only --devices 8 --tp 8 --batch 1 \

@@ -21,6 +21,7 @@ layouts=(
   "ascend910 32GiB|--tp 8 --recompute selective"
   "ascend910 32GiB|--tp 8 --recompute full"
   "ascend910b 64GiB|--tp 8 --recompute full"
+  "ascend910 32GiB|--tp 2 --pp 4 --batch 16 --micro-batches 16 --recompute full"
   "ascend910 32GiB|--tp 8 --lora-rank 64 --lora-alpha 16"
 )
 printf '%-58s | %-10s | %-10s | %-10s | %s\n' "layout (8 devices, seq $seq, f16)" \

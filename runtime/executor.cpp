@@ -37,8 +37,20 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
   for (size_t i = 0; i < ex->kernels_.kernels.size(); ++i)
     for (ValueId v : ex->kernels_.kernels[i].spec.inputs)
       ex->last_use_kernel_[v] = static_cast<ValueId>(i);
-  for (const GraphOutput &out : graph.outputs())
+  ex->leave_after_.resize(ex->kernels_.kernels.size());
+  for (const GraphOutput &out : graph.outputs()) {
+    if (options.output_leaves && options.output_leaves(out)) {
+      // After its last reader, or the kernel that made it.
+      ValueId at = ex->last_use_kernel_[out.value];
+      for (size_t i = 0; i < ex->kernels_.kernels.size(); ++i)
+        for (ValueId v : ex->kernels_.kernels[i].spec.outputs)
+          if (v == out.value)
+            at = std::max(at, static_cast<ValueId>(i));
+      if (at >= 0)
+        ex->leave_after_[at].push_back(out.value);
+    }
     ex->last_use_kernel_[out.value] = static_cast<ValueId>(ex->kernels_.kernels.size());
+  }
   codegen::useSingleThreadedBlas(); // tiles are the parallelism
   return ex;
 }
@@ -135,6 +147,8 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
           runs[r].values[v] = Tensor();
           runs[r].release(v);
         }
+      for (ValueId v : leave_after_[k])
+        runs[r].release(v); // off the device; the value stays for the results
       return Status::ok();
     };
     if (kernel.collective) {

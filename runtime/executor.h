@@ -31,6 +31,10 @@ struct ExecutorOptions {
   // Called after each kernel with every live value (by ValueId; the kernel's
   // inputs are still held); an error stops the run and is returned.
   std::function<Status(size_t kernel, const std::vector<Tensor> &values)> after_kernel;
+  // Outputs that leave the device as they are made (a gradient
+  // reduce-scattered during the backward): counted on the device until
+  // their last reader in the graph, still returned with the others.
+  std::function<bool(const GraphOutput &)> output_leaves;
 };
 
 class Executor {
@@ -83,6 +87,9 @@ private:
   std::unique_ptr<codegen::KernelLoader> loader_;
   std::vector<codegen::KernelEntry> entries_;
   std::vector<ValueId> last_use_kernel_; // per value: the last kernel reading it
+  // Per kernel: the leaving outputs (ExecutorOptions::output_leaves) whose
+  // device memory goes after it.
+  std::vector<std::vector<ValueId>> leave_after_;
   std::vector<std::string> value_names_; // per value: its name in device memory
   // Per kernel: a lone Reshape, whose output is its input's bytes under
   // another shape; it runs as a view, without a copy.

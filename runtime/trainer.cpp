@@ -95,13 +95,20 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
                              estimate.largest);
 
   const int devices = comm_->localSize() * local_stages_ * tp();
+  ExecutorOptions step_options;
+  if (program_.parallel.gradientsLeaveWhenMade())
+    step_options.output_leaves = [this](const GraphOutput &out) {
+      return gradient_of_.count(out.name) > 0;
+    };
+  for (size_t i = 0; i < program_.params.size(); ++i)
+    gradient_of_[program_.signature.gradient[i]] = i;
   if (program_.stages.empty()) {
-    KILN_ASSIGN_OR_RETURN(step_executor_,
-                          Executor::create(program_.step.graph, program_.step.kernels));
+    KILN_ASSIGN_OR_RETURN(
+        step_executor_, Executor::create(program_.step.graph, program_.step.kernels, step_options));
   }
   for (const parallel::CompiledGraph *g : program_.stepPrograms())
     if (!program_.stages.empty()) {
-      KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g->graph, g->kernels));
+      KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g->graph, g->kernels, step_options));
       stage_executors_.push_back(std::move(ex));
     }
   for (size_t i = 0; i < program_.transfers.size(); ++i) {
@@ -182,7 +189,6 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
     const parallel::Parameter &p = program_.params[i];
     const std::string &m = program_.signature.moment[i], &v = program_.signature.velocity[i];
     param_of_[p.name] = param_of_[m] = param_of_[v] = i;
-    gradient_of_[program_.signature.gradient[i]] = i;
     if (resume_path.empty())
       KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split, p.stage));
     const TensorType moment{DType::F32, p.type.shape};
@@ -252,6 +258,10 @@ Status Trainer::accumulateGradient(int d, size_t i, Tensor g, int k, bool keep_d
   Tensor &sum = grads_[d][i];
   if (k == 0) {
     sum = std::move(f32);
+    // A gradient that left the device as it was made lands on its owner only.
+    const int owner = program_.params[i].owner;
+    if (program_.parallel.gradientsLeaveWhenMade() && owner != -1 && owner != replicaOf(d))
+      return Status::ok();
     return memory_[d].allocate(program_.signature.gradient[i], sum.byteSize());
   }
   float *to = sum.dataAs<float>();

@@ -18,7 +18,7 @@ int64_t BufferPlacement::alignedBytes(int64_t alignment) const {
 }
 
 MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec> &kernels,
-                      int64_t alignment, const InputsStay &stays) {
+                      int64_t alignment, const Lifetimes &lifetimes) {
   constexpr int kUnset = INT_MIN;
   const int n = static_cast<int>(kernels.size());
   std::vector<int> first(graph.numValues(), kUnset), last(graph.numValues(), kUnset);
@@ -37,11 +37,11 @@ MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec>
     }
   }
   for (const GraphOutput &out : graph.outputs())
-    if (first[out.value] != kUnset)
+    if (first[out.value] != kUnset && !(lifetimes.output_leaves && lifetimes.output_leaves(out)))
       last[out.value] = n;
-  if (stays)
+  if (lifetimes.input_stays)
     for (const GraphInput &in : graph.inputs())
-      if (stays(in))
+      if (lifetimes.input_stays(in))
         last[in.value] = n;
 
   MemoryPlan plan;

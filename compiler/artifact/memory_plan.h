@@ -51,14 +51,21 @@ struct MemoryPlan {
   std::vector<BufferPlacement> buffers; // in value order
 };
 
-// Which graph inputs live to the end of the run rather than to their last
-// reader: a trainer keeps the weights on the device across the whole step.
-using InputsStay = std::function<bool(const GraphInput &)>;
+// Where the run's own lifetimes differ from "inputs until their last
+// reader, outputs until the end".
+struct Lifetimes {
+  // Inputs that live to the end: a trainer keeps the weights on the device
+  // across the whole step. Empty: none.
+  std::function<bool(const GraphInput &)> input_stays;
+  // Outputs that leave the device as they are made (a gradient
+  // reduce-scattered during the backward): they live to their last reader
+  // only. Empty: none.
+  std::function<bool(const GraphOutput &)> output_leaves;
+};
 
-// Plans the values of `graph` that `kernels` (the execution order) store;
-// the inputs `stays` picks (none when empty) live to the end.
+// Plans the values of `graph` that `kernels` (the execution order) store.
 MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec> &kernels,
-                      int64_t alignment = kDefaultBufferAlignment, const InputsStay &stays = {});
+                      int64_t alignment = kDefaultBufferAlignment, const Lifetimes &lifetimes = {});
 
 // Checks the plan's invariants: aligned offsets, lifetimes inside the time
 // axis, no two live-together buffers sharing a byte, the peak and the total

@@ -33,6 +33,10 @@ struct ParallelConfig {
   // pipeline stages, the micro-batches that flow through the pipeline).
   int grad_accum = 1;
   int devicesPerReplica() const { return pp * tp; }
+  // ZeRO-2: each gradient leaves the device as it is made (the
+  // reduce-scatter to its owner overlaps the backward); only the owner
+  // keeps its f32 sum.
+  bool gradientsLeaveWhenMade() const { return zero >= 2; }
   // "8 devices: dp 8 x tp 1, zero 1[, pp 2][, grad-accum 4]"
   std::string toString() const;
 };

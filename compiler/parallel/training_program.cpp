@@ -17,14 +17,22 @@ int64_t bytesOf(const TensorType &t) {
   return saturatingMul(numElements(t.shape), static_cast<int64_t>(dtypeSize(t.dtype)));
 }
 
-artifact::MemoryPlan planOf(const CompiledGraph &g) {
+// `leaving`: outputs that leave the device as they are made (the
+// gradients, ParallelConfig::gradientsLeaveWhenMade).
+artifact::MemoryPlan planOf(const CompiledGraph &g,
+                            const std::set<std::string> *leaving = nullptr) {
   std::vector<codegen::KernelSpec> specs;
   for (const codegen::CompiledKernel &k : g.kernels.kernels)
     specs.push_back(k.spec);
   // The trainer keeps weights, moments and gradients on the device
   // throughout; what a pipeline stage receives goes at its last reader.
-  return artifact::planMemory(g.graph, specs, artifact::kDefaultBufferAlignment,
-                              [](const GraphInput &in) { return !isTransfer(in.name); });
+  artifact::Lifetimes lifetimes;
+  lifetimes.input_stays = [](const GraphInput &in) { return !isTransfer(in.name); };
+  if (leaving)
+    lifetimes.output_leaves = [leaving](const GraphOutput &out) {
+      return leaving->count(out.name) > 0;
+    };
+  return artifact::planMemory(g.graph, specs, artifact::kDefaultBufferAlignment, lifetimes);
 }
 
 } // namespace
@@ -160,16 +168,15 @@ StepPeak wholeStepPeak(const TrainingProgram &program, const artifact::MemoryPla
 // included), the stage's weights the program does not read, what it keeps
 // for other micro-batches (their stashes and received activations and
 // gradients) and, once its first backward has run, the gradients' f32 sums.
+// `sums`: per stage, the bytes of the f32 sums the device keeps.
 std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
-                                        const std::vector<artifact::MemoryPlan> &plans) {
+                                        const std::vector<artifact::MemoryPlan> &plans,
+                                        const std::vector<int64_t> &sums) {
   const int P = program.parallel.pp;
-  std::vector<int64_t> weights(P, 0), sums(P, 0);
   std::vector<std::map<std::string, int64_t>> weight_bytes(P);
   for (const std::vector<Parameter> *table : {&program.params, &program.frozen})
     for (const Parameter &p : *table)
       weight_bytes[p.stage][p.name] = bytesOf(p.type);
-  for (const Parameter &p : program.params)
-    sums[p.stage] = saturatingAdd(sums[p.stage], saturatingMul(4, numElements(p.type.shape)));
   std::map<std::string, int64_t> transfer_bytes;
   for (const StageTransfer &t : program.transfers) {
     const Graph &g = program.stages[t.from.stage].program(t.from.forward).graph;
@@ -224,9 +231,6 @@ std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
 
 DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
   const int P = program.parallel.pp;
-  std::vector<artifact::MemoryPlan> plans;
-  for (const CompiledGraph *g : program.stepPrograms())
-    plans.push_back(planOf(*g));
   // What each bucket's update adds to the inputs it reads, which the
   // device holds throughout.
   std::vector<int64_t> bucket_extra;
@@ -236,21 +240,43 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
       inputs = saturatingAdd(inputs, bytesOf(g.graph.type(in.value)));
     bucket_extra.push_back(std::max<int64_t>(0, planOf(g).peak_bytes - inputs));
   }
-  std::vector<StepPeak> step_peaks;
-  if (program.stages.empty()) {
-    // With micro-batches, each parameter's f32 gradient sum stays on the
-    // device while the next micro-batch runs.
-    int64_t accumulated = 0;
-    if (program.parallel.grad_accum > 1)
-      for (const Parameter &p : program.params)
-        accumulated = saturatingAdd(accumulated, saturatingMul(4, numElements(p.type.shape)));
-    step_peaks.push_back(wholeStepPeak(program, plans.front(), accumulated));
-  } else {
-    step_peaks = pipelineStepPeaks(program, plans);
-  }
+  // Per replica and stage, the f32 gradient sums a device keeps: every
+  // parameter's, or with ZeRO-2 (the gradients leave as they are made)
+  // those it owns.
+  const bool leave = program.parallel.gradientsLeaveWhenMade();
+  auto sumsOf = [&](int r) {
+    std::vector<int64_t> sums(P, 0);
+    for (const Parameter &p : program.params)
+      if (!leave || p.owner == -1 || p.owner == r)
+        sums[p.stage] = saturatingAdd(sums[p.stage], saturatingMul(4, numElements(p.type.shape)));
+    return sums;
+  };
+  const std::set<std::string> gradients(program.signature.gradient.begin(),
+                                        program.signature.gradient.end());
+  std::vector<artifact::MemoryPlan> plans;
+  for (const CompiledGraph *g : program.stepPrograms())
+    plans.push_back(planOf(*g, leave ? &gradients : nullptr));
+  // The step's side for replica r; the whole step's busiest moment is the
+  // same for every replica (micro-batches add their sums beside it).
+  std::vector<StepPeak> whole;
+  if (program.stages.empty())
+    whole.push_back(wholeStepPeak(program, plans.front(), 0));
+  auto stepPeaksOf = [&](int r) {
+    const std::vector<int64_t> sums = sumsOf(r);
+    if (!program.stages.empty())
+      return pipelineStepPeaks(program, plans, sums);
+    std::vector<StepPeak> peaks = whole;
+    // With micro-batches, the f32 sums stay while the next micro-batch runs.
+    peaks[0].accumulated = peaks[0].breakdown.accumulated_gradients =
+        program.parallel.grad_accum > 1 ? sums[0] : 0;
+    return peaks;
+  };
 
   DeviceMemoryEstimate best;
-  for (int r = 0; r < program.parallel.dp; ++r)
+  std::vector<StepPeak> step_peaks;
+  for (int r = 0; r < program.parallel.dp; ++r) {
+    if (r == 0 || leave) // replicas differ only in the sums they own
+      step_peaks = stepPeaksOf(r);
     for (int s = 0; s < P; ++s) {
       DeviceMemoryEstimate e;
       e.rank = (r * P + s) * program.parallel.tp; // the stage's first device
@@ -308,6 +334,7 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
           best.largest.emplace_back(buffers[i].value, buffers[i].bytes);
       }
     }
+  }
   return best;
 }
 

@@ -57,6 +57,37 @@ TEST(ArtifactMemoryPlan, AChainReusesTwoBuffers) {
   EXPECT_EQ(plan.buffers.back().last, 10); // a graph output lives to the end
 }
 
+// The trainer's lifetimes: a weight it keeps stays to the end; an output
+// that leaves as it is made (a ZeRO-2 gradient) lives to its last reader.
+TEST(ArtifactMemoryPlan, KeptInputsStayAndLeavingOutputsGo) {
+  Graph g("grads");
+  const TensorType t{DType::F32, {16}}; // 64 bytes
+  ValueId w = g.addInput("w", t, InputRole::Parameter);
+  ValueId d = g.node(g.addNode("Neg", "grad_w", {w}, {t})).outputs[0];
+  ValueId e = g.node(g.addNode("Neg", "e", {w}, {t})).outputs[0];
+  ValueId f = g.node(g.addNode("Neg", "f", {e}, {t})).outputs[0];
+  g.addOutput("grad.w", d);
+  g.addOutput("f", f);
+  const std::vector<codegen::KernelSpec> kernels = codegen::partitionKernels(g);
+  auto lifetimeOf = [](const MemoryPlan &plan, const std::string &value) {
+    for (const BufferPlacement &b : plan.buffers)
+      if (b.value == value)
+        return std::make_pair(b.first, b.last);
+    return std::make_pair(-2, -2);
+  };
+  const MemoryPlan plain = planMemory(g, kernels);
+  EXPECT_EQ(lifetimeOf(plain, "w"), std::make_pair(-1, 1)); // to its last reader
+  EXPECT_EQ(lifetimeOf(plain, "grad_w"), std::make_pair(0, 3));
+  Lifetimes trainer;
+  trainer.input_stays = [](const GraphInput &in) { return in.role == InputRole::Parameter; };
+  trainer.output_leaves = [](const GraphOutput &out) { return out.name == "grad.w"; };
+  const MemoryPlan planned = planMemory(g, kernels, kDefaultBufferAlignment, trainer);
+  EXPECT_EQ(lifetimeOf(planned, "w"), std::make_pair(-1, 3));
+  EXPECT_EQ(lifetimeOf(planned, "grad_w"), std::make_pair(0, 0)); // nothing reads it after
+  EXPECT_EQ(lifetimeOf(planned, "f"), std::make_pair(2, 3));
+  EXPECT_TRUE(verifyMemoryPlan(planned));
+}
+
 TEST(ArtifactMemoryPlan, InputsAndOutputsStayLive) {
   // y = n1(n0(x)) and z = n0's result is also an output: it must not be reused.
   Graph g("two_outputs");

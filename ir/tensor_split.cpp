@@ -99,4 +99,34 @@ Tensor joinShards(const std::vector<Tensor> &shards, const TensorSplit &split) {
   return full;
 }
 
+int64_t flatSliceElements(int64_t elements, int ranks) { return (elements + ranks - 1) / ranks; }
+
+Tensor takeFlatSlice(const Tensor &whole, int rank, int ranks) {
+  const int64_t k = flatSliceElements(whole.numElements(), ranks);
+  const size_t size = dtypeSize(whole.dtype());
+  Tensor slice(TensorType{whole.dtype(), {k}}); // zeros
+  const int64_t begin = std::min(whole.numElements(), rank * k);
+  const int64_t end = std::min(whole.numElements(), begin + k);
+  if (end > begin)
+    std::memcpy(slice.data(), static_cast<const uint8_t *>(whole.data()) + begin * size,
+                static_cast<size_t>(end - begin) * size);
+  return slice;
+}
+
+Tensor joinFlatSlices(const std::vector<Tensor> &slices, const TensorType &type) {
+  Tensor whole(type);
+  const int64_t n = whole.numElements();
+  const size_t size = dtypeSize(type.dtype);
+  int64_t at = 0;
+  for (const Tensor &slice : slices) {
+    const int64_t take = std::min(slice.numElements(), n - at);
+    if (take <= 0)
+      break;
+    std::memcpy(static_cast<uint8_t *>(whole.data()) + at * size, slice.data(),
+                static_cast<size_t>(take) * size);
+    at += take;
+  }
+  return whole;
+}
+
 } // namespace kiln

@@ -39,4 +39,11 @@ Tensor takeShard(const Tensor &full, const TensorSplit &split, int rank, int ran
 // rank order (the first piece when replicated).
 Tensor joinShards(const std::vector<Tensor> &shards, const TensorSplit &split);
 
+// ZeRO-3's flat equal slices: each of `ranks` holds ceil(n / ranks) of a
+// tensor's n elements in row-major order, the last slice padded with zeros.
+int64_t flatSliceElements(int64_t elements, int ranks);
+Tensor takeFlatSlice(const Tensor &whole, int rank, int ranks);
+// The inverse: the tensor of `type` from every rank's slice, in rank order.
+Tensor joinFlatSlices(const std::vector<Tensor> &slices, const TensorType &type);
+
 } // namespace kiln

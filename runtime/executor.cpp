@@ -200,7 +200,8 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
 // A collective kernel across the group: TensorParallelCopy hands every rank
 // its own input; TensorParallelReduce adds the ranks' inputs in rank order in
 // f32 and rounds the sum once, as the job's kernels round; TensorParallelMax
-// takes their max (exact).
+// takes their max (exact); DataParallelGather gives each rank the weight its
+// replicas' slices make (ExecutorOptions::gather_weight).
 Expected<uint32_t> Executor::runCollective(size_t index,
                                            std::vector<std::vector<Tensor> *> &group) {
   const Node &node = graph_.node(kernels_.kernels[index].spec.members.front());
@@ -208,6 +209,20 @@ Expected<uint32_t> Executor::runCollective(size_t index,
   if (node.op == "TensorParallelCopy") {
     for (std::vector<Tensor> *values : group)
       (*values)[out] = (*values)[in];
+    return 0u;
+  }
+  if (node.op == "DataParallelGather") {
+    if (!options_.gather_weight)
+      return Error("node '" + node.name + "': a ZeRO-3 gather runs only in kiln train --zero 3");
+    for (size_t r = 0; r < group.size(); ++r) {
+      KILN_ASSIGN_OR_RETURN(Tensor whole,
+                            options_.gather_weight(graph_.valueName(in), static_cast<int>(r)));
+      if (!(whole.type() == graph_.type(out)))
+        return Error("node '" + node.name + "': the gathered weight is " +
+                     typeToString(whole.type()) + ", the graph needs " +
+                     typeToString(graph_.type(out)));
+      (*group[r])[out] = std::move(whole);
+    }
     return 0u;
   }
   const bool max = node.op == "TensorParallelMax";

@@ -35,6 +35,9 @@ struct ExecutorOptions {
   // reduce-scattered during the backward): counted on the device until
   // their last reader in the graph, still returned with the others.
   std::function<bool(const GraphOutput &)> output_leaves;
+  // ZeRO-3: the whole of weight `name` on tensor-parallel rank `rank` (its
+  // piece), which a DataParallelGather assembles from every replica's slice.
+  std::function<Expected<Tensor>(const std::string &name, int rank)> gather_weight;
 };
 
 class Executor {

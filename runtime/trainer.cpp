@@ -96,6 +96,13 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
 
   const int devices = comm_->localSize() * local_stages_ * tp();
   ExecutorOptions step_options;
+  if (zero3())
+    step_options.gather_weight = [this](const std::string &name, int rank) -> Expected<Tensor> {
+      auto it = whole_[rank].find(name);
+      if (it == whole_[rank].end())
+        return Error("ZeRO-3: no weight '" + name + "' to gather");
+      return it->second;
+    };
   if (program_.parallel.gradientsLeaveWhenMade())
     step_options.output_leaves = [this](const GraphOutput &out) {
       return gradient_of_.count(out.name) > 0;
@@ -126,6 +133,7 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
     memory_.emplace_back(deviceName(d), capacity);
   float_status_.resize(devices);
   weights_.resize(devices);
+  whole_.resize(tp());
   moments_.resize(devices);
   grads_.assign(devices, std::vector<Tensor>(program_.params.size()));
   if (!options_.trace_path.empty())
@@ -159,9 +167,10 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
                    "--resume-if-exists");
   }
   // Every device's piece of weight `name` from `weights`, in its dtype, on
-  // the devices of pipeline stage `stage`.
+  // the devices of pipeline stage `stage`; with ZeRO-3 (`sliced`) its
+  // replica's slice of the piece, the whole piece on the host.
   auto place = [&](const std::string &name, const TensorType &type, const TensorSplit &split,
-                   int stage) -> Status {
+                   int stage, bool sliced) -> Status {
     auto it = weights.find(name);
     if (it == weights.end())
       return Error("no initial value for parameter '" + name + "'");
@@ -174,13 +183,19 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
       if (stageOf(d) != stage)
         continue;
       Tensor mine = takeShard(it->second, split, tpRankOf(d), tp());
-      weights_[d][name] = mine.dtype() == type.dtype ? mine : mine.castTo(type.dtype);
+      if (mine.dtype() != type.dtype)
+        mine = mine.castTo(type.dtype);
+      if (sliced) {
+        whole_[tpRankOf(d)][name] = mine;
+        mine = takeFlatSlice(mine, replicaOf(d), program_.parallel.dp);
+      }
+      weights_[d][name] = std::move(mine);
     }
     return Status::ok();
   };
   // Checkpoints hold what is trained; the frozen base always comes from `weights`.
   for (const parallel::Parameter &p : program_.frozen) {
-    KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split, p.stage));
+    KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split, p.stage, false));
     for (int d = 0; d < devices; ++d)
       if (stageOf(d) == p.stage)
         KILN_RETURN_IF_ERROR(memory_[d].allocate(p.name, bytesOf(p.type)));
@@ -190,12 +205,12 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
     const std::string &m = program_.signature.moment[i], &v = program_.signature.velocity[i];
     param_of_[p.name] = param_of_[m] = param_of_[v] = i;
     if (resume_path.empty())
-      KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split, p.stage));
-    const TensorType moment{DType::F32, p.type.shape};
+      KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split, p.stage, p.slice > 0));
+    const TensorType moment{DType::F32, p.heldType().shape};
     for (int d = 0; d < devices; ++d) {
       if (stageOf(d) != p.stage)
         continue;
-      KILN_RETURN_IF_ERROR(memory_[d].allocate(p.name, bytesOf(p.type)));
+      KILN_RETURN_IF_ERROR(memory_[d].allocate(p.name, bytesOf(p.heldType())));
       if (p.owner == -1 || p.owner == replicaOf(d)) {
         moments_[d][m] = Tensor(moment);
         moments_[d][v] = Tensor(moment);
@@ -258,11 +273,13 @@ Status Trainer::accumulateGradient(int d, size_t i, Tensor g, int k, bool keep_d
   Tensor &sum = grads_[d][i];
   if (k == 0) {
     sum = std::move(f32);
-    // A gradient that left the device as it was made lands on its owner only.
-    const int owner = program_.params[i].owner;
-    if (program_.parallel.gradientsLeaveWhenMade() && owner != -1 && owner != replicaOf(d))
+    // A gradient that left the device as it was made lands on its owner
+    // only, or (ZeRO-3) as the device's slice of it.
+    const parallel::Parameter &p = program_.params[i];
+    if (program_.parallel.gradientsLeaveWhenMade() && p.owner != -1 && p.owner != replicaOf(d))
       return Status::ok();
-    return memory_[d].allocate(program_.signature.gradient[i], sum.byteSize());
+    return memory_[d].allocate(program_.signature.gradient[i],
+                               p.slice > 0 ? p.slice * int64_t{4} : sum.byteSize());
   }
   float *to = sum.dataAs<float>();
   const float *from = std::as_const(f32).dataAs<float>();
@@ -390,7 +407,7 @@ Expected<StepRecord> Trainer::step() {
                             : 1.0;
     for (int d = 0; d < devices; ++d)
       KILN_RETURN_IF_ERROR(update(d, clip / (scale * means), lr));
-    KILN_RETURN_IF_ERROR(broadcastOwnedWeights());
+    KILN_RETURN_IF_ERROR(zero3() ? gatherWholeWeights() : broadcastOwnedWeights());
     ++updates_;
   }
   for (int d = 0; d < devices; ++d)
@@ -424,7 +441,11 @@ Status Trainer::update(int device, double grad_scale, double lr) {
     for (size_t i : program_.bucket_params[b]) {
       const std::string &name = program_.params[i].name;
       inputs[name] = weights_[device][name];
-      inputs[sig.gradient[i]] = grads_[device][i];
+      // ZeRO-3: the device's slice of the summed gradient.
+      inputs[sig.gradient[i]] =
+          program_.params[i].slice > 0
+              ? takeFlatSlice(grads_[device][i], replicaOf(device), program_.parallel.dp)
+              : grads_[device][i];
       inputs[sig.moment[i]] = moments_[device][sig.moment[i]];
       inputs[sig.velocity[i]] = moments_[device][sig.velocity[i]];
     }

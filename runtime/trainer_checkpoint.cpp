@@ -28,14 +28,24 @@ Status Trainer::resume(const std::string &path) {
     return Error(path + ": no " + typeToString(whole) + " tensor '" + name + "'" +
                  (it == tensors.end() ? "" : "; it holds " + typeToString(it->second.type())));
   };
+  // ZeRO-3: the device's slice of its piece; the piece whole on the host.
+  auto held = [&](const parallel::Parameter &p, Tensor piece, int device) {
+    return p.slice > 0 ? takeFlatSlice(piece, replicaOf(device), program_.parallel.dp) : piece;
+  };
   for (int d = 0; d < static_cast<int>(weights_.size()); ++d) {
     for (const parallel::Parameter &p : program_.params) {
       if (p.stage != stageOf(d))
         continue;
-      KILN_ASSIGN_OR_RETURN(weights_[d][p.name], restore(state.weights, p.name, d, p.type));
+      KILN_ASSIGN_OR_RETURN(Tensor piece, restore(state.weights, p.name, d, p.type));
+      if (p.slice > 0)
+        whole_[tpRankOf(d)][p.name] = piece;
+      weights_[d][p.name] = held(p, std::move(piece), d);
     }
     for (auto &[name, t] : moments_[d]) {
-      KILN_ASSIGN_OR_RETURN(t, restore(state.moments, name, d, t.type()));
+      const parallel::Parameter &p = program_.params[param_of_.at(name)];
+      KILN_ASSIGN_OR_RETURN(Tensor piece,
+                            restore(state.moments, name, d, TensorType{DType::F32, p.type.shape}));
+      t = held(p, std::move(piece), d);
     }
   }
   step_ = state.step;
@@ -59,6 +69,14 @@ Tensor Trainer::gather(const std::vector<ops::TensorMap> &per_device, int replic
 // scratch buffer on every replica that does not own it.
 Expected<Tensor> Trainer::ownersMoment(size_t i, const std::string &name, int replicas) {
   const parallel::Parameter &p = program_.params[i];
+  if (p.slice > 0) { // ZeRO-3: every replica's slice
+    std::vector<Tensor> pieces;
+    for (int t = 0; t < tp(); ++t) {
+      KILN_ASSIGN_OR_RETURN(Tensor piece, joinReplicaSlices(moments_, i, t, name, DType::F32));
+      pieces.push_back(std::move(piece));
+    }
+    return joinShards(pieces, p.split);
+  }
   if (p.owner == -1)
     return gather(moments_, 0, name);
   std::vector<Tensor> scratch(replicas * local_stages_ * tp());
@@ -106,9 +124,16 @@ Status Trainer::checkpoint() {
   };
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const parallel::Parameter &p = program_.params[i];
-    KILN_ASSIGN_OR_RETURN(
-        Tensor whole,
-        share(i, holdsParam(i) ? gather(weights_, 0, p.name) : Tensor(), p.type.dtype));
+    Tensor mine;
+    if (holdsParam(i) && p.slice > 0) { // ZeRO-3: the host's whole pieces
+      std::vector<Tensor> pieces;
+      for (int t = 0; t < tp(); ++t)
+        pieces.push_back(whole_[t].at(p.name));
+      mine = joinShards(pieces, p.split);
+    } else if (holdsParam(i)) {
+      mine = gather(weights_, 0, p.name);
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor whole, share(i, std::move(mine), p.type.dtype));
     state.weights.emplace(p.name, std::move(whole));
   }
   const int replicas = comm_->localSize();

@@ -12,7 +12,7 @@ namespace kiln::runtime {
 // drop theirs, as a reduce-scatter leaves them).
 Status Trainer::reduceGradient(int t, size_t i) {
   const int replicas = comm_->localSize();
-  const bool to_owner = program_.parallel.zero >= 2;
+  const bool to_owner = program_.parallel.zero == 2;
   std::vector<float *> buffers;
   for (int r = 0; r < replicas; ++r) {
     Tensor &g = grads_[deviceOfParam(r, i, t)][i];
@@ -50,7 +50,7 @@ Expected<double> Trainer::gradientSumOfSquares() {
       if (t == 0 || !program_.params[i].split.replicated())
         counted.emplace_back(t, i);
   std::vector<double> squares(counted.size(), 0.0);
-  if (program_.parallel.zero < 2) {
+  if (program_.parallel.zero != 2) { // the sums on every replica (ZeRO-3: whole, on the host)
     std::vector<const Tensor *> tensors;
     std::vector<size_t> at;
     for (size_t k = 0; k < counted.size(); ++k)

@@ -4,6 +4,8 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/frontend/model_loader.h"
+#include "compiler/parallel/zero_shard.h"
+#include "ir/tensor_split.h"
 #include "passes/memory/recompute_pass.h"
 #include "passes/precision/setting_matches.h"
 
@@ -34,18 +36,25 @@ autodiff::TrainingStepOptions stepOptions() {
   return options;
 }
 
+// Recomputation applied to the whole step before it is restructured
+// (cut into pipeline stages, ZeRO-3's gathers placed): its copies are
+// backward nodes that read each layer's input, so that input is all the
+// forward keeps for the backward. RecomputePass finds nothing more to do
+// when the job's passes run it again.
+Status recomputeFirst(Graph &step, const ResolvedJob &job) {
+  const passes::RecomputePass recompute;
+  if (!job.context->isEnabled(recompute.info().name, recompute.info().default_on) ||
+      !recompute.appliesTo(*job.context))
+    return Status::ok();
+  passes::recomputeActivations(step, job.context->recompute());
+  return step.compact();
+}
+
 // The step cut into `program.parallel.pp` stages, each program compiled.
-// Recomputation is applied to the whole step first: its copies read each
-// layer's input, so that input is all a stage keeps for its backward.
 Status compilePipelineStages(parallel::TrainingProgram &program, Graph step, const ResolvedJob &job,
                              const KernelSettings &settings, cache::KernelCache *cache) {
   KILN_RETURN_IF_ERROR(passes::matchPrecisionSettings(step, job.context->precision()).status());
-  const passes::RecomputePass recompute;
-  if (job.context->isEnabled(recompute.info().name, recompute.info().default_on) &&
-      recompute.appliesTo(*job.context)) {
-    passes::recomputeActivations(step, job.context->recompute());
-    KILN_RETURN_IF_ERROR(step.compact());
-  }
+  KILN_RETURN_IF_ERROR(recomputeFirst(step, job));
   KILN_ASSIGN_OR_RETURN(parallel::PipelinePartition cut,
                         parallel::partitionPipeline(step, program.parallel.pp));
   for (int s = 0; s < cut.stages; ++s) {
@@ -99,6 +108,16 @@ Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &mode
     sig.dropout_seed = frontend::kLoraDropoutSeedName;
   if (step.findInput(frontend::kTensorParallelRankName))
     sig.tensor_parallel_rank = frontend::kTensorParallelRankName;
+  if (config.zero == 3) {
+    // ZeRO-3: each trained weight a flat slice per replica, gathered before use.
+    KILN_RETURN_IF_ERROR(recomputeFirst(step, job));
+    std::set<std::string> trained;
+    for (parallel::Parameter &p : program.params) {
+      trained.insert(p.name);
+      p.slice = flatSliceElements(numElements(p.type.shape), config.dp);
+    }
+    KILN_ASSIGN_OR_RETURN(step, parallel::shardWeights(step, trained, config.dp));
+  }
   if (config.pp > 1) {
     KILN_RETURN_IF_ERROR(compilePipelineStages(program, std::move(step), job, settings, cache));
   } else {
@@ -124,10 +143,13 @@ Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob 
   program.replica_updates.clear();
   std::vector<int64_t> sizes;
   for (const parallel::Parameter &p : program.params)
-    sizes.push_back(numElements(p.type.shape) * static_cast<int64_t>(dtypeSize(p.type.dtype)));
-  // ZeRO shares out each stage's parameters over that stage's replicas.
+    sizes.push_back(numElements(p.heldType().shape) *
+                    static_cast<int64_t>(dtypeSize(p.type.dtype)));
+  // ZeRO-1 and -2 share out each stage's parameters (whole) over that
+  // stage's replicas; ZeRO-3 gives every replica a slice of each.
+  const bool owned = config.zero == 1 || config.zero == 2;
   std::vector<int> owners(sizes.size(), -1);
-  for (int s = 0; s < config.pp && config.zero >= 1; ++s) {
+  for (int s = 0; s < config.pp && owned; ++s) {
     std::vector<size_t> staged;
     std::vector<int64_t> staged_sizes;
     for (size_t i = 0; i < program.params.size(); ++i)
@@ -143,7 +165,7 @@ Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob 
     program.params[i].owner = owners[i];
   // Replica r's buckets, stage by stage: each bucket's parameters live on
   // one stage's devices.
-  const int updates = config.zero >= 1 ? config.dp : 1;
+  const int updates = owned ? config.dp : 1;
   program.replica_updates.resize(updates);
   for (int r = 0; r < updates; ++r)
     for (int s = 0; s < config.pp; ++s) {
@@ -154,7 +176,7 @@ Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob 
       for (std::vector<size_t> &bucket : parallel::updateBuckets(sizes, mine)) {
         std::vector<std::pair<std::string, TensorType>> params;
         for (size_t i : bucket)
-          params.emplace_back(program.params[i].name, program.params[i].type);
+          params.emplace_back(program.params[i].name, program.params[i].heldType());
         KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(params, stepOptions()));
         KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c,
                               compiled(std::move(update), job, settings, cache));

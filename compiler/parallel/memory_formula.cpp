@@ -38,8 +38,10 @@ MemoryFormula memoryFormula(const frontend::QwenConfig &config, const frontend::
   // ZeRO-2 shards the gradient (the half of `replicated` that is not the weight) too.
   const double optimizer = layout.zero >= 1 ? trained.sharded / n : trained.sharded;
   const double gradient = trained.replicated / 2;
-  if (layout.zero >= 2)
+  if (layout.zero == 2)
     trained.replicated = gradient + gradient / n; // ZeRO-2: 2Ψ + 14Ψ/N at 16 bits
+  if (layout.zero == 3)
+    trained.replicated /= n; // ZeRO-3: 16Ψ/N
   const double base = static_cast<double>(parameters(frontend::qwenParameters(config)));
   double states = 0;
   if (lora.enabled()) {

@@ -27,7 +27,7 @@ struct MemoryFormula {
 // replicas: with 16-bit weights 2 bytes of weight, 2 of gradient and 12 of
 // f32 master weight, m and v per parameter (16Ψ/t; ZeRO-1: 4Ψ/t + 12Ψ/(tN));
 // with f32 weights 4 + 4 + 8 (no master); ZeRO-2 also shards the gradient
-// (2 + 14/N). With LoRA the base is 2 (or 4)
+// (2 + 14/N), ZeRO-3 the weight too (16/N). With LoRA the base is 2 (or 4)
 // bytes per parameter and only the adapters count the rest. Activations per
 // layer: sbh(34 + 5as/h) bytes at 16 bits, sbh(10 + 24/t + 5as/(ht)) with
 // tensor parallelism (sequence s, micro-batch b, hidden h, heads a);

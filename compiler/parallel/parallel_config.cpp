@@ -41,11 +41,12 @@ Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int 
                  (pp > 1 ? " x --pp " + std::to_string(pp) : "") + " is " +
                  std::to_string(product) + " devices, --devices says " + std::to_string(devices) +
                  ": they must agree");
-  if (zero == 3)
-    return Error("--zero 3: ZeRO-3 (each weight sharded and gathered before its use) is not "
-                 "built yet; --zero 2 shards the optimizer state and the gradients");
-  if (zero < 0 || zero > 2)
-    return Error("--zero " + std::to_string(zero) + ": expected 0, 1 or 2");
+  if (zero < 0 || zero > 3)
+    return Error("--zero " + std::to_string(zero) + ": expected 0, 1, 2 or 3");
+  if (zero == 3 && pp > 1)
+    return Error("--zero 3 with --pp " + std::to_string(pp) +
+                 ": ZeRO-3 inside pipeline stages is not built; use --zero 2 with --pp, or "
+                 "--zero 3 without it");
   c.zero = zero;
   if (grad_accum < 1 || grad_accum > kMaxGradAccum)
     return Error("--grad-accum " + std::to_string(grad_accum) + ": expected 1 to " +

@@ -26,7 +26,8 @@ struct ParallelConfig {
   int pp = 1; // pipeline stages (pipeline_partition.h), run in a 1F1B schedule
   // 0: every replica holds the whole optimizer state; 1: each holds its
   // share (ZeRO-1); 2: and of the gradients, which are reduced to their
-  // owners only (ZeRO-2).
+  // owners only (ZeRO-2); 3: and each weight is kept as a flat equal slice
+  // per replica, gathered whole just before its use (ZeRO-3, zero_shard.h).
   int zero = 0;
   // Micro-batches per step: each replica's share of the batch runs in this
   // many pieces whose gradients are summed before the update (with
@@ -45,7 +46,7 @@ inline constexpr int kMaxGradAccum = 65536;
 
 // Fills what was left out (dp = devices / (tp x pp)) and checks the rest: D x P x T = N,
 // a global batch that splits evenly over the replicas and their
-// `grad_accum` micro-batches, ZeRO 0, 1 or 2 (whether the model splits T ways
+// `grad_accum` micro-batches, ZeRO 0 to 3 (3 without pipeline stages; whether the model splits T ways
 // is the model's to say), at most kMaxDevices devices. `dp` and `tp` of 0
 // mean "not given"; a global batch of 0 is not checked (one per micro-batch).
 Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,

@@ -117,9 +117,10 @@ Expected<GraphTime> graphTime(const CompiledGraph &compiled, const Roofline &roo
   GraphTime t;
   for (const codegen::CompiledKernel &k : compiled.kernels.kernels) {
     if (k.collective) {
-      // TensorParallelCopy hands every rank the value it already has.
+      // TensorParallelCopy hands every rank the value it already has;
+      // ZeRO-3's gathers are the data-parallel term's (predictStepTime).
       const Node &node = compiled.graph.node(k.spec.members[0]);
-      if (node.op != "TensorParallelCopy")
+      if (node.op != "TensorParallelCopy" && node.op != "DataParallelGather")
         for (ValueId v : node.outputs)
           t.collectives += ringAllReduceSeconds(tensorBytes(compiled.graph.type(v)), tp, tp_link);
       continue;
@@ -243,7 +244,13 @@ Expected<StepTime> predictStepTime(const TrainingProgram &program, const target:
   const Link dp_link = linkOf(layout.dp, layout.tp);
   time.data_parallel = layout.zero >= 2 ? ringReduceScatterSeconds(param_bytes, layout.dp, dp_link)
                                         : ringAllReduceSeconds(param_bytes, layout.dp, dp_link);
-  if (layout.zero >= 1)
+  // ZeRO-1 and -2: the owners' new weights to every replica; ZeRO-3: each
+  // weight gathered for the forward and again for the backward of every
+  // micro-batch.
+  if (layout.zero == 3)
+    time.data_parallel +=
+        2.0 * layout.grad_accum * ringAllGatherSeconds(param_bytes, layout.dp, dp_link);
+  else if (layout.zero >= 1)
     time.data_parallel += ringAllGatherSeconds(param_bytes, layout.dp, dp_link);
   // The float status and the gradient norm: two scalars over every device.
   time.data_parallel += 2 * ringAllReduceSeconds(8, layout.devices, linkOf(layout.devices, 1));

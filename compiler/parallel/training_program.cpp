@@ -248,7 +248,8 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
     std::vector<int64_t> sums(P, 0);
     for (const Parameter &p : program.params)
       if (!leave || p.owner == -1 || p.owner == r)
-        sums[p.stage] = saturatingAdd(sums[p.stage], saturatingMul(4, numElements(p.type.shape)));
+        sums[p.stage] =
+            saturatingAdd(sums[p.stage], saturatingMul(4, numElements(p.heldType().shape)));
     return sums;
   };
   const std::set<std::string> gradients(program.signature.gradient.begin(),
@@ -288,7 +289,7 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
           e.frozen_weights = saturatingAdd(e.frozen_weights, bytesOf(p.type));
       for (const Parameter &p : program.params)
         if (p.stage == s)
-          e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(p.type));
+          e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(p.heldType()));
       // During the update the device holds every weight (frozen ones too),
       // every f32 gradient (with ZeRO-2 those it owns) and the moments it
       // owns; one bucket at a time adds its new weights and moments.
@@ -298,11 +299,11 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
       for (const Parameter &p : program.params) {
         if (p.stage != s)
           continue;
-        const int64_t f32_bytes = saturatingMul(4, numElements(p.type.shape));
+        const int64_t f32_bytes = saturatingMul(4, numElements(p.heldType().shape));
         const bool owns = p.owner == -1 || p.owner == r;
         if (owns)
           e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, f32_bytes));
-        in_update.weights = saturatingAdd(in_update.weights, bytesOf(p.type));
+        in_update.weights = saturatingAdd(in_update.weights, bytesOf(p.heldType()));
         if (owns || program.parallel.zero < 2)
           in_update.gradients = saturatingAdd(in_update.gradients, f32_bytes);
       }

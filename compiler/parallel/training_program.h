@@ -87,6 +87,11 @@ struct Parameter {
   // -1: every rank (no ZeRO, and frozen weights).
   int owner = -1;
   int stage = 0; // the pipeline stage whose devices hold it
+  // ZeRO-3: the elements of the flat slice each replica holds of `type`
+  // (zero_shard.h); 0: the whole piece.
+  int64_t slice = 0;
+  // What a device keeps between steps: its slice, or the whole piece.
+  TensorType heldType() const { return slice > 0 ? TensorType{type.dtype, {slice}} : type; }
 };
 
 // One pipeline stage of the step (pipeline_partition.h): its forward and

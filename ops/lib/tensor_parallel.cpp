@@ -1,6 +1,9 @@
 // TensorParallelCopy and TensorParallelReduce: shape rules, Megatron's
 // gradient pairing (each is the other's backward), and the reference
-// kernels of a group of one rank; TensorParallelMax, not differentiable.
+// kernels of a group of one rank; TensorParallelMax, not differentiable;
+// ZeRO-3's DataParallelGather.
+#include <cstring>
+
 #include "ops/op_builder.h"
 #include "ops/op_registry.h"
 
@@ -48,8 +51,33 @@ KernelFn groupOfOne(const char *op) {
   };
 }
 
+Expected<std::vector<TensorType>> inferGather(const std::vector<TensorType> &in,
+                                              const AttrMap &attrs) {
+  if (in.size() != 1 || in[0].shape.size() != 1)
+    return Error("expected one flat slice as input");
+  const int64_t ranks = attrs.getInt("ranks");
+  const Shape shape(attrs.getInts("shape").begin(), attrs.getInts("shape").end());
+  if (ranks < 1 || in[0].shape[0] != (numElements(shape) + ranks - 1) / ranks)
+    return Error("a slice of " + std::to_string(in[0].shape[0]) + " elements over " +
+                 std::to_string(ranks) + " ranks is not ceil(" +
+                 std::to_string(numElements(shape)) + " / ranks)");
+  return std::vector<TensorType>{{in[0].dtype, shape}};
+}
+
+// A group of one: the slice is the whole weight and its padding.
+Status gatherKernel(const KernelContext &, const std::vector<const Tensor *> &in,
+                    std::vector<Tensor> &out, const AttrMap &attrs) {
+  if (attrs.getInt("ranks") != 1)
+    return Error("DataParallelGather over " + std::to_string(attrs.getInt("ranks")) +
+                 " ranks needs every replica's slice: it runs in kiln train --zero 3");
+  const size_t bytes = out[0].byteSize();
+  std::memcpy(out[0].data(), in[0]->data(), bytes);
+  return Status::ok();
+}
+
 } // namespace
 
+KILN_REGISTER_OP("DataParallelGather", OpImpl{inferGather, {}, gatherKernel});
 KILN_REGISTER_OP("TensorParallelCopy", OpImpl{inferCollective, gradCopy, copyKernel});
 KILN_REGISTER_OP("TensorParallelReduce",
                  OpImpl{inferCollective, gradReduce, groupOfOne("TensorParallelReduce")});

@@ -1,0 +1,70 @@
+#include "compiler/parallel/zero_shard.h"
+
+#include <map>
+
+#include "ir/tensor_split.h"
+#include "ops/op_verifier.h"
+#include "passes/memory/recompute_pass.h"
+
+namespace kiln::parallel {
+
+Expected<Graph> shardWeights(const Graph &step, const std::set<std::string> &params, int ranks) {
+  for (const std::string &name : params)
+    if (!step.findInput(name))
+      return Error("ZeRO-3: the step has no weight '" + name + "' to shard");
+  const std::vector<bool> forward = passes::forwardNodes(step);
+  Graph out(step.name());
+  std::vector<ValueId> map(step.numValues(), kNoValue);
+  std::map<ValueId, ValueId> slices; // a sharded weight -> its slice input
+  for (const GraphInput &in : step.inputs()) {
+    const TensorType &type = step.type(in.value);
+    if (!params.count(in.name)) {
+      map[in.value] = out.addInput(in.name, type, in.role);
+      continue;
+    }
+    const TensorType slice{type.dtype, {flatSliceElements(type.numElements(), ranks)}};
+    slices[in.value] = out.addInput(in.name, slice, in.role);
+  }
+  // Per sharded weight and phase (0 forward, 1 backward): its gathered value.
+  std::map<std::pair<ValueId, int>, ValueId> gathered;
+  auto whole = [&](ValueId weight, bool forward_reader) {
+    const int phase = forward_reader ? 0 : 1;
+    auto [it, fresh] = gathered.emplace(std::make_pair(weight, phase), kNoValue);
+    if (fresh) {
+      const TensorType &type = step.type(weight);
+      const std::string &name = step.valueName(weight);
+      const std::string when = forward_reader ? "forward" : "backward";
+      AttrMap attrs{{"shape", std::vector<int64_t>(type.shape.begin(), type.shape.end())},
+                    {"ranks", int64_t{ranks}},
+                    {"phase", when}};
+      const NodeId node =
+          out.addNode("DataParallelGather", "zero3.gather." + name + "." + when,
+                      {slices.at(weight)}, {type}, std::move(attrs), Provenance{"zero3", {name}});
+      it->second = out.node(node).outputs[0];
+    }
+    return it->second;
+  };
+  for (NodeId id = 0; id < static_cast<NodeId>(step.numNodes()); ++id) {
+    if (step.isErased(id))
+      continue;
+    const Node &n = step.node(id);
+    std::vector<ValueId> inputs;
+    for (ValueId in : n.inputs)
+      inputs.push_back(slices.count(in) ? whole(in, forward[id]) : map[in]);
+    std::vector<TensorType> types;
+    for (ValueId o : n.outputs)
+      types.push_back(step.type(o));
+    const NodeId copy = out.addNode(n.op, n.name, std::move(inputs), types, n.attrs, n.provenance);
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      map[n.outputs[k]] = out.node(copy).outputs[k];
+  }
+  for (const GraphOutput &o : step.outputs()) {
+    if (slices.count(o.value))
+      return Error("ZeRO-3: weight '" + o.name + "' is an output of the step");
+    out.addOutput(o.name, map[o.value]);
+  }
+  KILN_RETURN_IF_ERROR(ops::verifyGraph(out));
+  return out;
+}
+
+} // namespace kiln::parallel

@@ -1,0 +1,24 @@
+// ZeRO-3 (Rajbhandari et al. 2019; MindSpore's parallel optimizer): every
+// trained weight is kept on a device as its flat equal slice
+// (ir/tensor_split.h takeFlatSlice), and the step gathers the whole weight
+// from every replica's slice just before it is read: once for the forward
+// and once more for the backward, so that between the two, and after each,
+// no device holds it whole.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "ir/error.h"
+#include "ir/graph.h"
+
+namespace kiln::parallel {
+
+// `step` (buildTrainingStep's graph, recomputation already applied) with
+// each trained weight input of `params` replaced by its slice over `ranks`
+// replicas (same name, shape [ceil(n / ranks)]) and a DataParallelGather
+// before its first forward reader and another before its first backward
+// reader. Errors name a weight that is not an input of `step`.
+Expected<Graph> shardWeights(const Graph &step, const std::set<std::string> &params, int ranks);
+
+} // namespace kiln::parallel

@@ -126,8 +126,8 @@ private:
   // ZeRO-3 (trainer_zero3.cpp): the whole of tensor-parallel rank t's piece
   // of parameter i's tensor `name` (a weight or a moment) from every
   // replica's slice of it in `per_device`.
-  Expected<Tensor> joinReplicaSlices(const std::vector<ops::TensorMap> &per_device, size_t i,
-                                     int t, const std::string &name, DType dtype);
+  Expected<Tensor> joinReplicaSlices(const std::vector<ops::TensorMap> &per_device, size_t i, int t,
+                                     const std::string &name, DType dtype);
   // After an update, each weight whole again on the host (whole_) for the
   // next step's gathers.
   Status gatherWholeWeights();
@@ -191,8 +191,8 @@ private:
   // Per local device: replica r's tensor-parallel rank t is device r*T + t.
   std::vector<DeviceMemory> memory_;
   std::vector<FloatStatus> float_status_; // cleared before each step
-  std::vector<ops::TensorMap> weights_;    // per device: its pieces (ZeRO-3: their slices)
-  std::vector<ops::TensorMap> moments_;    // what it owns
+  std::vector<ops::TensorMap> weights_;   // per device: its pieces (ZeRO-3: their slices)
+  std::vector<ops::TensorMap> moments_;   // what it owns
   // ZeRO-3: per tensor-parallel rank, each weight's piece whole, as every
   // replica's slices make it: what a gather delivers (on the host, as the
   // interconnect would).

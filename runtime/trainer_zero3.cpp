@@ -7,9 +7,8 @@
 
 namespace kiln::runtime {
 
-Expected<Tensor> Trainer::joinReplicaSlices(const std::vector<ops::TensorMap> &per_device,
-                                            size_t i, int t, const std::string &name,
-                                            DType dtype) {
+Expected<Tensor> Trainer::joinReplicaSlices(const std::vector<ops::TensorMap> &per_device, size_t i,
+                                            int t, const std::string &name, DType dtype) {
   const parallel::Parameter &p = program_.params[i];
   const int replicas = comm_->localSize();
   const TensorType slice{dtype, {p.slice}};

@@ -36,11 +36,11 @@ autodiff::TrainingStepOptions stepOptions() {
   return options;
 }
 
-// Recomputation applied to the whole step before it is restructured
-// (cut into pipeline stages, ZeRO-3's gathers placed): its copies are
-// backward nodes that read each layer's input, so that input is all the
-// forward keeps for the backward. RecomputePass finds nothing more to do
-// when the job's passes run it again.
+// Recomputation applied to the whole step before it is cut into pipeline
+// stages: its copies are backward nodes that read each layer's input, so
+// that input is all a stage keeps for its backward. Each stage's programs
+// hold either the originals or the copies, so no cleanup pass can merge
+// them back; RecomputePass finds nothing more to do in them.
 Status recomputeFirst(Graph &step, const ResolvedJob &job) {
   const passes::RecomputePass recompute;
   if (!job.context->isEnabled(recompute.info().name, recompute.info().default_on) ||
@@ -109,8 +109,9 @@ Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &mode
   if (step.findInput(frontend::kTensorParallelRankName))
     sig.tensor_parallel_rank = frontend::kTensorParallelRankName;
   if (config.zero == 3) {
-    // ZeRO-3: each trained weight a flat slice per replica, gathered before use.
-    KILN_RETURN_IF_ERROR(recomputeFirst(step, job));
+    // ZeRO-3: each trained weight a flat slice per replica, gathered before
+    // use. Recomputation stays in the pipeline (after the cleanup passes,
+    // which would merge its copies back into the forward).
     std::set<std::string> trained;
     for (parallel::Parameter &p : program.params) {
       trained.insert(p.name);

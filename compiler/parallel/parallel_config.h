@@ -46,9 +46,9 @@ inline constexpr int kMaxGradAccum = 65536;
 
 // Fills what was left out (dp = devices / (tp x pp)) and checks the rest: D x P x T = N,
 // a global batch that splits evenly over the replicas and their
-// `grad_accum` micro-batches, ZeRO 0 to 3 (3 without pipeline stages; whether the model splits T ways
-// is the model's to say), at most kMaxDevices devices. `dp` and `tp` of 0
-// mean "not given"; a global batch of 0 is not checked (one per micro-batch).
+// `grad_accum` micro-batches, ZeRO 0 to 3 (3 without pipeline stages; whether the model splits T
+// ways is the model's to say), at most kMaxDevices devices. `dp` and `tp` of 0 mean "not given"; a
+// global batch of 0 is not checked (one per micro-batch).
 Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,
                                                int64_t global_batch, int grad_accum = 1,
                                                int pp = 1);

@@ -25,9 +25,11 @@ Expected<Graph> shardWeights(const Graph &step, const std::set<std::string> &par
     const TensorType slice{type.dtype, {flatSliceElements(type.numElements(), ranks)}};
     slices[in.value] = out.addInput(in.name, slice, in.role);
   }
-  // Per sharded weight and phase (0 forward, 1 backward): its gathered value.
+  // Per sharded weight and phase (0 forward, 1 backward): its gathered
+  // value, made when its first reader of the phase is copied and ordered
+  // after that reader's first other input computed by the graph (`after`).
   std::map<std::pair<ValueId, int>, ValueId> gathered;
-  auto whole = [&](ValueId weight, bool forward_reader) {
+  auto whole = [&](ValueId weight, bool forward_reader, ValueId after) {
     const int phase = forward_reader ? 0 : 1;
     auto [it, fresh] = gathered.emplace(std::make_pair(weight, phase), kNoValue);
     if (fresh) {
@@ -37,9 +39,12 @@ Expected<Graph> shardWeights(const Graph &step, const std::set<std::string> &par
       AttrMap attrs{{"shape", std::vector<int64_t>(type.shape.begin(), type.shape.end())},
                     {"ranks", int64_t{ranks}},
                     {"phase", when}};
+      std::vector<ValueId> inputs{slices.at(weight)};
+      if (after != kNoValue)
+        inputs.push_back(after);
       const NodeId node =
-          out.addNode("DataParallelGather", "zero3.gather." + name + "." + when,
-                      {slices.at(weight)}, {type}, std::move(attrs), Provenance{"zero3", {name}});
+          out.addNode("DataParallelGather", name + ".gather." + when, std::move(inputs), {type},
+                      std::move(attrs), Provenance{"zero3", {name}});
       it->second = out.node(node).outputs[0];
     }
     return it->second;
@@ -48,9 +53,13 @@ Expected<Graph> shardWeights(const Graph &step, const std::set<std::string> &par
     if (step.isErased(id))
       continue;
     const Node &n = step.node(id);
+    ValueId after = kNoValue;
+    for (ValueId in : n.inputs)
+      if (after == kNoValue && step.value(in).producer != kNoNode)
+        after = map[in];
     std::vector<ValueId> inputs;
     for (ValueId in : n.inputs)
-      inputs.push_back(slices.count(in) ? whole(in, forward[id]) : map[in]);
+      inputs.push_back(slices.count(in) ? whole(in, forward[id], after) : map[in]);
     std::vector<TensorType> types;
     for (ValueId o : n.outputs)
       types.push_back(step.type(o));

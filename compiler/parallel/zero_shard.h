@@ -14,11 +14,14 @@
 
 namespace kiln::parallel {
 
-// `step` (buildTrainingStep's graph, recomputation already applied) with
-// each trained weight input of `params` replaced by its slice over `ranks`
-// replicas (same name, shape [ceil(n / ranks)]) and a DataParallelGather
+// `step` (buildTrainingStep's graph) with each trained weight input of
+// `params` replaced by its slice over `ranks` replicas (same name, shape
+// [ceil(n / ranks)]) and a DataParallelGather ("<weight>.gather.forward")
 // before its first forward reader and another before its first backward
-// reader. Errors name a weight that is not an input of `step`.
+// reader. A layer's gathers carry its name, so RecomputePass, run later,
+// copies a forward gather with the layer it recomputes: the backward gets
+// the weight again instead of keeping it. Errors name a weight that is not
+// an input of `step`.
 Expected<Graph> shardWeights(const Graph &step, const std::set<std::string> &params, int ranks);
 
 } // namespace kiln::parallel

@@ -53,8 +53,8 @@ KernelFn groupOfOne(const char *op) {
 
 Expected<std::vector<TensorType>> inferGather(const std::vector<TensorType> &in,
                                               const AttrMap &attrs) {
-  if (in.size() != 1 || in[0].shape.size() != 1)
-    return Error("expected one flat slice as input");
+  if (in.empty() || in.size() > 2 || in[0].shape.size() != 1)
+    return Error("expected one flat slice as input (and what it waits for)");
   const int64_t ranks = attrs.getInt("ranks");
   const Shape shape(attrs.getInts("shape").begin(), attrs.getInts("shape").end());
   if (ranks < 1 || in[0].shape[0] != (numElements(shape) + ranks - 1) / ranks)

@@ -62,5 +62,28 @@ TEST(TensorSplit, ShapesThatDoNotDivideAreAnError) {
   EXPECT_EQ(TensorSplit{}.toString(), "replicated");
 }
 
+// ZeRO-3's slices: ceil(n / ranks) elements each, the last padded with
+// zeros; joined in rank order they give the tensor back.
+TEST(FlatSlices, EqualSlicesPaddedAndJoinedBack) {
+  Tensor whole(TensorType{DType::F16, {2, 5}});
+  for (int64_t i = 0; i < 10; ++i)
+    whole.setFloat(i, static_cast<float>(i + 1), OverflowMode::InfNan);
+  EXPECT_EQ(flatSliceElements(10, 4), 3);
+  std::vector<Tensor> slices;
+  for (int r = 0; r < 4; ++r) {
+    slices.push_back(takeFlatSlice(whole, r, 4));
+    EXPECT_EQ(slices.back().type(), (TensorType{DType::F16, {3}}));
+  }
+  EXPECT_EQ(slices[1].getFloat(0), 4.0f);
+  EXPECT_EQ(slices[3].getFloat(0), 10.0f);
+  EXPECT_EQ(slices[3].getFloat(1), 0.0f) << "padding";
+  EXPECT_EQ(slices[3].getFloat(2), 0.0f);
+  EXPECT_TRUE(joinFlatSlices(slices, whole.type()) == whole);
+  // More ranks than elements: some slices are all padding.
+  EXPECT_EQ(flatSliceElements(3, 8), 1);
+  EXPECT_EQ(takeFlatSlice(whole, 7, 16).getFloat(0), 8.0f);
+  EXPECT_EQ(takeFlatSlice(whole, 12, 16).getFloat(0), 0.0f);
+}
+
 } // namespace
 } // namespace kiln

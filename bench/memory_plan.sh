@@ -15,6 +15,8 @@ seq=${SEQ:-2048}
 layouts=(
   "ascend910 32GiB|--tp 1 --zero 1 --batch 8"
   "ascend910 32GiB|--tp 1 --zero 2 --batch 8 --recompute full"
+  "ascend910 32GiB|--tp 1 --zero 3 --batch 8 --recompute full"
+  "ascend910b 64GiB|--tp 1 --zero 3 --batch 8 --recompute full"
   "ascend910 32GiB|--tp 4 --zero 1 --batch 2"
   "ascend910 32GiB|--tp 4 --zero 2 --batch 2 --recompute full"
   "ascend910 32GiB|--tp 8"

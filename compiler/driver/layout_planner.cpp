@@ -74,7 +74,9 @@ private:
   const parallel::TrainingProgram *stepFor(const parallel::ParallelConfig &layout,
                                            RecomputeMode recompute) {
     const int64_t micro = request_.model.batch / layout.dp / layout.grad_accum;
-    const auto key = std::make_tuple(layout.tp, layout.pp, recompute, micro);
+    // ZeRO-3's step holds slices over the replicas: its own per replica count.
+    const int sliced_over = layout.zero == 3 ? layout.dp : 0;
+    const auto key = std::make_tuple(layout.tp, layout.pp, sliced_over, recompute, micro);
     auto found = steps_.find(key);
     if (found == steps_.end()) {
       auto step = compileTrainingStep(request_.model, withRecompute(job_, recompute), settings_,
@@ -119,7 +121,8 @@ private:
   const PlanRequest &request_;
   const ResolvedJob &job_;
   KernelSettings settings_;
-  std::map<std::tuple<int, int, RecomputeMode, int64_t>, std::optional<parallel::TrainingProgram>>
+  std::map<std::tuple<int, int, int, RecomputeMode, int64_t>,
+           std::optional<parallel::TrainingProgram>>
       steps_;
   std::string first_failure_, no_time_;
 };
@@ -243,12 +246,16 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
     for (RecomputeMode recompute : kRecomputeModes) {
       if (r.recompute && *r.recompute != recompute)
         continue;
-      for (int zero = 0; zero <= (dp > 1 ? 2 : 0); ++zero)
+      for (int zero = 0; zero <= (dp == 1 ? 0 : pp > 1 ? 2 : 3); ++zero)
         for (int64_t micro : microBatchesOf(r.model.batch / dp)) {
           // A pipeline runs one sequence per micro-batch, as many as the
           // replica's share: the fewest idle slots (P - 1 of M + P - 1) and
-          // the least held per micro-batch in flight.
-          if (pp > 1 && (micro > 1 || r.model.batch / dp < pp))
+          // the least held per micro-batch in flight. ZeRO-3, whose step is
+          // its own per replica count, is planned with that micro-batch
+          // too.
+          if ((pp > 1 || zero == 3) && micro > 1)
+            break;
+          if (pp > 1 && r.model.batch / dp < pp)
             break;
           KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
                                 planner.plan(tp, pp, zero, recompute, micro));

@@ -60,9 +60,11 @@ struct LayoutPlan {
 // Every layout of `request` worth planning: tensor-parallel sizes dividing
 // the devices (and the heads: the model says), 1, 2 or 4 pipeline stages
 // (one sequence per micro-batch, at least as many micro-batches as
-// stages), replicas the global batch divides over, ZeRO 0-2 with replicas to shard over, no/selective/full
-// recomputation (or the request's mode), micro-batches of 1, 2, 4, ... sequences. A larger
-// micro-batch is planned only while the smaller one fits. When none fits,
+// stages), replicas the global batch divides over, ZeRO 0 to 3 where there
+// are replicas to shard over (3 without stages, one sequence per
+// micro-batch), no/selective/full recomputation (or the request's mode),
+// micro-batches of 1, 2, 4, ... sequences. A larger micro-batch is planned
+// only while the smaller one fits. When none fits,
 // `would_fit` says what would, each planned the same way: more devices (how
 // many), LoRA (Qwen's recipe, rank 64), or a shorter sequence.
 Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &job,

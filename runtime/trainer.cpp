@@ -94,7 +94,38 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
                              options_.device_memory, "the step's largest buffers",
                              estimate.largest);
 
+  KILN_RETURN_IF_ERROR(createExecutors());
   const int devices = comm_->localSize() * local_stages_ * tp();
+  const int64_t capacity =
+      options_.device_memory > 0 ? options_.device_memory : std::numeric_limits<int64_t>::max();
+  for (int d = 0; d < devices; ++d)
+    memory_.emplace_back(deviceName(d), capacity);
+  float_status_.resize(devices);
+  weights_.resize(devices);
+  whole_.resize(tp());
+  moments_.resize(devices);
+  grads_.assign(devices, std::vector<Tensor>(program_.params.size()));
+  if (!options_.trace_path.empty())
+    trace_ = std::make_unique<Trace>(devices);
+  KILN_RETURN_IF_ERROR(startProfiler());
+  std::string resume_path;
+  if (options_.resume && !options_.checkpoint_dir.empty()) {
+    KILN_ASSIGN_OR_RETURN(auto latest, latestCheckpoint(options_.checkpoint_dir));
+    if (latest)
+      resume_path = *latest;
+    else if (!options_.resume_if_exists)
+      return Error("--resume: no checkpoint (step-N.safetensors) in '" + options_.checkpoint_dir +
+                   "' to resume from; check the folder, drop --resume to start afresh, or use "
+                   "--resume-if-exists");
+  }
+  KILN_RETURN_IF_ERROR(placeWeights(weights, resume_path.empty()));
+  if (!resume_path.empty())
+    KILN_RETURN_IF_ERROR(resume(resume_path));
+  return Status::ok();
+}
+
+// The executors of the step (or its stages) and of the update buckets.
+Status Trainer::createExecutors() {
   ExecutorOptions step_options;
   if (zero3())
     step_options.gather_weight = [this](const std::string &name, int rank) -> Expected<Tensor> {
@@ -127,45 +158,34 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
     KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g.graph, g.kernels));
     update_executors_.push_back(std::move(ex));
   }
-  const int64_t capacity =
-      options_.device_memory > 0 ? options_.device_memory : std::numeric_limits<int64_t>::max();
-  for (int d = 0; d < devices; ++d)
-    memory_.emplace_back(deviceName(d), capacity);
-  float_status_.resize(devices);
-  weights_.resize(devices);
-  whole_.resize(tp());
-  moments_.resize(devices);
-  grads_.assign(devices, std::vector<Tensor>(program_.params.size()));
-  if (!options_.trace_path.empty())
-    trace_ = std::make_unique<Trace>(devices);
-  if (!options_.profile_dir.empty()) {
-    KILN_RETURN_IF_ERROR(createProfileDir(options_.profile_dir));
-    ThreadPool pool;
-    profiler_ = std::make_unique<Profiler>(measureHostRoofline(pool));
-    if (program_.stages.empty())
-      step_program_ = profiler_->addProgram("step", program_.step.graph, program_.step.kernels);
-    for (size_t i = 0; i < stage_executors_.size(); ++i) {
-      const parallel::CompiledGraph &g = program_.stages[i / 2].program(i % 2 == 0);
-      stage_programs_.push_back(profiler_->addProgram("stage" + std::to_string(i / 2) +
-                                                          (i % 2 == 0 ? ".forward" : ".backward"),
-                                                      g.graph, g.kernels));
-    }
-    for (size_t i = 0; i < program_.optimizers.size(); ++i)
-      update_programs_.push_back(profiler_->addProgram(
-          "update" + (program_.optimizers.size() == 1 ? "" : "." + std::to_string(i)),
-          program_.optimizers[i].graph, program_.optimizers[i].kernels));
-  }
+  return Status::ok();
+}
 
-  std::string resume_path;
-  if (options_.resume && !options_.checkpoint_dir.empty()) {
-    KILN_ASSIGN_OR_RETURN(auto latest, latestCheckpoint(options_.checkpoint_dir));
-    if (latest)
-      resume_path = *latest;
-    else if (!options_.resume_if_exists)
-      return Error("--resume: no checkpoint (step-N.safetensors) in '" + options_.checkpoint_dir +
-                   "' to resume from; check the folder, drop --resume to start afresh, or use "
-                   "--resume-if-exists");
+Status Trainer::startProfiler() {
+  if (options_.profile_dir.empty())
+    return Status::ok();
+  KILN_RETURN_IF_ERROR(createProfileDir(options_.profile_dir));
+  ThreadPool pool;
+  profiler_ = std::make_unique<Profiler>(measureHostRoofline(pool));
+  if (program_.stages.empty())
+    step_program_ = profiler_->addProgram("step", program_.step.graph, program_.step.kernels);
+  for (size_t i = 0; i < stage_executors_.size(); ++i) {
+    const parallel::CompiledGraph &g = program_.stages[i / 2].program(i % 2 == 0);
+    stage_programs_.push_back(profiler_->addProgram("stage" + std::to_string(i / 2) +
+                                                        (i % 2 == 0 ? ".forward" : ".backward"),
+                                                    g.graph, g.kernels));
   }
+  for (size_t i = 0; i < program_.optimizers.size(); ++i)
+    update_programs_.push_back(profiler_->addProgram(
+        "update" + (program_.optimizers.size() == 1 ? "" : "." + std::to_string(i)),
+        program_.optimizers[i].graph, program_.optimizers[i].kernels));
+  return Status::ok();
+}
+
+// Each device's weights and moments from `weights` (`fresh`: a new run; a
+// resumed run reads the trained ones from its checkpoint), counted on it.
+Status Trainer::placeWeights(const std::map<std::string, Tensor> &weights, bool fresh) {
+  const int devices = static_cast<int>(weights_.size());
   // Every device's piece of weight `name` from `weights`, in its dtype, on
   // the devices of pipeline stage `stage`; with ZeRO-3 (`sliced`) its
   // replica's slice of the piece, the whole piece on the host.
@@ -204,7 +224,7 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
     const parallel::Parameter &p = program_.params[i];
     const std::string &m = program_.signature.moment[i], &v = program_.signature.velocity[i];
     param_of_[p.name] = param_of_[m] = param_of_[v] = i;
-    if (resume_path.empty())
+    if (fresh)
       KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split, p.stage, p.slice > 0));
     const TensorType moment{DType::F32, p.heldType().shape};
     for (int d = 0; d < devices; ++d) {
@@ -219,8 +239,6 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
       }
     }
   }
-  if (!resume_path.empty())
-    KILN_RETURN_IF_ERROR(resume(resume_path));
   return Status::ok();
 }
 

@@ -1,15 +1,17 @@
 // The training loop over N simulated devices: D data-parallel replicas of P
 // pipeline stages of T tensor-parallel ranks each. Every replica runs the
 // compiled step on its share of the global batch (with stages, its
-// micro-batches through them in the 1F1B order), its T ranks in lockstep
-// (executor.h runGroup);
-// the gradients are summed across replicas (communicator.h), checked for
-// overflow (every device's float status, and in INFNAN mode whether the
-// gradients are finite), unscaled, clipped by their global norm and applied by the
-// compiled AdamW update — by every replica, or with ZeRO-1 by the owner of
-// each parameter, which then broadcasts it; with ZeRO-2 only the owner keeps
-// the summed gradient. An overflow anywhere skips the
-// update everywhere and lowers the loss scale (loss_scaler.h). Weights and
+// micro-batches through them in the 1F1B order, trainer_pipeline.cpp), its
+// T ranks in lockstep (executor.h runGroup); the gradients are summed
+// across replicas (communicator.h), checked for overflow (every device's
+// float status, and in INFNAN mode whether the gradients are finite),
+// unscaled, clipped by their global norm and applied by the compiled AdamW
+// update: by every replica; with ZeRO-1 by the owner of each parameter,
+// which then broadcasts it; with ZeRO-2 only the owner keeps the summed
+// gradient, and gradients leave the devices as they are made; with ZeRO-3
+// every replica updates its slice of each parameter and the slices are
+// all-gathered (trainer_zero3.cpp). An overflow anywhere skips the update
+// everywhere and lowers the loss scale (loss_scaler.h). Weights and
 // checkpoints are whole Hugging Face tensors; each rank holds its piece.
 //
 // The devices of a process take turns on the host's cores: each kernel
@@ -104,10 +106,14 @@ public:
   int64_t plannedPeak() const { return program_.memory.peak; }
 
 private:
+  class PipelineRun; // trainer_pipeline.cpp
   Trainer(parallel::TrainingProgram program, const TrainerOptions &options,
           std::unique_ptr<Communicator> communicator, const TokenData &data,
           std::unique_ptr<StageLink> stages);
   Status start(std::map<std::string, Tensor> weights);
+  Status createExecutors();
+  Status startProfiler();
+  Status placeWeights(const std::map<std::string, Tensor> &weights, bool fresh);
   Status resume(const std::string &path);
   Expected<StepRecord> step();
   Status forwardBackward(int replica, double scale, float &loss);

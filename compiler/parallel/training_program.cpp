@@ -227,6 +227,61 @@ std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
   return peaks;
 }
 
+// Replica r's stage s's device: its step side `step`, what it keeps
+// between steps, and its update (what it holds plus its largest bucket's
+// new weights and moments, `bucket_extra`).
+DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int r, int s,
+                                    const StepPeak &step,
+                                    const std::vector<int64_t> &bucket_extra) {
+  DeviceMemoryEstimate e;
+  e.rank = (r * program.parallel.pp + s) * program.parallel.tp; // the stage's first device
+  e.step_peak = step.bytes;
+  e.accumulated_gradients = step.accumulated;
+  e.in_flight = step.in_flight;
+  for (const Parameter &p : program.frozen)
+    if (p.stage == s)
+      e.frozen_weights = saturatingAdd(e.frozen_weights, bytesOf(p.type));
+  for (const Parameter &p : program.params)
+    if (p.stage == s)
+      e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(p.heldType()));
+  // During the update the device holds every weight (frozen ones too),
+  // every f32 gradient (with ZeRO-2 those it owns) and the moments it
+  // owns; one bucket at a time adds its new weights and moments.
+  MemoryBreakdown in_update;
+  in_update.update = true;
+  in_update.frozen_weights = e.frozen_weights;
+  for (const Parameter &p : program.params) {
+    if (p.stage != s)
+      continue;
+    const int64_t f32_bytes = saturatingMul(4, numElements(p.heldType().shape));
+    const bool owns = p.owner == -1 || p.owner == r;
+    if (owns)
+      e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, f32_bytes));
+    in_update.weights = saturatingAdd(in_update.weights, bytesOf(p.heldType()));
+    if (owns || program.parallel.zero < 2)
+      in_update.gradients = saturatingAdd(in_update.gradients, f32_bytes);
+  }
+  const int64_t held =
+      saturatingAdd(saturatingAdd(e.frozen_weights, in_update.weights), in_update.gradients);
+  int64_t largest_bucket = 0;
+  for (size_t b : program.updatesOf(r))
+    if (program.bucket_stage.empty() || program.bucket_stage[b] == s)
+      largest_bucket = std::max(largest_bucket, bucket_extra[b]);
+  e.update_peak = saturatingAdd(saturatingAdd(held, e.optimizer_state), largest_bucket);
+  in_update.optimizer_state = e.optimizer_state;
+  in_update.workspace = largest_bucket;
+  e.peak = std::max(
+      saturatingAdd(saturatingAdd(e.step_peak, e.accumulated_gradients), e.optimizer_state),
+      e.update_peak);
+  if (e.update_peak >= e.peak) {
+    e.breakdown = in_update;
+  } else {
+    e.breakdown = step.breakdown;
+    e.breakdown.optimizer_state = e.optimizer_state;
+  }
+  return e;
+}
+
 } // namespace
 
 DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
@@ -279,52 +334,7 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
     if (r == 0 || leave) // replicas differ only in the sums they own
       step_peaks = stepPeaksOf(r);
     for (int s = 0; s < P; ++s) {
-      DeviceMemoryEstimate e;
-      e.rank = (r * P + s) * program.parallel.tp; // the stage's first device
-      e.step_peak = step_peaks[s].bytes;
-      e.accumulated_gradients = step_peaks[s].accumulated;
-      e.in_flight = step_peaks[s].in_flight;
-      for (const Parameter &p : program.frozen)
-        if (p.stage == s)
-          e.frozen_weights = saturatingAdd(e.frozen_weights, bytesOf(p.type));
-      for (const Parameter &p : program.params)
-        if (p.stage == s)
-          e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(p.heldType()));
-      // During the update the device holds every weight (frozen ones too),
-      // every f32 gradient (with ZeRO-2 those it owns) and the moments it
-      // owns; one bucket at a time adds its new weights and moments.
-      MemoryBreakdown in_update;
-      in_update.update = true;
-      in_update.frozen_weights = e.frozen_weights;
-      for (const Parameter &p : program.params) {
-        if (p.stage != s)
-          continue;
-        const int64_t f32_bytes = saturatingMul(4, numElements(p.heldType().shape));
-        const bool owns = p.owner == -1 || p.owner == r;
-        if (owns)
-          e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, f32_bytes));
-        in_update.weights = saturatingAdd(in_update.weights, bytesOf(p.heldType()));
-        if (owns || program.parallel.zero < 2)
-          in_update.gradients = saturatingAdd(in_update.gradients, f32_bytes);
-      }
-      const int64_t held =
-          saturatingAdd(saturatingAdd(e.frozen_weights, in_update.weights), in_update.gradients);
-      int64_t largest_bucket = 0;
-      for (size_t b : program.updatesOf(r))
-        if (program.bucket_stage.empty() || program.bucket_stage[b] == s)
-          largest_bucket = std::max(largest_bucket, bucket_extra[b]);
-      e.update_peak = saturatingAdd(saturatingAdd(held, e.optimizer_state), largest_bucket);
-      in_update.optimizer_state = e.optimizer_state;
-      in_update.workspace = largest_bucket;
-      e.peak = std::max(
-          saturatingAdd(saturatingAdd(e.step_peak, e.accumulated_gradients), e.optimizer_state),
-          e.update_peak);
-      if (e.update_peak >= e.peak) {
-        e.breakdown = in_update;
-      } else {
-        e.breakdown = step_peaks[s].breakdown;
-        e.breakdown.optimizer_state = e.optimizer_state;
-      }
+      const DeviceMemoryEstimate e = deviceEstimate(program, r, s, step_peaks[s], bucket_extra);
       if ((r == 0 && s == 0) || e.peak > best.peak) {
         best = e;
         best.largest.clear();

@@ -102,6 +102,7 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
     memory_.emplace_back(deviceName(d), capacity);
   float_status_.resize(devices);
   weights_.resize(devices);
+  updated_slices_.resize(devices);
   whole_.resize(tp());
   moments_.resize(devices);
   grads_.assign(devices, std::vector<Tensor>(program_.params.size()));
@@ -225,18 +226,16 @@ Status Trainer::placeWeights(const std::map<std::string, Tensor> &weights, bool 
     const std::string &m = program_.signature.moment[i], &v = program_.signature.velocity[i];
     param_of_[p.name] = param_of_[m] = param_of_[v] = i;
     if (fresh)
-      KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split, p.stage, p.slice > 0));
-    const TensorType moment{DType::F32, p.heldType().shape};
+      KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split, p.stage, p.weight_sliced));
+    const TensorType moment{DType::F32, p.sliceType().shape};
     for (int d = 0; d < devices; ++d) {
       if (stageOf(d) != p.stage)
         continue;
       KILN_RETURN_IF_ERROR(memory_[d].allocate(p.name, bytesOf(p.heldType())));
-      if (p.owner == -1 || p.owner == replicaOf(d)) {
-        moments_[d][m] = Tensor(moment);
-        moments_[d][v] = Tensor(moment);
-        KILN_RETURN_IF_ERROR(memory_[d].allocate(m, bytesOf(moment)));
-        KILN_RETURN_IF_ERROR(memory_[d].allocate(v, bytesOf(moment)));
-      }
+      moments_[d][m] = Tensor(moment);
+      moments_[d][v] = Tensor(moment);
+      KILN_RETURN_IF_ERROR(memory_[d].allocate(m, bytesOf(moment)));
+      KILN_RETURN_IF_ERROR(memory_[d].allocate(v, bytesOf(moment)));
     }
   }
   return Status::ok();
@@ -291,13 +290,12 @@ Status Trainer::accumulateGradient(int d, size_t i, Tensor g, int k, bool keep_d
   Tensor &sum = grads_[d][i];
   if (k == 0) {
     sum = std::move(f32);
-    // A gradient that left the device as it was made lands on its owner
-    // only, or (ZeRO-3) as the device's slice of it.
+    // A gradient that left the device as it was made lands on it as the
+    // device's slice of the sum (ZeRO-2 and -3).
     const parallel::Parameter &p = program_.params[i];
-    if (program_.parallel.gradientsLeaveWhenMade() && p.owner != -1 && p.owner != replicaOf(d))
-      return Status::ok();
     return memory_[d].allocate(program_.signature.gradient[i],
-                               p.slice > 0 ? p.slice * int64_t{4} : sum.byteSize());
+                               program_.parallel.gradientsLeaveWhenMade() ? p.slice * int64_t{4}
+                                                                          : sum.byteSize());
   }
   float *to = sum.dataAs<float>();
   const float *from = std::as_const(f32).dataAs<float>();
@@ -346,8 +344,8 @@ Status Trainer::forwardBackward(int r, double scale, float &loss) {
           (T == 1 ? deviceName(first) : deviceName(first) + ".." + deviceName(first + T - 1)) +
           ", step " + std::to_string(step_ + 1));
     loss += static_cast<float>(outputs->front().at("loss").getFloat(0));
-    // ZeRO-2 reduces each gradient to its owner in f32 (step()); until then
-    // a device holds the step's own gradient, in its dtype.
+    // ZeRO-2 sums each gradient in f32 (step()); until then the host holds
+    // the step's own gradient, in its dtype.
     const bool keep_dtype = program_.parallel.zero >= 2 && program_.parallel.grad_accum == 1;
     for (int t = 0; t < T; ++t)
       for (size_t i = 0; i < program_.params.size(); ++i)
@@ -425,7 +423,8 @@ Expected<StepRecord> Trainer::step() {
                             : 1.0;
     for (int d = 0; d < devices; ++d)
       KILN_RETURN_IF_ERROR(update(d, clip / (scale * means), lr));
-    KILN_RETURN_IF_ERROR(zero3() ? gatherWholeWeights() : broadcastOwnedWeights());
+    if (program_.parallel.zero >= 1)
+      KILN_RETURN_IF_ERROR(allGatherWeights());
     ++updates_;
   }
   for (int d = 0; d < devices; ++d)
@@ -457,13 +456,13 @@ Status Trainer::update(int device, double grad_scale, double lr) {
     inputs[sig.learning_rate] = scalarF32(lr);
     inputs[sig.grad_scale] = scalarF32(grad_scale);
     for (size_t i : program_.bucket_params[b]) {
-      const std::string &name = program_.params[i].name;
-      inputs[name] = weights_[device][name];
-      // ZeRO-3: the device's slice of the summed gradient.
-      inputs[sig.gradient[i]] =
-          program_.params[i].slice > 0
-              ? takeFlatSlice(grads_[device][i], replicaOf(device), program_.parallel.dp)
-              : grads_[device][i];
+      const parallel::Parameter &p = program_.params[i];
+      // With ZeRO the device's slices of the weight and the summed gradient.
+      auto mine = [&](const Tensor &whole) {
+        return p.slice > 0 ? takeFlatSlice(whole, replicaOf(device), program_.parallel.dp) : whole;
+      };
+      inputs[p.name] = p.weight_sliced ? weights_[device][p.name] : mine(weights_[device][p.name]);
+      inputs[sig.gradient[i]] = mine(grads_[device][i]);
       inputs[sig.moment[i]] = moments_[device][sig.moment[i]];
       inputs[sig.velocity[i]] = moments_[device][sig.velocity[i]];
     }
@@ -478,10 +477,13 @@ Status Trainer::update(int device, double grad_scale, double lr) {
     for (auto &[name, t] : *outputs) {
       if (name == sig.adam_step)
         continue;
-      if (moments_[device].count(name))
+      if (moments_[device].count(name)) {
         moments_[device][name] = std::move(t);
-      else
-        weights_[device][name] = std::move(t);
+      } else {
+        const parallel::Parameter &p = program_.params[param_of_.at(name)];
+        // ZeRO-1 and -2: the new slice, gathered into the weight after every update.
+        (p.slice > 0 && !p.weight_sliced ? updated_slices_ : weights_)[device][name] = std::move(t);
+      }
     }
   }
   if (trace_)

@@ -6,13 +6,12 @@
 // across replicas (communicator.h), checked for overflow (every device's
 // float status, and in INFNAN mode whether the gradients are finite),
 // unscaled, clipped by their global norm and applied by the compiled AdamW
-// update: by every replica; with ZeRO-1 by the owner of each parameter,
-// which then broadcasts it; with ZeRO-2 only the owner keeps the summed
-// gradient, and gradients leave the devices as they are made; with ZeRO-3
-// every replica updates its slice of each parameter and the slices are
-// all-gathered (trainer_zero3.cpp). An overflow anywhere skips the update
-// everywhere and lowers the loss scale (loss_scaler.h). Weights and
-// checkpoints are whole Hugging Face tensors; each rank holds its piece.
+// update: by every replica, or with ZeRO each replica on its flat slice
+// of every parameter, the slices all-gathered after (trainer_zero.cpp);
+// with ZeRO-2 and -3 a device keeps only its slice of the summed gradients,
+// which leave it as they are made, with ZeRO-3 only its slice of the weights. An overflow anywhere
+// skips the update everywhere and lowers the loss scale (loss_scaler.h). Weights and checkpoints
+// are whole Hugging Face tensors; each rank holds its piece.
 //
 // The devices of a process take turns on the host's cores: each kernel
 // already runs on every core (executor.h), so running the replicas one
@@ -128,21 +127,21 @@ private:
   Status accumulateGradient(int device, size_t i, Tensor g, int k, bool keep_dtype);
   void injectOverflow();
   Expected<bool> reduceAcrossReplicas(std::vector<float> &losses);
-  Status broadcastOwnedWeights();
-  // ZeRO-3 (trainer_zero3.cpp): the whole of tensor-parallel rank t's piece
-  // of parameter i's tensor `name` (a weight or a moment) from every
-  // replica's slice of it in `per_device`.
+  // ZeRO (trainer_zero.cpp): the whole of tensor-parallel rank t's piece of
+  // parameter i's tensor `name` (a weight or a moment) from every replica's
+  // slice of it in `per_device`.
   Expected<Tensor> joinReplicaSlices(const std::vector<ops::TensorMap> &per_device, size_t i, int t,
                                      const std::string &name, DType dtype);
-  // After an update, each weight whole again on the host (whole_) for the
-  // next step's gathers.
-  Status gatherWholeWeights();
+  // After an update, each weight whole again from every replica's new
+  // slice: on every device (ZeRO-1, -2), or on the host for the next step's
+  // gathers (ZeRO-3, whole_).
+  Status allGatherWeights();
   bool zero3() const { return program_.parallel.zero == 3; }
   Status reduceGradient(int tp_rank, size_t param);
   Expected<double> gradientSumOfSquares();
   Status update(int device, double grad_scale, double lr);
   Status checkpoint();
-  Expected<Tensor> ownersMoment(size_t param, const std::string &name, int replicas);
+  Expected<Tensor> wholeMoment(size_t param, const std::string &name);
   std::string deviceName(int device) const;
   int globalDevice(int device) const; // the job's number of local device `device`
   // Host work of the step outside the compiled kernels, for the profiler.
@@ -198,7 +197,9 @@ private:
   std::vector<DeviceMemory> memory_;
   std::vector<FloatStatus> float_status_; // cleared before each step
   std::vector<ops::TensorMap> weights_;   // per device: its pieces (ZeRO-3: their slices)
-  std::vector<ops::TensorMap> moments_;   // what it owns
+  std::vector<ops::TensorMap> moments_;   // of its slices (ZeRO) or whole pieces
+  // ZeRO-1 and -2: per device, the update's new weight slices until the all-gather.
+  std::vector<ops::TensorMap> updated_slices_;
   // ZeRO-3: per tensor-parallel rank, each weight's piece whole, as every
   // replica's slices make it: what a gather delivers (on the host, as the
   // interconnect would).

@@ -1,6 +1,6 @@
 // The trainer's checkpoints: what a checkpoint holds of a run (the whole
-// Hugging Face tensors joined from every rank's piece, ZeRO-1 moments from
-// their owners, the counters) and how a run resumes from one.
+// Hugging Face tensors joined from every rank's piece, ZeRO's moments from
+// every replica's slice, the counters) and how a run resumes from one.
 #include "runtime/trainer.h"
 
 #include "runtime/checkpoint.h"
@@ -29,23 +29,23 @@ Status Trainer::resume(const std::string &path) {
                  (it == tensors.end() ? "" : "; it holds " + typeToString(it->second.type())));
   };
   // ZeRO-3: the device's slice of its piece; the piece whole on the host.
-  auto held = [&](const parallel::Parameter &p, Tensor piece, int device) {
-    return p.slice > 0 ? takeFlatSlice(piece, replicaOf(device), program_.parallel.dp) : piece;
+  auto slice = [&](Tensor piece, int device) {
+    return takeFlatSlice(piece, replicaOf(device), program_.parallel.dp);
   };
   for (int d = 0; d < static_cast<int>(weights_.size()); ++d) {
     for (const parallel::Parameter &p : program_.params) {
       if (p.stage != stageOf(d))
         continue;
       KILN_ASSIGN_OR_RETURN(Tensor piece, restore(state.weights, p.name, d, p.type));
-      if (p.slice > 0)
+      if (p.weight_sliced)
         whole_[tpRankOf(d)][p.name] = piece;
-      weights_[d][p.name] = held(p, std::move(piece), d);
+      weights_[d][p.name] = p.weight_sliced ? slice(std::move(piece), d) : std::move(piece);
     }
     for (auto &[name, t] : moments_[d]) {
       const parallel::Parameter &p = program_.params[param_of_.at(name)];
       KILN_ASSIGN_OR_RETURN(Tensor piece,
                             restore(state.moments, name, d, TensorType{DType::F32, p.type.shape}));
-      t = held(p, std::move(piece), d);
+      t = p.slice > 0 ? slice(std::move(piece), d) : std::move(piece);
     }
   }
   step_ = state.step;
@@ -64,45 +64,24 @@ Tensor Trainer::gather(const std::vector<ops::TensorMap> &per_device, int replic
   return joinShards(pieces, splitOf(name));
 }
 
-// Moment `name` of parameter i, whole: gathered from local replica 0's
-// ranks, or with ZeRO broadcast from its owner (wherever it runs) into a
-// scratch buffer on every replica that does not own it.
-Expected<Tensor> Trainer::ownersMoment(size_t i, const std::string &name, int replicas) {
+// Moment `name` of parameter i, whole: from every replica's slice (ZeRO),
+// or from local replica 0's ranks.
+Expected<Tensor> Trainer::wholeMoment(size_t i, const std::string &name) {
   const parallel::Parameter &p = program_.params[i];
-  if (p.slice > 0) { // ZeRO-3: every replica's slice
-    std::vector<Tensor> pieces;
-    for (int t = 0; t < tp(); ++t) {
-      KILN_ASSIGN_OR_RETURN(Tensor piece, joinReplicaSlices(moments_, i, t, name, DType::F32));
-      pieces.push_back(std::move(piece));
-    }
-    return joinShards(pieces, p.split);
-  }
-  if (p.owner == -1)
+  if (p.slice == 0)
     return gather(moments_, 0, name);
-  std::vector<Tensor> scratch(replicas * local_stages_ * tp());
   std::vector<Tensor> pieces;
   for (int t = 0; t < tp(); ++t) {
-    std::vector<void *> buffers;
-    Tensor *received = nullptr;
-    for (int r = 0; r < replicas; ++r) {
-      const int d = deviceOfParam(r, i, t);
-      auto mine = moments_[d].find(name);
-      Tensor &slot = mine != moments_[d].end()
-                         ? mine->second
-                         : (scratch[d] = Tensor(TensorType{DType::F32, p.type.shape}));
-      buffers.push_back(slot.data());
-      received = received ? received : &slot;
-    }
-    KILN_RETURN_IF_ERROR(comm_->broadcast(buffers, received->byteSize(), p.owner));
-    pieces.push_back(*received);
+    KILN_ASSIGN_OR_RETURN(Tensor piece, joinReplicaSlices(moments_, i, t, name, DType::F32));
+    pieces.push_back(std::move(piece));
   }
   return joinShards(pieces, p.split);
 }
 
 Status Trainer::checkpoint() {
-  // Every process takes part (ZeRO-1 moments come from their owners, a
-  // pipeline's stages from their processes); the process holding device 0
-  // writes.
+  // Every process takes part (ZeRO's moment slices come from every
+  // replica, a pipeline's stages from their processes); the process holding
+  // device 0 writes.
   TrainingState state;
   state.step = step_;
   state.updates = updates_;
@@ -125,7 +104,7 @@ Status Trainer::checkpoint() {
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const parallel::Parameter &p = program_.params[i];
     Tensor mine;
-    if (holdsParam(i) && p.slice > 0) { // ZeRO-3: the host's whole pieces
+    if (holdsParam(i) && p.weight_sliced) { // ZeRO-3: the host's whole pieces
       std::vector<Tensor> pieces;
       for (int t = 0; t < tp(); ++t)
         pieces.push_back(whole_[t].at(p.name));
@@ -136,12 +115,11 @@ Status Trainer::checkpoint() {
     KILN_ASSIGN_OR_RETURN(Tensor whole, share(i, std::move(mine), p.type.dtype));
     state.weights.emplace(p.name, std::move(whole));
   }
-  const int replicas = comm_->localSize();
   for (size_t i = 0; i < program_.params.size(); ++i) {
     for (const std::string &name : {program_.signature.moment[i], program_.signature.velocity[i]}) {
       Tensor whole;
       if (holdsParam(i)) {
-        KILN_ASSIGN_OR_RETURN(whole, ownersMoment(i, name, replicas));
+        KILN_ASSIGN_OR_RETURN(whole, wholeMoment(i, name));
       }
       KILN_ASSIGN_OR_RETURN(whole, share(i, std::move(whole), DType::F32));
       state.moments.emplace(name, std::move(whole));

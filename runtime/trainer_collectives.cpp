@@ -1,18 +1,17 @@
 // The trainer's collectives across the data-parallel replicas: each
-// gradient summed (kept by every replica, or with ZeRO-2 by its owner only),
-// the losses and the float status, the global gradient norm's sum of squares
-// from those sums, and with ZeRO the owners' new weights sent to the others.
+// gradient summed, the losses and the float status, the global gradient
+// norm's sum of squares from those sums (ZeRO's all-gather of the updated
+// slices is trainer_zero.cpp's).
 #include "runtime/gradient_norm.h"
 #include "runtime/trainer.h"
 
 namespace kiln::runtime {
 
 // Rank t's gradient of parameter i summed over the replicas in rank order,
-// in f32: on every replica, or with ZeRO-2 on its owner only (the others
-// drop theirs, as a reduce-scatter leaves them).
+// in f32, on every replica (the host's; with ZeRO-2 and -3 a device counts
+// only its slice of it, accumulateGradient).
 Status Trainer::reduceGradient(int t, size_t i) {
   const int replicas = comm_->localSize();
-  const bool to_owner = program_.parallel.zero == 2;
   std::vector<float *> buffers;
   for (int r = 0; r < replicas; ++r) {
     Tensor &g = grads_[deviceOfParam(r, i, t)][i];
@@ -20,82 +19,38 @@ Status Trainer::reduceGradient(int t, size_t i) {
       g = g.castTo(DType::F32); // exact: the sum runs in f32 from the step's values
     buffers.push_back(g.dataAs<float>());
   }
-  KILN_RETURN_IF_ERROR(
-      comm_->allReduceSum(buffers, grads_[deviceOfParam(0, i, t)][i].numElements()));
-  const std::string &name = program_.signature.gradient[i];
-  for (int r = 0; r < replicas && to_owner; ++r) {
-    const int d = deviceOfParam(r, i, t);
-    if (replicaOf(d) == program_.params[i].owner) {
-      KILN_RETURN_IF_ERROR(memory_[d].allocate(name, grads_[d][i].byteSize()));
-    } else {
-      grads_[d][i] = Tensor();
-      memory_[d].release(name);
-    }
-  }
-  return Status::ok();
+  return comm_->allReduceSum(buffers, grads_[deviceOfParam(0, i, t)][i].numElements());
 }
 
 // The global gradient norm's sum of squares. Every replica holds the same
 // sums, so one look at the first replica's ranks decides for all of them (a
-// replicated parameter counts once); with ZeRO-2 each sum is on its owner,
-// which sends its parameters' squares to every replica. A pipeline spread
-// over processes adds each process's squares (zero for the stages it does
-// not hold) into the one list. Either way the squares are added in the
-// same order, so the result is the same.
+// replicated parameter counts once). A pipeline spread over processes adds
+// each process's squares (zero for the stages it does not hold) into the
+// one list, so the squares are added in the same order either way.
 Expected<double> Trainer::gradientSumOfSquares() {
-  const int T = tp(), replicas = comm_->localSize();
+  const int T = tp();
   std::vector<std::pair<int, size_t>> counted; // (rank, parameter)
   for (int t = 0; t < T; ++t)
     for (size_t i = 0; i < program_.params.size(); ++i)
       if (t == 0 || !program_.params[i].split.replicated())
         counted.emplace_back(t, i);
   std::vector<double> squares(counted.size(), 0.0);
-  if (program_.parallel.zero != 2) { // the sums on every replica (ZeRO-3: whole, on the host)
-    std::vector<const Tensor *> tensors;
-    std::vector<size_t> at;
-    for (size_t k = 0; k < counted.size(); ++k)
-      if (holdsParam(counted[k].second)) {
-        tensors.push_back(
-            &grads_[deviceOfParam(0, counted[k].second, counted[k].first)][counted[k].second]);
-        at.push_back(k);
-      }
-    const std::vector<double> s = squaresOf(pool_, tensors);
-    for (size_t j = 0; j < at.size(); ++j)
-      squares[at[j]] = s[j];
-  } else {
-    // Each local replica's squares of what it owns; then from each owner.
-    std::vector<std::vector<double>> mine(replicas, std::vector<double>(counted.size(), 0.0));
-    for (int r = 0; r < replicas; ++r) {
-      std::vector<const Tensor *> tensors;
-      std::vector<size_t> at;
-      for (size_t k = 0; k < counted.size(); ++k)
-        if (holdsParam(counted[k].second) &&
-            program_.params[counted[k].second].owner == replicaOf(deviceOf(r, first_stage_, 0))) {
-          tensors.push_back(
-              &grads_[deviceOfParam(r, counted[k].second, counted[k].first)][counted[k].second]);
-          at.push_back(k);
-        }
-      const std::vector<double> s = squaresOf(pool_, tensors);
-      for (size_t j = 0; j < at.size(); ++j)
-        mine[r][at[j]] = s[j];
+  std::vector<const Tensor *> tensors;
+  std::vector<size_t> at;
+  for (size_t k = 0; k < counted.size(); ++k)
+    if (holdsParam(counted[k].second)) {
+      tensors.push_back(
+          &grads_[deviceOfParam(0, counted[k].second, counted[k].first)][counted[k].second]);
+      at.push_back(k);
     }
-    for (int owner = 0; owner < program_.parallel.dp; ++owner) {
-      std::vector<std::vector<double>> from = mine;
-      std::vector<void *> buffers;
-      for (std::vector<double> &f : from)
-        buffers.push_back(f.data());
-      KILN_RETURN_IF_ERROR(
-          comm_->broadcast(buffers, static_cast<int64_t>(counted.size() * sizeof(double)), owner));
-      for (size_t k = 0; k < counted.size(); ++k)
-        if (program_.params[counted[k].second].owner == owner)
-          squares[k] = from[0][k];
-    }
-  }
+  const std::vector<double> s = squaresOf(pool_, tensors);
+  for (size_t j = 0; j < at.size(); ++j)
+    squares[at[j]] = s[j];
   if (link_)
     KILN_RETURN_IF_ERROR(link_->sum(squares));
   double sum = 0;
-  for (double s : squares)
-    sum += s;
+  for (double square : squares)
+    sum += square;
   return sum;
 }
 
@@ -140,26 +95,6 @@ Expected<bool> Trainer::reduceAcrossReplicas(std::vector<float> &losses) {
       trace_->add(d, "allreduce", t0, trace_->now(), step_ + 1);
   profileHost(0, "allreduce", clock);
   return raised[0] > 0;
-}
-
-// ZeRO: each parameter's owner sends its updated weights to the others.
-Status Trainer::broadcastOwnedWeights() {
-  const int replicas = comm_->localSize(), T = tp();
-  const auto clock = Profiler::Clock::now();
-  for (int t = 0; t < T; ++t)
-    for (size_t i = 0; i < program_.params.size(); ++i) {
-      const parallel::Parameter &p = program_.params[i];
-      if (p.owner == -1 || !holdsParam(i))
-        continue;
-      const std::string &name = p.name;
-      std::vector<void *> buffers;
-      for (int r = 0; r < replicas; ++r)
-        buffers.push_back(weights_[deviceOfParam(r, i, t)][name].data());
-      KILN_RETURN_IF_ERROR(
-          comm_->broadcast(buffers, weights_[deviceOfParam(0, i, t)][name].byteSize(), p.owner));
-    }
-  profileHost(0, "broadcast", clock);
-  return Status::ok();
 }
 
 } // namespace kiln::runtime

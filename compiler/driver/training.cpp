@@ -100,7 +100,7 @@ Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &mode
     const TensorSplit split = found == loaded.splits.end() ? TensorSplit{} : found->second;
     const bool trained = in.role == InputRole::Parameter;
     (trained ? program.params : program.frozen)
-        .push_back({in.name, loaded.graph.type(in.value), split, -1});
+        .push_back({in.name, loaded.graph.type(in.value), split});
   }
   parallel::TrainingSignature &sig = program.signature;
   sig.loss_scale = autodiff::kLossScaleName;
@@ -113,10 +113,8 @@ Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &mode
     // use. Recomputation stays in the pipeline (after the cleanup passes,
     // which would merge its copies back into the forward).
     std::set<std::string> trained;
-    for (parallel::Parameter &p : program.params) {
+    for (const parallel::Parameter &p : program.params)
       trained.insert(p.name);
-      p.slice = flatSliceElements(numElements(p.type.shape), config.dp);
-    }
     KILN_ASSIGN_OR_RETURN(step, parallel::shardWeights(step, trained, config.dp));
   }
   if (config.pp > 1) {
@@ -142,51 +140,39 @@ Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob 
   program.bucket_params.clear();
   program.bucket_stage.clear();
   program.replica_updates.clear();
+  // ZeRO gives every replica an equal flat slice of each parameter's
+  // optimizer state (and with ZeRO-3 of the weight itself, which the step
+  // was compiled for): the update runs on slices, one set of programs for
+  // every replica.
+  for (parallel::Parameter &p : program.params) {
+    p.slice = config.zero >= 1 ? flatSliceElements(numElements(p.type.shape), config.dp) : 0;
+    p.weight_sliced = config.zero == 3;
+  }
   std::vector<int64_t> sizes;
   for (const parallel::Parameter &p : program.params)
-    sizes.push_back(numElements(p.heldType().shape) *
+    sizes.push_back(numElements(p.sliceType().shape) *
                     static_cast<int64_t>(dtypeSize(p.type.dtype)));
-  // ZeRO-1 and -2 share out each stage's parameters (whole) over that
-  // stage's replicas; ZeRO-3 gives every replica a slice of each.
-  const bool owned = config.zero == 1 || config.zero == 2;
-  std::vector<int> owners(sizes.size(), -1);
-  for (int s = 0; s < config.pp && owned; ++s) {
+  // The buckets stage by stage: each bucket's parameters live on one
+  // stage's devices.
+  program.replica_updates.resize(1);
+  for (int s = 0; s < config.pp; ++s) {
     std::vector<size_t> staged;
-    std::vector<int64_t> staged_sizes;
     for (size_t i = 0; i < program.params.size(); ++i)
-      if (program.params[i].stage == s) {
+      if (program.params[i].stage == s)
         staged.push_back(i);
-        staged_sizes.push_back(sizes[i]);
-      }
-    const std::vector<int> owner = parallel::zeroOwners(staged_sizes, config.dp);
-    for (size_t k = 0; k < staged.size(); ++k)
-      owners[staged[k]] = owner[k];
-  }
-  for (size_t i = 0; i < program.params.size(); ++i)
-    program.params[i].owner = owners[i];
-  // Replica r's buckets, stage by stage: each bucket's parameters live on
-  // one stage's devices.
-  const int updates = owned ? config.dp : 1;
-  program.replica_updates.resize(updates);
-  for (int r = 0; r < updates; ++r)
-    for (int s = 0; s < config.pp; ++s) {
-      std::vector<size_t> mine;
-      for (size_t i = 0; i < program.params.size(); ++i)
-        if ((owners[i] == -1 || owners[i] == r) && program.params[i].stage == s)
-          mine.push_back(i);
-      for (std::vector<size_t> &bucket : parallel::updateBuckets(sizes, mine)) {
-        std::vector<std::pair<std::string, TensorType>> params;
-        for (size_t i : bucket)
-          params.emplace_back(program.params[i].name, program.params[i].heldType());
-        KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(params, stepOptions()));
-        KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c,
-                              compiled(std::move(update), job, settings, cache));
-        program.replica_updates[r].push_back(program.optimizers.size());
-        program.optimizers.push_back(std::move(c));
-        program.bucket_params.push_back(std::move(bucket));
-        program.bucket_stage.push_back(s);
-      }
+    for (std::vector<size_t> &bucket : parallel::updateBuckets(sizes, staged)) {
+      std::vector<std::pair<std::string, TensorType>> params;
+      for (size_t i : bucket)
+        params.emplace_back(program.params[i].name, program.params[i].sliceType());
+      KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(params, stepOptions()));
+      KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c,
+                            compiled(std::move(update), job, settings, cache));
+      program.replica_updates[0].push_back(program.optimizers.size());
+      program.optimizers.push_back(std::move(c));
+      program.bucket_params.push_back(std::move(bucket));
+      program.bucket_stage.push_back(s);
     }
+  }
   program.memory = parallel::estimateDeviceMemory(program);
   return Status::ok();
 }

@@ -20,7 +20,7 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
 // The two halves of compileTrainingProgram, for callers that plan many
 // layouts sharing a step (kiln plan): the step for `config`'s tensor
 // parallelism and micro-batch, with the parameter tables and signature; then
-// for `program.parallel`'s replicas and ZeRO stage the updates, the owners
+// for `program.parallel`'s replicas and ZeRO stage the slices, the updates
 // and the memory estimate (replacing any it had). `cache` may be null.
 Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &model,
                                                         const ResolvedJob &job,

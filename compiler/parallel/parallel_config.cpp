@@ -64,21 +64,6 @@ Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int 
   return c;
 }
 
-std::vector<int> zeroOwners(const std::vector<int64_t> &param_bytes, int ranks) {
-  std::vector<size_t> order(param_bytes.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return param_bytes[a] > param_bytes[b]; });
-  std::vector<int64_t> load(static_cast<size_t>(std::max(ranks, 1)), 0);
-  std::vector<int> owner(param_bytes.size(), 0);
-  for (size_t i : order) {
-    const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    owner[i] = r;
-    load[r] += param_bytes[i];
-  }
-  return owner;
-}
-
 std::vector<std::vector<size_t>> updateBuckets(const std::vector<int64_t> &param_bytes,
                                                const std::vector<size_t> &members) {
   int64_t total = 0, largest = 0;

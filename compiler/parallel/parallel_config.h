@@ -24,19 +24,19 @@ struct ParallelConfig {
   int dp = 8;
   int tp = 1;
   int pp = 1; // pipeline stages (pipeline_partition.h), run in a 1F1B schedule
-  // 0: every replica holds the whole optimizer state; 1: each holds its
-  // share (ZeRO-1); 2: and of the gradients, which are reduced to their
-  // owners only (ZeRO-2); 3: and each weight is kept as a flat equal slice
-  // per replica, gathered whole just before its use (ZeRO-3, zero_shard.h).
+  // 0: every replica holds the whole optimizer state; 1: each holds an
+  // equal flat slice of it and updates that slice (ZeRO-1); 2: and keeps
+  // only its slice of the summed gradients (ZeRO-2); 3: and of the weights,
+  // each gathered whole just before its use (ZeRO-3, zero_shard.h).
   int zero = 0;
   // Micro-batches per step: each replica's share of the batch runs in this
   // many pieces whose gradients are summed before the update (with
   // pipeline stages, the micro-batches that flow through the pipeline).
   int grad_accum = 1;
   int devicesPerReplica() const { return pp * tp; }
-  // ZeRO-2: each gradient leaves the device as it is made (the
-  // reduce-scatter to its owner overlaps the backward); only the owner
-  // keeps its f32 sum.
+  // ZeRO-2 and -3: each gradient leaves the device as it is made (the
+  // reduce-scatter overlaps the backward); a device keeps only its slice of
+  // the f32 sum.
   bool gradientsLeaveWhenMade() const { return zero >= 2; }
   // "8 devices: dp 8 x tp 1, zero 1[, pp 2][, grad-accum 4]"
   std::string toString() const;
@@ -52,12 +52,6 @@ inline constexpr int kMaxGradAccum = 65536;
 Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,
                                                int64_t global_batch, int grad_accum = 1,
                                                int pp = 1);
-
-// ZeRO-1 ownership: which data-parallel rank updates (and holds the
-// optimizer state of) each parameter. Whole tensors, largest first to the
-// least loaded rank (LPT), ties to the lower rank: deterministic, and within
-// one largest tensor of even.
-std::vector<int> zeroOwners(const std::vector<int64_t> &param_bytes, int ranks);
 
 // The update runs in buckets, one after another, each writing its new
 // weights and moments while the others' stay as they are: the update's peak

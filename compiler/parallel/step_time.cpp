@@ -233,7 +233,7 @@ Expected<StepTime> predictStepTime(const TrainingProgram &program, const target:
   }
 
   // The gradients leave the step in the parameters' dtype; under ZeRO the
-  // owners' new weights go back to every replica.
+  // new weight slices go back to every replica.
   // Each stage's replicas reduce its own parameters, the stages at once.
   std::map<int, double> stage_bytes;
   for (const Parameter &p : program.params)
@@ -244,7 +244,7 @@ Expected<StepTime> predictStepTime(const TrainingProgram &program, const target:
   const Link dp_link = linkOf(layout.dp, layout.tp);
   time.data_parallel = layout.zero >= 2 ? ringReduceScatterSeconds(param_bytes, layout.dp, dp_link)
                                         : ringAllReduceSeconds(param_bytes, layout.dp, dp_link);
-  // ZeRO-1 and -2: the owners' new weights to every replica; ZeRO-3: each
+  // ZeRO-1 and -2: the new weight slices to every replica; ZeRO-3: each
   // weight gathered for the forward and again for the backward of every
   // micro-batch.
   if (layout.zero == 3)

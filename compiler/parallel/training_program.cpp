@@ -158,7 +158,7 @@ struct StepPeak {
 // beside it when micro-batches accumulate.
 StepPeak wholeStepPeak(const TrainingProgram &program, const artifact::MemoryPlan &plan,
                        int64_t accumulated) {
-  StepPeak p{plan.peak_bytes, accumulated, stepBreakdown(program.step, plan), &plan};
+  StepPeak p{plan.peak_bytes, accumulated, stepBreakdown(program.step, plan), &plan, 0};
   p.breakdown.accumulated_gradients = accumulated;
   return p;
 }
@@ -227,14 +227,13 @@ std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
   return peaks;
 }
 
-// Replica r's stage s's device: its step side `step`, what it keeps
+// Stage s's devices (of any replica): their step side `step`, what it keeps
 // between steps, and its update (what it holds plus its largest bucket's
 // new weights and moments, `bucket_extra`).
-DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int r, int s,
-                                    const StepPeak &step,
+DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int s, const StepPeak &step,
                                     const std::vector<int64_t> &bucket_extra) {
   DeviceMemoryEstimate e;
-  e.rank = (r * program.parallel.pp + s) * program.parallel.tp; // the stage's first device
+  e.rank = s * program.parallel.tp; // replica 0's stage's first device
   e.step_peak = step.bytes;
   e.accumulated_gradients = step.accumulated;
   e.in_flight = step.in_flight;
@@ -244,27 +243,28 @@ DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int r, int s
   for (const Parameter &p : program.params)
     if (p.stage == s)
       e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(p.heldType()));
-  // During the update the device holds every weight (frozen ones too),
-  // every f32 gradient (with ZeRO-2 those it owns) and the moments it
-  // owns; one bucket at a time adds its new weights and moments.
+  // During the update the device holds its weights (frozen ones too), the
+  // f32 gradient sums (with ZeRO-2 and -3 its slices of them) and the
+  // moments of its slices; one bucket at a time adds its new weights and
+  // moments.
   MemoryBreakdown in_update;
   in_update.update = true;
   in_update.frozen_weights = e.frozen_weights;
   for (const Parameter &p : program.params) {
     if (p.stage != s)
       continue;
-    const int64_t f32_bytes = saturatingMul(4, numElements(p.heldType().shape));
-    const bool owns = p.owner == -1 || p.owner == r;
-    if (owns)
-      e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, f32_bytes));
+    const int64_t slice_f32 = saturatingMul(4, numElements(p.sliceType().shape));
+    e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, slice_f32));
     in_update.weights = saturatingAdd(in_update.weights, bytesOf(p.heldType()));
-    if (owns || program.parallel.zero < 2)
-      in_update.gradients = saturatingAdd(in_update.gradients, f32_bytes);
+    in_update.gradients =
+        saturatingAdd(in_update.gradients, program.parallel.gradientsLeaveWhenMade()
+                                               ? slice_f32
+                                               : saturatingMul(4, numElements(p.type.shape)));
   }
   const int64_t held =
       saturatingAdd(saturatingAdd(e.frozen_weights, in_update.weights), in_update.gradients);
   int64_t largest_bucket = 0;
-  for (size_t b : program.updatesOf(r))
+  for (size_t b : program.updatesOf(0))
     if (program.bucket_stage.empty() || program.bucket_stage[b] == s)
       largest_bucket = std::max(largest_bucket, bucket_extra[b]);
   e.update_peak = saturatingAdd(saturatingAdd(held, e.optimizer_state), largest_bucket);
@@ -295,55 +295,40 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
       inputs = saturatingAdd(inputs, bytesOf(g.graph.type(in.value)));
     bucket_extra.push_back(std::max<int64_t>(0, planOf(g).peak_bytes - inputs));
   }
-  // Per replica and stage, the f32 gradient sums a device keeps: every
-  // parameter's, or with ZeRO-2 (the gradients leave as they are made)
-  // those it owns.
+  // Per stage, the f32 gradient sums a device keeps: every parameter's, or
+  // with ZeRO-2 and -3 (the gradients leave as they are made) its slices.
+  // Every replica holds the same bytes (ZeRO's slices are equal), so
+  // replica 0's devices stand for all.
   const bool leave = program.parallel.gradientsLeaveWhenMade();
-  auto sumsOf = [&](int r) {
-    std::vector<int64_t> sums(P, 0);
-    for (const Parameter &p : program.params)
-      if (!leave || p.owner == -1 || p.owner == r)
-        sums[p.stage] =
-            saturatingAdd(sums[p.stage], saturatingMul(4, numElements(p.heldType().shape)));
-    return sums;
-  };
+  std::vector<int64_t> sums(P, 0);
+  for (const Parameter &p : program.params)
+    sums[p.stage] = saturatingAdd(
+        sums[p.stage], saturatingMul(4, numElements((leave ? p.sliceType() : p.type).shape)));
   const std::set<std::string> gradients(program.signature.gradient.begin(),
                                         program.signature.gradient.end());
   std::vector<artifact::MemoryPlan> plans;
   for (const CompiledGraph *g : program.stepPrograms())
     plans.push_back(planOf(*g, leave ? &gradients : nullptr));
-  // The step's side for replica r; the whole step's busiest moment is the
-  // same for every replica (micro-batches add their sums beside it).
-  std::vector<StepPeak> whole;
-  if (program.stages.empty())
-    whole.push_back(wholeStepPeak(program, plans.front(), 0));
-  auto stepPeaksOf = [&](int r) {
-    const std::vector<int64_t> sums = sumsOf(r);
-    if (!program.stages.empty())
-      return pipelineStepPeaks(program, plans, sums);
-    std::vector<StepPeak> peaks = whole;
+  std::vector<StepPeak> step_peaks;
+  if (!program.stages.empty()) {
+    step_peaks = pipelineStepPeaks(program, plans, sums);
+  } else {
     // With micro-batches, the f32 sums stay while the next micro-batch runs.
-    peaks[0].accumulated = peaks[0].breakdown.accumulated_gradients =
-        program.parallel.grad_accum > 1 ? sums[0] : 0;
-    return peaks;
-  };
+    step_peaks.push_back(
+        wholeStepPeak(program, plans.front(), program.parallel.grad_accum > 1 ? sums[0] : 0));
+  }
 
   DeviceMemoryEstimate best;
-  std::vector<StepPeak> step_peaks;
-  for (int r = 0; r < program.parallel.dp; ++r) {
-    if (r == 0 || leave) // replicas differ only in the sums they own
-      step_peaks = stepPeaksOf(r);
-    for (int s = 0; s < P; ++s) {
-      const DeviceMemoryEstimate e = deviceEstimate(program, r, s, step_peaks[s], bucket_extra);
-      if ((r == 0 && s == 0) || e.peak > best.peak) {
-        best = e;
-        best.largest.clear();
-        std::vector<artifact::BufferPlacement> buffers = step_peaks[s].plan->buffers;
-        std::sort(buffers.begin(), buffers.end(),
-                  [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
-        for (size_t i = 0; i < std::min<size_t>(5, buffers.size()); ++i)
-          best.largest.emplace_back(buffers[i].value, buffers[i].bytes);
-      }
+  for (int s = 0; s < P; ++s) {
+    const DeviceMemoryEstimate e = deviceEstimate(program, s, step_peaks[s], bucket_extra);
+    if (s == 0 || e.peak > best.peak) {
+      best = e;
+      best.largest.clear();
+      std::vector<artifact::BufferPlacement> buffers = step_peaks[s].plan->buffers;
+      std::sort(buffers.begin(), buffers.end(),
+                [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
+      for (size_t i = 0; i < std::min<size_t>(5, buffers.size()); ++i)
+        best.largest.emplace_back(buffers[i].value, buffers[i].bytes);
     }
   }
   return best;

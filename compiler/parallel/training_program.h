@@ -83,15 +83,16 @@ struct Parameter {
   std::string name; // the Hugging Face name
   TensorType type;  // on one device: a tensor-parallel rank's piece
   TensorSplit split;
-  // The data-parallel rank that updates it and keeps its moments (ZeRO);
-  // -1: every rank (no ZeRO, and frozen weights).
-  int owner = -1;
   int stage = 0; // the pipeline stage whose devices hold it
-  // ZeRO-3: the elements of the flat slice each replica holds of `type`
-  // (zero_shard.h); 0: the whole piece.
+  // ZeRO: the elements of the flat slice of `type` each data-parallel
+  // replica updates and keeps the moments of (ir/tensor_split.h
+  // takeFlatSlice); 0: every replica the whole piece.
   int64_t slice = 0;
-  // What a device keeps between steps: its slice, or the whole piece.
-  TensorType heldType() const { return slice > 0 ? TensorType{type.dtype, {slice}} : type; }
+  bool weight_sliced = false; // ZeRO-3: the device keeps only its slice of the weight too
+  // What the update reads and the moments' shape: the slice, or the piece.
+  TensorType sliceType() const { return slice > 0 ? TensorType{type.dtype, {slice}} : type; }
+  // The weight a device keeps between steps.
+  TensorType heldType() const { return weight_sliced ? sliceType() : type; }
 };
 
 // One pipeline stage of the step (pipeline_partition.h): its forward and
@@ -121,9 +122,9 @@ struct TrainingProgram {
   std::vector<Parameter> frozen;
   TrainingSignature signature;
   // The AdamW update in buckets (parallel_config.h updateBuckets): graph b
-  // updates the parameters bucket_params[b] (indices into params). Replica
-  // r runs the buckets replica_updates[r] in order (one list for every
-  // replica without ZeRO; with ZeRO-1 the buckets of the parameters it owns).
+  // updates the parameters bucket_params[b] (indices into params; with ZeRO
+  // their slices). Every replica runs the buckets replica_updates[0] in
+  // order (one list: with ZeRO every replica updates its equal slice).
   std::vector<CompiledGraph> optimizers;
   std::vector<std::vector<size_t>> bucket_params;
   std::vector<int> bucket_stage; // the pipeline stage of bucket b's parameters

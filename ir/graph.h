@@ -145,6 +145,11 @@ public:
   // present order) and renumbers nodes, values and groups. Every id held
   // across compact() is invalid afterwards; names are stable.
   void replaceAllUses(ValueId from, ValueId to);
+  // Appends a copy of `source`'s node `id` (op, name, attributes,
+  // provenance, output types) reading `inputs`; value_map[v] becomes the
+  // copy's output for each output v of the original.
+  NodeId addCopyOf(const Graph &source, NodeId id, std::vector<ValueId> inputs,
+                   std::vector<ValueId> &value_map);
   void setInput(NodeId node, size_t index, ValueId value) { nodes_[node].inputs[index] = value; }
   // Changes what a node output holds (precision passes re-type values; the
   // verifier checks the result against the op's inference).

@@ -15,6 +15,18 @@ void Graph::replaceAllUses(ValueId from, ValueId to) {
       out.value = to;
 }
 
+NodeId Graph::addCopyOf(const Graph &source, NodeId id, std::vector<ValueId> inputs,
+                        std::vector<ValueId> &value_map) {
+  const Node n = source.node(id); // a copy: `source` may be this graph, which grows
+  std::vector<TensorType> types;
+  for (ValueId o : n.outputs)
+    types.push_back(source.type(o));
+  const NodeId copy = addNode(n.op, n.name, std::move(inputs), types, n.attrs, n.provenance);
+  for (size_t k = 0; k < n.outputs.size(); ++k)
+    value_map[n.outputs[k]] = node(copy).outputs[k];
+  return copy;
+}
+
 void Graph::eraseNode(NodeId id) {
   if (erased_.size() < nodes_.size())
     erased_.resize(nodes_.size(), false);

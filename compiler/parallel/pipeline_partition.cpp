@@ -197,16 +197,10 @@ Graph Partitioner::build(int part) const {
   for (NodeId id = 0; id < static_cast<NodeId>(g_.numNodes()); ++id) {
     if (!p.nodes[id])
       continue;
-    const Node &n = g_.node(id);
     std::vector<ValueId> inputs;
-    for (ValueId in : n.inputs)
+    for (ValueId in : g_.node(id).inputs)
       inputs.push_back(map[in]);
-    std::vector<TensorType> types;
-    for (ValueId o : n.outputs)
-      types.push_back(g_.type(o));
-    const NodeId copy = out.addNode(n.op, n.name, std::move(inputs), types, n.attrs, n.provenance);
-    for (size_t k = 0; k < n.outputs.size(); ++k)
-      map[n.outputs[k]] = out.node(copy).outputs[k];
+    out.addCopyOf(g_, id, std::move(inputs), map);
   }
   for (size_t o : p.outputs)
     out.addOutput(g_.outputs()[o].name, map[g_.outputs()[o].value]);

@@ -60,12 +60,7 @@ Expected<Graph> shardWeights(const Graph &step, const std::set<std::string> &par
     std::vector<ValueId> inputs;
     for (ValueId in : n.inputs)
       inputs.push_back(slices.count(in) ? whole(in, forward[id], after) : map[in]);
-    std::vector<TensorType> types;
-    for (ValueId o : n.outputs)
-      types.push_back(step.type(o));
-    const NodeId copy = out.addNode(n.op, n.name, std::move(inputs), types, n.attrs, n.provenance);
-    for (size_t k = 0; k < n.outputs.size(); ++k)
-      map[n.outputs[k]] = out.node(copy).outputs[k];
+    out.addCopyOf(step, id, std::move(inputs), map);
   }
   for (const GraphOutput &o : step.outputs()) {
     if (slices.count(o.value))

@@ -118,6 +118,24 @@ protected:
     }
   }
 
+  // Two checkpoints hold the same tensors, of the same types, each element
+  // within `tolerance`: a layout that must train as one device does.
+  void expectNearTensors(const std::string &want, const std::string &got, double tolerance) const {
+    auto a = readSafetensors(path(want));
+    auto b = readSafetensors(path(got));
+    ASSERT_TRUE(a.isOk() && b.isOk()) << want << ", " << got;
+    ASSERT_EQ(b->tensors.size(), a->tensors.size()) << got;
+    for (const auto &[tensor, w] : a->tensors) {
+      ASSERT_TRUE(b->tensors.count(tensor)) << got << ": no " << tensor;
+      const Tensor &g = b->tensors.at(tensor);
+      ASSERT_EQ(g.type(), w.type()) << got << ": " << tensor;
+      double worst = 0;
+      for (int64_t k = 0; k < w.numElements(); ++k)
+        worst = std::max(worst, std::abs(double(g.getFloat(k)) - w.getFloat(k)));
+      EXPECT_LT(worst, tolerance) << got << ": " << tensor;
+    }
+  }
+
   std::string kiln_;
   fs::path dir_;
 };

@@ -22,6 +22,15 @@ protected:
   std::string train(const std::string &flags) {
     return "train " + kTiny + " --data train.bin --batch 8 --seq 16 --lr 1e-3 " + flags;
   }
+
+  // `command` for 20 steps, checkpointed at 10 and 20 into the folder
+  // `name` and logged to name.jsonl.
+  Result runCheckpointed(const std::string &command, const std::string &name) {
+    Result r = run(command + " --steps 20 --checkpoint-every 10 --checkpoint-dir " + name +
+                   " --log-json " + name + ".jsonl");
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    return r;
+  }
 };
 
 // The run's last line: "measured device memory peak 2.2 MiB (planned 2.2 MiB)".

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "ir/safetensors.h"
 #include "tests/e2e/train_fixture.h"
 
 namespace kiln {
@@ -31,9 +30,7 @@ protected:
   }
   // A 20-step run checkpointed at 10 and 20; its log.
   std::vector<json> trainAs(const std::string &name, const std::string &flags) {
-    Result r = run(train4("--steps 20 --checkpoint-every 10 --checkpoint-dir " + name +
-                          " --log-json " + name + ".jsonl " + flags));
-    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    Result r = runCheckpointed(train4(flags), name);
     const auto [measured, planned] = measuredAndPlannedPeak(r.out);
     EXPECT_EQ(measured, planned) << name << ": " << r.out;
     return logLines(name + ".jsonl");
@@ -43,8 +40,6 @@ protected:
 TEST_F(PipelineCli, StagesTrainAsOneDevice) {
   const std::vector<json> one = trainAs("one", "--devices 1");
   ASSERT_EQ(one.size(), 20u);
-  auto want = readSafetensors(path("one/step-000020.safetensors"));
-  ASSERT_TRUE(want.isOk()) << want.message();
   for (const auto &[name, flags] : std::vector<std::pair<std::string, std::string>>{
            {"pp2", "--devices 2 --pp 2 --micro-batches 4"},
            {"pp4", "--devices 4 --pp 4 --micro-batches 8"},
@@ -59,17 +54,7 @@ TEST_F(PipelineCli, StagesTrainAsOneDevice) {
         EXPECT_NEAR(got[i][field].get<double>(), w, 1e-5 * w)
             << name << " step " << i + 1 << " " << field;
       }
-    auto ckpt = readSafetensors(path(name + "/step-000020.safetensors"));
-    ASSERT_TRUE(ckpt.isOk()) << ckpt.message();
-    ASSERT_EQ(ckpt->tensors.size(), want->tensors.size()) << name;
-    for (const auto &[tensor, w] : want->tensors) {
-      ASSERT_TRUE(ckpt->tensors.count(tensor)) << name << ": no " << tensor;
-      const Tensor &g = ckpt->tensors.at(tensor);
-      double worst = 0;
-      for (int64_t k = 0; k < w.numElements(); ++k)
-        worst = std::max(worst, std::abs(double(g.getFloat(k)) - w.getFloat(k)));
-      EXPECT_LT(worst, 1e-4) << name << ": " << tensor;
-    }
+    expectNearTensors("one/step-000020.safetensors", name + "/step-000020.safetensors", 1e-4);
   }
   EXPECT_LT(one.back()["loss"].get<double>(), one.front()["loss"].get<double>() - 0.05);
 

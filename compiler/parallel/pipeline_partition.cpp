@@ -13,6 +13,13 @@ namespace {
 // that reads it computes it again.
 constexpr int kFree = -1;
 
+// The transformer layer a weight belongs to, or -1: its name holds
+// "transformer.h.<i>." (a LoRA adapter's PEFT name has a prefix before it).
+int64_t weightLayer(const std::string &name) {
+  const size_t at = name.find("transformer.h.");
+  return at == std::string::npos ? -1 : passes::layerOf(name.substr(at));
+}
+
 int partOf(StageProgram p) { return p.stage * 2 + (p.forward ? 0 : 1); }
 StageProgram programOf(int part) { return {part / 2, part % 2 == 0}; }
 
@@ -215,7 +222,7 @@ Expected<PipelinePartition> Partitioner::run() {
   int64_t layers = 0;
   for (const GraphInput &in : g_.inputs())
     if (isWeight(in.role))
-      layers = std::max(layers, passes::layerOf(in.name) + 1);
+      layers = std::max(layers, weightLayer(in.name) + 1);
   if (layers < stages_)
     return Error("--pp " + std::to_string(stages_) + ": the model has " + std::to_string(layers) +
                  " transformer layers, fewer than the stages (each stage needs at least one)");
@@ -264,10 +271,10 @@ std::vector<int> balancedLayerStages(int64_t layers, int stages) {
 }
 
 int weightStage(const std::string &name, const std::vector<int> &layer_stage, int stages) {
-  const int64_t layer = passes::layerOf(name);
+  const int64_t layer = weightLayer(name);
   if (layer >= 0 && layer < static_cast<int64_t>(layer_stage.size()))
     return layer_stage[layer];
-  return name.starts_with("transformer.wte.") ? 0 : stages - 1;
+  return name.find("transformer.wte.") != std::string::npos ? 0 : stages - 1;
 }
 
 Expected<PipelinePartition> partitionPipeline(const Graph &step, int stages) {

@@ -69,6 +69,22 @@ TEST_F(PipelineCli, StagesTrainAsOneDevice) {
   expectSameTensors("pp2z1/step-000020.safetensors", "resumed/step-000020.safetensors");
 }
 
+// A LoRA fine-tune: each adapter (PEFT's name, "base_model.model.
+// transformer.h.<i>...") lives on its layer's stage; the pipeline trains as
+// one device running the same micro-batches, bit for bit.
+TEST_F(PipelineCli, ALoraFineTunePipelinesAsOneDevice) {
+  const std::string lora = "--steps 3 --lora-rank 4 --micro-batches 2 ";
+  ASSERT_EQ(run(train4(lora + "--devices 1 --log-json one.jsonl")).exit_code, 0);
+  Result pp = run(train4(lora + "--devices 2 --pp 2 --log-json pp.jsonl"));
+  ASSERT_EQ(pp.exit_code, 0) << pp.err;
+  std::vector<json> one = logLines("one.jsonl"), two = logLines("pp.jsonl");
+  ASSERT_EQ(two.size(), 3u);
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(two[i]["loss"], one[i]["loss"]) << "step " << i + 1;
+    EXPECT_EQ(two[i]["grad_norm"], one[i]["grad_norm"]) << "step " << i + 1;
+  }
+}
+
 // Under MPI: processes each holding a whole pipeline, and a pipeline whose
 // stages live in two processes (activations and gradients sent between
 // them), give one process's losses and checkpoints bit for bit; a run

@@ -1,6 +1,7 @@
 // `kiln train`: compile the training step for N devices ahead of time, then
-// train on them: data and tensor parallel, ZeRO-1, loss scaling, clipping, warmup and
-// cosine decay, checkpoints and resume, a JSON log and a Chrome trace.
+// train on them: data, tensor and pipeline parallel, ZeRO-1 to -3, loss
+// scaling, clipping, warmup and cosine decay, checkpoints and resume, a JSON
+// log and a Chrome trace.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -326,8 +327,9 @@ int runTrain(TrainOptions opts) {
 void registerTrainCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<TrainOptions>();
   CLI::App *cmd = app.add_subcommand(
-      "train", "Train a Qwen model on N simulated devices: the step compiled ahead of time, data "
-               "and tensor parallel (ZeRO-1 optional), loss scaling, clipping, checkpoints");
+      "train", "Train a Qwen model on N simulated devices: the step compiled ahead of time, data, "
+               "tensor and pipeline parallel (ZeRO-1 to -3 optional), loss scaling, clipping, "
+               "checkpoints");
   addModelArgument(*cmd, opts->model.model, ModelArgument::Qwen);
   cmd->add_option("--data", opts->data,
                   "pre-tokenised data: a flat token file (nanoGPT's train.bin) or safetensors "
@@ -371,7 +373,8 @@ void registerTrainCommand(CLI::App &app, Action &action) {
                   "micro-batches per step through the pipeline (the same count as --grad-accum)")
       ->check(PositiveInteger);
   cmd->add_option("--zero", opts->zero,
-                  "0; 1: shard the optimizer state over the replicas; 2: and the gradients");
+                  "0; 1: shard the optimizer state over the replicas in equal slices; 2: and "
+                  "the gradients; 3: and the weights, gathered before each use");
   cmd->add_option("--grad-accum", opts->grad_accum,
                   "micro-batches per step: each replica's share of --batch runs in this many "
                   "pieces whose gradients are summed before the update (default 1)")

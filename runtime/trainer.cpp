@@ -447,7 +447,7 @@ Expected<StepRecord> Trainer::step() {
 Status Trainer::update(int device, double grad_scale, double lr) {
   const int64_t t0 = trace_ ? trace_->now() : 0;
   const parallel::TrainingSignature &sig = program_.signature;
-  for (size_t b : program_.updatesOf(replicaOf(device))) {
+  for (size_t b = 0; b < program_.optimizers.size(); ++b) {
     if (program_.bucket_stage[b] != stageOf(device))
       continue; // another pipeline stage's parameters
     const auto clock = Profiler::Clock::now();

@@ -139,7 +139,6 @@ Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob 
   program.optimizers.clear();
   program.bucket_params.clear();
   program.bucket_stage.clear();
-  program.replica_updates.clear();
   // ZeRO gives every replica an equal flat slice of each parameter's
   // optimizer state (and with ZeRO-3 of the weight itself, which the step
   // was compiled for): the update runs on slices, one set of programs for
@@ -154,7 +153,6 @@ Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob 
                     static_cast<int64_t>(dtypeSize(p.type.dtype)));
   // The buckets stage by stage: each bucket's parameters live on one
   // stage's devices.
-  program.replica_updates.resize(1);
   for (int s = 0; s < config.pp; ++s) {
     std::vector<size_t> staged;
     for (size_t i = 0; i < program.params.size(); ++i)
@@ -167,7 +165,6 @@ Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob 
       KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(params, stepOptions()));
       KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c,
                             compiled(std::move(update), job, settings, cache));
-      program.replica_updates[0].push_back(program.optimizers.size());
       program.optimizers.push_back(std::move(c));
       program.bucket_params.push_back(std::move(bucket));
       program.bucket_stage.push_back(s);

@@ -222,15 +222,13 @@ Expected<StepTime> predictStepTime(const TrainingProgram &program, const target:
     KILN_RETURN_IF_ERROR(addPipelineTime(time, program, roofline, tp_link,
                                          linkOf(2, static_cast<int64_t>(layout.tp) * layout.dp)));
   }
-  for (size_t r = 0; r < program.replica_updates.size(); ++r) {
-    std::map<int, double> update; // per stage
-    for (size_t b : program.replica_updates[r]) {
-      KILN_ASSIGN_OR_RETURN(GraphTime t, graphTime(program.optimizers[b], roofline, 1, {}));
-      update[program.bucket_stage.empty() ? 0 : program.bucket_stage[b]] += t.kernels;
-    }
-    for (const auto &[stage, seconds] : update)
-      time.update = std::max(time.update, seconds);
+  std::map<int, double> update; // per stage: its devices run its buckets
+  for (size_t b = 0; b < program.optimizers.size(); ++b) {
+    KILN_ASSIGN_OR_RETURN(GraphTime t, graphTime(program.optimizers[b], roofline, 1, {}));
+    update[program.bucket_stage[b]] += t.kernels;
   }
+  for (const auto &[stage, seconds] : update)
+    time.update = std::max(time.update, seconds);
 
   // The gradients leave the step in the parameters' dtype; under ZeRO the
   // new weight slices go back to every replica.

@@ -264,8 +264,8 @@ DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int s, const
   const int64_t held =
       saturatingAdd(saturatingAdd(e.frozen_weights, in_update.weights), in_update.gradients);
   int64_t largest_bucket = 0;
-  for (size_t b : program.updatesOf(0))
-    if (program.bucket_stage.empty() || program.bucket_stage[b] == s)
+  for (size_t b = 0; b < program.optimizers.size(); ++b)
+    if (program.bucket_stage[b] == s)
       largest_bucket = std::max(largest_bucket, bucket_extra[b]);
   e.update_peak = saturatingAdd(saturatingAdd(held, e.optimizer_state), largest_bucket);
   in_update.optimizer_state = e.optimizer_state;

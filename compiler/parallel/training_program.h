@@ -123,17 +123,13 @@ struct TrainingProgram {
   TrainingSignature signature;
   // The AdamW update in buckets (parallel_config.h updateBuckets): graph b
   // updates the parameters bucket_params[b] (indices into params; with ZeRO
-  // their slices). Every replica runs the buckets replica_updates[0] in
-  // order (one list: with ZeRO every replica updates its equal slice).
+  // their slices). Every device runs its stage's buckets in order: with
+  // ZeRO every replica updates its equal slice, so one set serves them all.
   std::vector<CompiledGraph> optimizers;
   std::vector<std::vector<size_t>> bucket_params;
   std::vector<int> bucket_stage; // the pipeline stage of bucket b's parameters
-  std::vector<std::vector<size_t>> replica_updates;
   DeviceMemoryEstimate memory;
 
-  const std::vector<size_t> &updatesOf(int dp_rank) const {
-    return replica_updates[replica_updates.size() == 1 ? 0 : dp_rank];
-  }
   // The step's programs: the whole step, or every stage's forward and backward.
   std::vector<const CompiledGraph *> stepPrograms() const;
 };

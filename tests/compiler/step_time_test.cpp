@@ -40,7 +40,6 @@ TrainingProgram oneGraphProgram(Graph graph) {
     p.step.kernels.kernels.push_back(std::move(k));
   }
   p.step.graph = std::move(graph);
-  p.replica_updates.emplace_back();
   return p;
 }
 

@@ -267,8 +267,8 @@ Expected<OverflowReport> locateOverflow(const Graph &graph, codegen::CompiledKer
       return Status::ok();
     report.found = true;
     report.kernel_index = static_cast<int64_t>(k);
-    for (ValueId in : specs[k].inputs)
-      kernel_inputs[graph.valueName(in)] = values[in];
+    for (ValueId in : specs[k].inputs) // the arena's bytes are reused: keep a copy
+      kernel_inputs[graph.valueName(in)] = values[in].copy();
     return Error(stop);
   };
   KILN_ASSIGN_OR_RETURN(auto executor, runtime::Executor::create(graph, std::move(kernels), exec));

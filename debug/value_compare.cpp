@@ -52,8 +52,8 @@ Expected<ValueTrace> traceCompiled(const Graph &graph, codegen::CompiledKernels 
   ValueTrace trace;
   runtime::ExecutorOptions options;
   options.after_kernel = [&](size_t k, const std::vector<Tensor> &values) -> Status {
-    for (ValueId v : outputs[k])
-      trace.emplace_back(graph.valueName(v), values[v]);
+    for (ValueId v : outputs[k]) // the arena's bytes are reused: keep a copy
+      trace.emplace_back(graph.valueName(v), values[v].copy());
     return Status::ok();
   };
   KILN_ASSIGN_OR_RETURN(auto executor,

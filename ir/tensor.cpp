@@ -32,26 +32,42 @@ Tensor::Tensor(TensorType type) : Tensor(uninitialized(std::move(type))) {
     std::memset(bytes_.get(), 0, size_);
 }
 
+namespace {
+std::atomic<uint64_t> g_bytes_copied{0};
+std::atomic<uint64_t> g_bytes_allocated{0};
+} // namespace
+
 Tensor Tensor::uninitialized(TensorType type) {
   Tensor t;
   t.type_ = std::move(type);
   t.size_ = static_cast<size_t>(t.type_.numElements()) * dtypeSize(t.type_.dtype);
   // new[] without a value-initialiser leaves the bytes as they are.
-  if (t.size_ > 0)
+  if (t.size_ > 0) {
+    g_bytes_allocated.fetch_add(t.size_, std::memory_order_relaxed);
     t.bytes_ = std::shared_ptr<uint8_t[]>(new uint8_t[t.size_]);
+  }
   return t;
 }
 
-namespace {
-std::atomic<uint64_t> g_bytes_copied{0};
-} // namespace
+Tensor Tensor::view(TensorType type, const std::shared_ptr<uint8_t[]> &block, size_t offset) {
+  Tensor t;
+  t.type_ = std::move(type);
+  t.size_ = static_cast<size_t>(t.type_.numElements()) * dtypeSize(t.type_.dtype);
+  // A control block of its own (not the block's aliasing one), so that the
+  // copy-on-write count sees this tensor's copies only, not the other views.
+  if (t.size_ > 0)
+    t.bytes_ = std::shared_ptr<uint8_t[]>(block.get() + offset, [block](uint8_t *) {});
+  return t;
+}
 
 uint64_t Tensor::bytesCopied() { return g_bytes_copied.load(std::memory_order_relaxed); }
+uint64_t Tensor::bytesAllocated() { return g_bytes_allocated.load(std::memory_order_relaxed); }
 
 void Tensor::makeUnique() {
   if (!bytes_ || bytes_.use_count() == 1)
     return;
   g_bytes_copied.fetch_add(size_, std::memory_order_relaxed);
+  g_bytes_allocated.fetch_add(size_, std::memory_order_relaxed);
   std::shared_ptr<uint8_t[]> own(new uint8_t[size_]);
   std::memcpy(own.get(), bytes_.get(), size_);
   bytes_ = std::move(own);
@@ -173,6 +189,13 @@ Tensor Tensor::castTo(DType dtype, OverflowMode mode) const {
     else
       out.setFloat(i, getFloat(i), mode);
   }
+  return out;
+}
+
+Tensor Tensor::copy() const {
+  Tensor out = uninitialized(type_);
+  if (size_ > 0)
+    std::memcpy(out.bytes_.get(), bytes_.get(), size_);
   return out;
 }
 

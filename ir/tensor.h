@@ -25,6 +25,10 @@ public:
   // A tensor of `type` whose bytes are not initialised, for a writer that
   // fills every element (a compiled kernel's output).
   static Tensor uninitialized(TensorType type);
+  // A tensor of `type` whose bytes lie at `offset` inside `block`, which
+  // another owner allocated (a device's arena): the tensor keeps the block
+  // alive and is the only writer of its bytes until it is copied.
+  static Tensor view(TensorType type, const std::shared_ptr<uint8_t[]> &block, size_t offset);
 
   static Tensor fromFloats(DType dtype, Shape shape, const std::vector<float> &values,
                            OverflowMode mode = OverflowMode::InfNan);
@@ -61,11 +65,17 @@ public:
   Tensor castTo(DType dtype, OverflowMode mode = OverflowMode::InfNan) const;
   // Same bytes with another shape of the same element count.
   Tensor reshaped(Shape shape) const;
+  // The same elements in bytes of its own: a value kept past the life of
+  // the buffer it lies in (a view into an arena whose bytes are reused).
+  Tensor copy() const;
 
   // Bytes copied so far in this process by writes to shared bytes (the
   // profiler reports it per step: a step that copies none keeps each
   // weight once).
   static uint64_t bytesCopied();
+  // Bytes allocated so far in this process for tensors' own storage (not
+  // views): what a step allocates on the host beside its devices' arenas.
+  static uint64_t bytesAllocated();
 
   bool operator==(const Tensor &other) const {
     return type_ == other.type_ && size_ == other.size_ &&

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <new>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "compiler/codegen/gemm.h"
@@ -29,10 +33,24 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
                           ex->loader_->load(ex->kernels_.objects[k.object], k.symbol, k.spec.name));
     ex->entries_.push_back(entry);
   }
-  for (const codegen::CompiledKernel &k : ex->kernels_.kernels)
-    ex->is_view_.push_back(!k.host && codegen::isReshapeView(graph, k.spec));
-  for (ValueId v = 0; v < static_cast<ValueId>(graph.numValues()); ++v)
+  std::vector<codegen::KernelSpec> specs;
+  for (const codegen::CompiledKernel &k : ex->kernels_.kernels) {
+    ex->is_alias_.push_back(codegen::aliasesItsInput(graph, k.spec));
+    specs.push_back(k.spec);
+  }
+  artifact::Lifetimes lifetimes;
+  lifetimes.inputs_outside = true;
+  lifetimes.output_leaves = options.output_leaves;
+  ex->plan_ = artifact::planMemory(graph, specs, artifact::kDefaultBufferAlignment, lifetimes);
+  std::unordered_map<std::string_view, int64_t> offsets;
+  for (const artifact::BufferPlacement &b : ex->plan_.buffers)
+    offsets[b.value] = b.offset;
+  for (ValueId v = 0; v < static_cast<ValueId>(graph.numValues()); ++v) {
     ex->value_names_.push_back(graph.valueName(v));
+    auto at = offsets.find(ex->value_names_.back());
+    ex->offset_.push_back(at == offsets.end() ? -1 : at->second);
+  }
+  ex->arena_name_ = graph.name() + " arena";
   ex->last_use_kernel_.assign(graph.numValues(), -1);
   for (size_t i = 0; i < ex->kernels_.kernels.size(); ++i)
     for (ValueId v : ex->kernels_.kernels[i].spec.inputs)
@@ -57,32 +75,50 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
 
 namespace {
 
-// One rank's values during a run, and which of them it counts on its device.
+// One rank's values during a run, its arena, and the inputs it counts on
+// its device.
 struct RankRun {
   RankRun(const Graph &g, const std::vector<std::string> &n, DeviceMemory *m)
       : graph(g), names(n), memory(m), values(g.numValues()), owned(g.numValues(), 0) {}
 
-  // Buffers the caller keeps on the device (weights, optimizer state) are
-  // counted already; the run counts and releases only its own.
-  Status allocate(ValueId v) {
-    if (!memory || memory->holds(names[v]))
+  // The arena and the inputs the device does not hold (weights, optimizer
+  // state and gradients the caller counts already), all from the start.
+  Status begin(const std::string &arena_name, int64_t arena_bytes) {
+    if (!memory)
       return Status::ok();
-    owned[v] = 1;
-    const TensorType &t = graph.type(v);
-    return memory->allocate(names[v],
-                            numElements(t.shape) * static_cast<int64_t>(dtypeSize(t.dtype)));
+    KILN_RETURN_IF_ERROR(memory->allocate(arena_name, arena_bytes));
+    counted_arena = &arena_name;
+    for (const GraphInput &in : graph.inputs()) {
+      if (memory->holds(names[in.value]))
+        continue;
+      const TensorType &t = graph.type(in.value);
+      KILN_RETURN_IF_ERROR(memory->allocate(
+          names[in.value], numElements(t.shape) * static_cast<int64_t>(dtypeSize(t.dtype))));
+      owned[in.value] = 1;
+    }
+    return Status::ok();
   }
   void release(ValueId v) {
     if (owned[v])
       memory->release(names[v]);
     owned[v] = 0;
   }
+  // The outputs leave the device with the results; inputs nobody read go too.
+  void end() {
+    for (const GraphInput &in : graph.inputs())
+      release(in.value);
+    if (counted_arena)
+      memory->release(*counted_arena);
+    counted_arena = nullptr;
+  }
 
   const Graph &graph;
   const std::vector<std::string> &names;
   DeviceMemory *memory;
   std::vector<Tensor> values;
-  std::vector<char> owned;
+  std::vector<char> owned; // inputs counted by this run
+  std::shared_ptr<uint8_t[]> arena;
+  const std::string *counted_arena = nullptr;
 };
 
 } // namespace
@@ -111,12 +147,14 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
   };
   std::vector<RankRun> runs;
   runs.reserve(ranks);
+  std::vector<std::shared_ptr<uint8_t[]>> arenas;
   for (size_t r = 0; r < ranks; ++r) {
     const auto start = Profiler::Clock::now();
     runs.emplace_back(graph_, value_names_, r < memory.size() ? memory[r] : nullptr);
     KILN_RETURN_IF_ERROR(ops::bindGraphInputs(graph_, *inputs[r], runs[r].values));
-    for (const GraphInput &in : graph_.inputs())
-      KILN_RETURN_IF_ERROR(runs[r].allocate(in.value));
+    KILN_RETURN_IF_ERROR(runs[r].begin(arena_name_, plan_.peak_bytes));
+    runs[r].arena = takeArena();
+    arenas.push_back(runs[r].arena);
     hostWork(r, "bind inputs", start);
   }
   std::vector<std::vector<Tensor> *> group;
@@ -126,7 +164,7 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
     return ranks == 1 || s ? s : s.error().withContext("tensor-parallel rank " + std::to_string(r));
   };
   // A kernel's time on a rank includes the executor's bookkeeping around it
-  // (device memory accounting, releasing its inputs' last use).
+  // (releasing its inputs' last use, copying leaving outputs off).
   for (size_t k = 0; k < kernels_.kernels.size(); ++k) {
     const codegen::CompiledKernel &kernel = kernels_.kernels[k];
     auto timed = [&](size_t r, Profiler::Clock::time_point start) {
@@ -134,28 +172,22 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
         profiler->kernel(profile_.step, device(r), profile_.program, k, start,
                          Profiler::Clock::now());
     };
-    auto allocate = [&](size_t r) -> Status {
-      for (ValueId v : kernel.spec.outputs)
-        KILN_RETURN_IF_ERROR(onRank(r, runs[r].allocate(v)));
-      return Status::ok();
-    };
     auto finish = [&](size_t r) -> Status {
+      std::vector<Tensor> &values = runs[r].values;
       if (options_.after_kernel)
-        KILN_RETURN_IF_ERROR(onRank(r, options_.after_kernel(k, runs[r].values)));
+        KILN_RETURN_IF_ERROR(onRank(r, options_.after_kernel(k, values)));
       for (ValueId v : kernel.spec.inputs)
         if (last_use_kernel_[v] == static_cast<ValueId>(k)) {
-          runs[r].values[v] = Tensor();
+          values[v] = Tensor();
           runs[r].release(v);
         }
       for (ValueId v : leave_after_[k])
-        runs[r].release(v); // off the device; the value stays for the results
+        values[v] = std::as_const(values[v]).copy(); // off the device; kept for the results
       return Status::ok();
     };
-    if (kernel.collective) {
+    if (kernel.collective && !is_alias_[k]) {
       const auto start = Profiler::Clock::now();
-      for (size_t r = 0; r < ranks; ++r)
-        KILN_RETURN_IF_ERROR(allocate(r));
-      KILN_ASSIGN_OR_RETURN(const uint32_t bits, runCollective(k, group));
+      KILN_ASSIGN_OR_RETURN(const uint32_t bits, runCollective(k, group, arenas));
       for (size_t r = 0; r < ranks; ++r) {
         raise(r, bits);
         KILN_RETURN_IF_ERROR(finish(r));
@@ -165,18 +197,16 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
     }
     for (size_t r = 0; r < ranks; ++r) {
       const auto start = Profiler::Clock::now();
-      KILN_RETURN_IF_ERROR(allocate(r));
-      if (is_view_[k]) {
-        const Node &node = graph_.node(kernel.spec.members.front());
-        std::vector<Tensor> &values = runs[r].values;
-        values[node.outputs[0]] =
-            values[node.inputs[0]].reshaped(graph_.type(node.outputs[0]).shape);
+      std::vector<Tensor> &values = runs[r].values;
+      if (is_alias_[k]) {
+        const ValueId in = kernel.spec.inputs.front(), out = kernel.spec.outputs.front();
+        values[out] = values[in].reshaped(graph_.type(out).shape);
       } else if (kernel.host) {
-        auto bits = runOnHost(k, runs[r].values);
+        auto bits = runOnHost(k, values, runs[r].arena);
         KILN_RETURN_IF_ERROR(onRank(r, bits.status()));
         raise(r, *bits);
       } else {
-        raise(r, launch(k, runs[r].values));
+        raise(r, launch(k, values, runs[r].arena));
       }
       KILN_RETURN_IF_ERROR(finish(r));
       timed(r, start);
@@ -187,30 +217,40 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
     const auto start = Profiler::Clock::now();
     for (const GraphOutput &out : graph_.outputs())
       outputs[r][out.name] = runs[r].values[out.value];
-    // The outputs leave the device with the results; inputs nobody read go too.
-    for (const GraphOutput &out : graph_.outputs())
-      runs[r].release(out.value);
-    for (const GraphInput &in : graph_.inputs())
-      runs[r].release(in.value);
+    runs[r].end();
     hostWork(r, "collect outputs", start);
   }
   return outputs;
 }
 
-// A collective kernel across the group: TensorParallelCopy hands every rank
-// its own input; TensorParallelReduce adds the ranks' inputs in rank order in
-// f32 and rounds the sum once, as the job's kernels round; TensorParallelMax
-// takes their max (exact); DataParallelGather gives each rank the weight its
-// replicas' slices make (ExecutorOptions::gather_weight).
-Expected<uint32_t> Executor::runCollective(size_t index,
-                                           std::vector<std::vector<Tensor> *> &group) {
+std::shared_ptr<uint8_t[]> Executor::takeArena() {
+  for (const std::shared_ptr<uint8_t[]> &arena : arenas_)
+    if (arena.use_count() == 1)
+      return arena;
+  constexpr std::align_val_t kAlign{artifact::kDefaultBufferAlignment};
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(plan_.peak_bytes, 1));
+  arenas_.emplace_back(static_cast<uint8_t *>(::operator new[](bytes, kAlign)),
+                       [](uint8_t *p) { ::operator delete[](p, kAlign); });
+  arena_bytes_allocated_ += static_cast<int64_t>(bytes);
+  return arenas_.back();
+}
+
+Tensor Executor::place(ValueId v, const std::shared_ptr<uint8_t[]> &arena) const {
+  if (offset_[v] < 0) // not planned: a value no kernel of the plan writes
+    return Tensor::uninitialized(graph_.type(v));
+  return Tensor::view(graph_.type(v), arena, static_cast<size_t>(offset_[v]));
+}
+
+// A collective kernel across the group, each rank's result in its own
+// arena: TensorParallelReduce adds the ranks' inputs in rank order in f32
+// and rounds the sum once, as the job's kernels round; TensorParallelMax
+// takes their max (exact); DataParallelGather writes into each rank the
+// weight its replicas' slices make (ExecutorOptions::gather_weight).
+// TensorParallelCopy is an alias (runGroup).
+Expected<uint32_t> Executor::runCollective(size_t index, std::vector<std::vector<Tensor> *> &group,
+                                           const std::vector<std::shared_ptr<uint8_t[]>> &arenas) {
   const Node &node = graph_.node(kernels_.kernels[index].spec.members.front());
   const ValueId in = node.inputs[0], out = node.outputs[0];
-  if (node.op == "TensorParallelCopy") {
-    for (std::vector<Tensor> *values : group)
-      (*values)[out] = (*values)[in];
-    return 0u;
-  }
   if (node.op == "DataParallelGather") {
     if (!options_.gather_weight)
       return Error("node '" + node.name + "': a ZeRO-3 gather runs only in kiln train --zero 3");
@@ -221,7 +261,8 @@ Expected<uint32_t> Executor::runCollective(size_t index,
         return Error("node '" + node.name + "': the gathered weight is " +
                      typeToString(whole.type()) + ", the graph needs " +
                      typeToString(graph_.type(out)));
-      (*group[r])[out] = std::move(whole);
+      Tensor &gathered = (*group[r])[out] = place(out, arenas[r]);
+      std::memcpy(gathered.data(), std::as_const(whole).data(), whole.byteSize());
     }
     return 0u;
   }
@@ -242,17 +283,21 @@ Expected<uint32_t> Executor::runCollective(size_t index,
       acc[i] = !max ? acc[i] + v : r == 0 ? v : std::max(acc[i], v);
     }
   }
-  Tensor y(graph_.type(out));
+  Tensor &y = (*group[0])[out] = place(out, arenas[0]);
   takeFloatStatus();
   for (int64_t i = 0; i < n; ++i)
     y.setFloat(i, acc[i], kernels_.overflow);
-  for (std::vector<Tensor> *values : group)
-    (*values)[out] = y;
+  for (size_t r = 1; r < group.size(); ++r) {
+    Tensor &mine = (*group[r])[out] = place(out, arenas[r]);
+    std::memcpy(mine.data(), std::as_const(y).data(), y.byteSize());
+  }
   return takeFloatStatus();
 }
 
-// A fallback kernel: the op's reference kernel, one thread, the job's rounding.
-Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values) {
+// A fallback kernel: the op's reference kernel, one thread, the job's
+// rounding, its results written into the arena.
+Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values,
+                                       const std::shared_ptr<uint8_t[]> &arena) {
   const codegen::KernelSpec &spec = kernels_.kernels[index].spec;
   const Node &node = graph_.node(spec.members.front());
   const ops::RegisteredOp *op = ops::OpRegistry::global().find(node.op);
@@ -262,8 +307,10 @@ Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values
   for (ValueId v : node.inputs)
     args.push_back(&values[v]);
   std::vector<Tensor> results;
-  for (ValueId v : node.outputs)
-    results.emplace_back(graph_.type(v));
+  for (ValueId v : node.outputs) {
+    results.push_back(place(v, arena)); // zeroed, as a reference kernel expects
+    std::memset(results.back().data(), 0, results.back().byteSize());
+  }
   ops::KernelContext ctx;
   ctx.overflow = kernels_.overflow;
   ctx.node_name = node.name;
@@ -273,8 +320,13 @@ Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values
   const uint32_t status = takeFloatStatus();
   if (!s)
     return s.error().withContext("node '" + node.name + "' (" + node.op + ", on the host)");
-  for (size_t k = 0; k < node.outputs.size(); ++k)
-    values[node.outputs[k]] = std::move(results[k]);
+  for (size_t k = 0; k < node.outputs.size(); ++k) {
+    Tensor &value = values[node.outputs[k]] = place(node.outputs[k], arena);
+    // A kernel that replaced its result (with one of its inputs, say):
+    // into the arena, which later kernels may not find shared.
+    if (std::as_const(value).data() != std::as_const(results[k]).data())
+      std::memcpy(value.data(), std::as_const(results[k]).data(), value.byteSize());
+  }
   return status;
 }
 
@@ -311,13 +363,14 @@ float *Executor::wholeAccumulator(const codegen::GemmPlan &gemm, const Tensor &a
   return acc;
 }
 
-uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
+uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
+                          const std::shared_ptr<uint8_t[]> &arena) {
   const codegen::CompiledKernel &kernel = kernels_.kernels[index];
   const codegen::KernelProgram &program = kernel.build.program;
   const codegen::KernelEntry entry = entries_[index];
 
   // Inputs are read in place (const: a shared weight is not copied); every
-  // output is written whole, so it starts uninitialised.
+  // output is written whole at its place in the arena.
   std::vector<void *> buffers;
   for (ValueId v : kernel.spec.inputs)
     buffers.push_back(const_cast<void *>(std::as_const(values[v]).data()));
@@ -325,7 +378,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values) {
   if (kernel.build.gemm)
     buffers.push_back(nullptr); // the accumulator, set per tile
   for (ValueId v : kernel.spec.outputs) {
-    values[v] = Tensor::uninitialized(graph_.type(v));
+    values[v] = place(v, arena);
     buffers.push_back(values[v].data());
   }
 

@@ -1,6 +1,10 @@
-// Runs a compiled graph on the host CPU: one buffer per value, the kernels in
-// order, each kernel's rows split into tiles that run in parallel; the ranks
-// of a tensor-parallel group in lockstep, collectives between kernels. A GEMM
+// Runs a compiled graph on the host CPU: the kernels in order, each kernel's
+// rows split into tiles that run in parallel; the ranks of a tensor-parallel
+// group in lockstep, collectives between kernels. Each rank's run has one
+// arena laid out by the graph's memory plan (compiler/artifact/memory_plan.h):
+// every value a kernel writes is a view at its planned offset, the graph
+// inputs are read where the caller holds them, and a device counts exactly
+// the arena and the inputs it does not hold already. A GEMM
 // kernel computes each tile's f32 result and hands it straight to its
 // epilogue while it is in cache, the CPU's counterpart of FixPipe draining
 // L0C. This is the single-device executor the multi-device runtime builds on.
@@ -12,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/artifact/memory_plan.h"
 #include "compiler/codegen/gemm.h"
 #include "compiler/codegen/kernel_compiler.h"
 #include "compiler/codegen/kernel_loader.h"
@@ -29,11 +34,13 @@ struct ExecutorOptions {
   // Elements a tile aims at: enough work per task to amortise the dispatch.
   int64_t tile_elements = 1 << 15;
   // Called after each kernel with every live value (by ValueId; the kernel's
-  // inputs are still held); an error stops the run and is returned.
+  // inputs are still held); an error stops the run and is returned. The
+  // values are views into the arena, whose bytes later kernels reuse: one
+  // kept past the call must be copied (Tensor::copy).
   std::function<Status(size_t kernel, const std::vector<Tensor> &values)> after_kernel;
   // Outputs that leave the device as they are made (a gradient
-  // reduce-scattered during the backward): counted on the device until
-  // their last reader in the graph, still returned with the others.
+  // reduce-scattered during the backward): in the arena until their last
+  // reader in the graph, copied off it then, still returned with the others.
   std::function<bool(const GraphOutput &)> output_leaves;
   // ZeRO-3: the whole of weight `name` on tensor-parallel rank `rank` (its
   // piece), which a DataParallelGather assembles from every replica's slice.
@@ -47,9 +54,12 @@ public:
   create(const Graph &graph, codegen::CompiledKernels kernels, const ExecutorOptions &options = {});
 
   // Runs the graph: `inputs` must hold every graph input by name with exactly
-  // its type; returns the graph outputs by name. With `memory`, every buffer
-  // of the run (inputs, then each kernel's outputs until their last reader)
-  // is counted on that device, and exceeding its capacity stops the run.
+  // its type; returns the graph outputs by name (views into the run's arena,
+  // which they keep alive on the host; the next run takes another arena
+  // until they are dropped). With `memory`, the run counts on that device
+  // its arena and the inputs the device does not hold already, from the
+  // start (inputs until their last reader), and exceeding its capacity
+  // stops the run.
   // With `status`, every kernel that overflowed raises it (the register is
   // only ever set here, never cleared).
   Expected<ops::TensorMap> run(const ops::TensorMap &inputs, DeviceMemory *memory = nullptr,
@@ -66,6 +76,11 @@ public:
                                                  const std::vector<FloatStatus *> &status = {});
 
   const codegen::CompiledKernels &kernels() const { return kernels_; }
+  // The arena of each rank's run.
+  const artifact::MemoryPlan &memoryPlan() const { return plan_; }
+  // Host bytes of the arenas allocated so far (a run reuses one no view of
+  // which is left).
+  int64_t arenaBytesAllocated() const { return arena_bytes_allocated_; }
 
   // Times every kernel of the runs that follow, and the executor's own work
   // around them, into `scope.profiler` (profiler.h); a scope without a
@@ -75,14 +90,21 @@ public:
 private:
   Executor(const Graph &graph, codegen::CompiledKernels kernels, const ExecutorOptions &options);
   // Each returns the kernel's float status (ir/float_status.h) on its rank(s).
-  uint32_t launch(size_t kernel, std::vector<Tensor> &values);
+  uint32_t launch(size_t kernel, std::vector<Tensor> &values,
+                  const std::shared_ptr<uint8_t[]> &arena);
   // A matmul's whole f32 accumulator (for an epilogue that reads across
   // rows, or bf16 on oneDNN when `operands` is empty); `operands` are made
   // when oneDNN cannot run it.
   float *wholeAccumulator(const codegen::GemmPlan &gemm, const Tensor &a, const Tensor &b,
                           std::optional<codegen::GemmOperands> &operands);
-  Expected<uint32_t> runOnHost(size_t kernel, std::vector<Tensor> &values);
-  Expected<uint32_t> runCollective(size_t kernel, std::vector<std::vector<Tensor> *> &group);
+  Expected<uint32_t> runOnHost(size_t kernel, std::vector<Tensor> &values,
+                               const std::shared_ptr<uint8_t[]> &arena);
+  Expected<uint32_t> runCollective(size_t kernel, std::vector<std::vector<Tensor> *> &group,
+                                   const std::vector<std::shared_ptr<uint8_t[]>> &arenas);
+  // An arena no view points into any more, or a new one.
+  std::shared_ptr<uint8_t[]> takeArena();
+  // Value `v` at its planned offset in `arena`.
+  Tensor place(ValueId v, const std::shared_ptr<uint8_t[]> &arena) const;
 
   const Graph &graph_;
   codegen::CompiledKernels kernels_;
@@ -90,13 +112,18 @@ private:
   std::unique_ptr<codegen::KernelLoader> loader_;
   std::vector<codegen::KernelEntry> entries_;
   std::vector<ValueId> last_use_kernel_; // per value: the last kernel reading it
-  // Per kernel: the leaving outputs (ExecutorOptions::output_leaves) whose
-  // device memory goes after it.
+  // Per kernel: the leaving outputs (ExecutorOptions::output_leaves) copied
+  // off the arena after it.
   std::vector<std::vector<ValueId>> leave_after_;
   std::vector<std::string> value_names_; // per value: its name in device memory
-  // Per kernel: a lone Reshape, whose output is its input's bytes under
-  // another shape; it runs as a view, without a copy.
-  std::vector<char> is_view_;
+  // Per kernel: its output is its input's bytes (codegen::aliasesItsInput);
+  // nothing runs.
+  std::vector<char> is_alias_;
+  artifact::MemoryPlan plan_;
+  std::vector<int64_t> offset_; // per value: its offset in the arena; -1: not in it
+  std::string arena_name_;      // in device memory
+  std::vector<std::shared_ptr<uint8_t[]>> arenas_;
+  int64_t arena_bytes_allocated_ = 0;
   ProfileScope profile_;
   ThreadPool pool_;
   std::vector<std::vector<uint64_t>> scratch_; // per worker

@@ -43,6 +43,24 @@ MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec>
     for (const GraphInput &in : graph.inputs())
       if (lifetimes.input_stays(in))
         last[in.value] = n;
+  // An alias lends its lifetime to the buffer it reads (aliases of aliases
+  // resolve in execution order) and takes none of its own.
+  std::vector<ValueId> root(graph.numValues());
+  std::iota(root.begin(), root.end(), ValueId{0});
+  for (const codegen::KernelSpec &k : kernels)
+    if (codegen::aliasesItsInput(graph, k))
+      root[k.outputs.front()] = root[k.inputs.front()];
+  for (ValueId v = 0; v < static_cast<ValueId>(graph.numValues()); ++v) {
+    const ValueId r = root[v];
+    if (r == v || first[v] == kUnset)
+      continue;
+    first[r] = std::min(first[r], first[v]);
+    last[r] = std::max(last[r], last[v]);
+    first[v] = kUnset;
+  }
+  if (lifetimes.inputs_outside)
+    for (const GraphInput &in : graph.inputs())
+      first[in.value] = kUnset;
 
   MemoryPlan plan;
   plan.alignment = alignment;

@@ -6,7 +6,9 @@
 // kernel that writes it to the last kernel that reads it, both included
 // (a kernel's inputs and outputs are live together). Graph inputs live from
 // the start (first = -1), graph outputs to the end (last = kernel count).
-// Values inside a fused kernel never reach memory and are not planned.
+// Values inside a fused kernel never reach memory and are not planned. The
+// output of a kernel that aliases its input (codegen::aliasesItsInput) has
+// no buffer of its own: the input's lives until the alias's last reader.
 //
 // Placement is greedy by size (TFLite's "greedy by size", best fit): largest
 // first, each into the smallest gap between the already placed buffers it is
@@ -61,6 +63,10 @@ struct Lifetimes {
   // reduce-scattered during the backward): they live to their last reader
   // only. Empty: none.
   std::function<bool(const GraphOutput &)> output_leaves;
+  // Graph inputs are read where the caller keeps them (the executor binds
+  // them without a copy), outside the arena: not planned. False: the arena
+  // holds them too, as a device that is handed its inputs would.
+  bool inputs_outside = false;
 };
 
 // Plans the values of `graph` that `kernels` (the execution order) store.

@@ -34,6 +34,12 @@ KernelSpec singleNodeKernel(const Graph &graph, NodeId node);
 // so nothing runs and nothing is copied (the runtime binds the view).
 bool isReshapeView(const Graph &graph, const KernelSpec &kernel);
 
+// A kernel whose output is its input's bytes: a reshape view, or a
+// TensorParallelCopy (every rank already holds the value it hands on). The
+// memory plan gives the output no buffer of its own and keeps the input's
+// alive as long as the output is read.
+bool aliasesItsInput(const Graph &graph, const KernelSpec &kernel);
+
 // The kernel's canonical text: inputs and values numbered locally, attributes
 // sorted, no names. Equal texts compile to equal code.
 std::string canonicalKernelText(const Graph &graph, const KernelSpec &kernel);

@@ -17,22 +17,48 @@ int64_t bytesOf(const TensorType &t) {
   return saturatingMul(numElements(t.shape), static_cast<int64_t>(dtypeSize(t.dtype)));
 }
 
-// `leaving`: outputs that leave the device as they are made (the
-// gradients, ParallelConfig::gradientsLeaveWhenMade).
-artifact::MemoryPlan planOf(const CompiledGraph &g,
+// What one run of a program adds to what its device holds, as the executor
+// counts it (runtime/executor.h): the arena of the values its kernels write
+// and the inputs the device does not hold (tokens, scalars, what a pipeline
+// stage receives).
+struct ProgramMemory {
+  artifact::MemoryPlan plan;
+  int64_t inputs = 0;
+  int64_t bytes() const { return saturatingAdd(plan.peak_bytes, inputs); }
+};
+
+// `held`: the buffers the trainer keeps on the device (weights, moments,
+// gradient sums); `leaving`: outputs that leave the device as they are
+// made (the gradients, ParallelConfig::gradientsLeaveWhenMade).
+ProgramMemory programMemory(const CompiledGraph &g, const std::set<std::string> &held,
                             const std::set<std::string> *leaving = nullptr) {
   std::vector<codegen::KernelSpec> specs;
   for (const codegen::CompiledKernel &k : g.kernels.kernels)
     specs.push_back(k.spec);
-  // The trainer keeps weights, moments and gradients on the device
-  // throughout; what a pipeline stage receives goes at its last reader.
   artifact::Lifetimes lifetimes;
-  lifetimes.input_stays = [](const GraphInput &in) { return !isTransfer(in.name); };
+  lifetimes.inputs_outside = true;
   if (leaving)
     lifetimes.output_leaves = [leaving](const GraphOutput &out) {
       return leaving->count(out.name) > 0;
     };
-  return artifact::planMemory(g.graph, specs, artifact::kDefaultBufferAlignment, lifetimes);
+  ProgramMemory m{
+      artifact::planMemory(g.graph, specs, artifact::kDefaultBufferAlignment, lifetimes), 0};
+  for (const GraphInput &in : g.graph.inputs())
+    if (!held.count(in.name))
+      m.inputs = saturatingAdd(m.inputs, bytesOf(g.graph.type(in.value)));
+  return m;
+}
+
+// The buffers the trainer allocates on a device and keeps across runs.
+std::set<std::string> heldBuffers(const TrainingProgram &program) {
+  std::set<std::string> held;
+  for (const std::vector<Parameter> *table : {&program.params, &program.frozen})
+    for (const Parameter &p : *table)
+      held.insert(p.name);
+  for (const std::vector<std::string> *names :
+       {&program.signature.gradient, &program.signature.moment, &program.signature.velocity})
+    held.insert(names->begin(), names->end());
+  return held;
 }
 
 } // namespace
@@ -55,13 +81,12 @@ std::string DeviceMemoryEstimate::toText() const {
 
 namespace {
 
-// The step's bytes at its busiest kernel, by kind (the rest of `breakdown`
-// is filled by the caller).
-MemoryBreakdown stepBreakdown(const CompiledGraph &step, const artifact::MemoryPlan &plan) {
-  const Graph &g = step.graph;
-  std::map<std::string, InputRole> inputs;
-  for (const GraphInput &in : g.inputs())
-    inputs[in.name] = in.role;
+// A run's bytes at its busiest kernel, by kind: gradients, activations
+// (the inputs it counts among them) and the arena's packing. The weights the
+// device holds are the caller's to add.
+MemoryBreakdown runBreakdown(const CompiledGraph &program, const ProgramMemory &memory) {
+  const Graph &g = program.graph;
+  const artifact::MemoryPlan &plan = memory.plan;
   std::set<std::string> gradients;
   for (const GraphOutput &out : g.outputs())
     if (out.name.starts_with("grad."))
@@ -80,19 +105,12 @@ MemoryBreakdown stepBreakdown(const CompiledGraph &step, const artifact::MemoryP
     }
   }
   MemoryBreakdown m;
+  m.activations = memory.inputs;
   for (const artifact::BufferPlacement &b : plan.buffers) {
     if (b.first > busiest || busiest > b.last)
       continue;
-    const int64_t bytes = b.alignedBytes(plan.alignment);
-    auto in = inputs.find(b.value);
-    if (in != inputs.end() && in->second == InputRole::Parameter)
-      m.weights += bytes;
-    else if (in != inputs.end() && in->second == InputRole::Frozen)
-      m.frozen_weights += bytes;
-    else if (gradients.count(b.value))
-      m.gradients += bytes;
-    else
-      m.activations += bytes;
+    int64_t &kind = gradients.count(b.value) ? m.gradients : m.activations;
+    kind = saturatingAdd(kind, b.alignedBytes(plan.alignment));
   }
   m.workspace = std::max<int64_t>(0, plan.peak_bytes - std::max<int64_t>(0, most));
   return m;
@@ -145,38 +163,34 @@ std::vector<const CompiledGraph *> TrainingProgram::stepPrograms() const {
 namespace {
 
 // The step's side of one device's peak: the bytes at its busiest moment
-// besides the optimizer state it keeps (the estimate adds that).
+// besides the weights and optimizer state it keeps (the estimate adds
+// those).
 struct StepPeak {
-  int64_t bytes = 0;       // the arena and what the stage holds besides
+  int64_t bytes = 0;       // the run's arena and inputs, and what the stage holds besides
   int64_t accumulated = 0; // the gradients' f32 sums beside it then
   MemoryBreakdown breakdown;
-  const artifact::MemoryPlan *plan = nullptr; // of the program running then
-  int in_flight = 0;                          // micro-batches the stage holds then (pipeline)
+  const ProgramMemory *memory = nullptr; // of the program running then
+  int in_flight = 0;                     // micro-batches the stage holds then (pipeline)
 };
 
-// Without pipeline stages: the step's arena, with every gradient's f32 sum
+// Without pipeline stages: the step's run, with every gradient's f32 sum
 // beside it when micro-batches accumulate.
-StepPeak wholeStepPeak(const TrainingProgram &program, const artifact::MemoryPlan &plan,
+StepPeak wholeStepPeak(const TrainingProgram &program, const ProgramMemory &memory,
                        int64_t accumulated) {
-  StepPeak p{plan.peak_bytes, accumulated, stepBreakdown(program.step, plan), &plan, 0};
+  StepPeak p{memory.bytes(), accumulated, runBreakdown(program.step, memory), &memory, 0};
   p.breakdown.accumulated_gradients = accumulated;
   return p;
 }
 
 // With pipeline stages: each stage walks the 1F1B order as the trainer runs
-// it. During an action the device holds its program's arena (its inputs
-// included), the stage's weights the program does not read, what it keeps
+// it. During an action the device holds its program's run, what it keeps
 // for other micro-batches (their stashes and received activations and
 // gradients) and, once its first backward has run, the gradients' f32 sums.
 // `sums`: per stage, the bytes of the f32 sums the device keeps.
 std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
-                                        const std::vector<artifact::MemoryPlan> &plans,
+                                        const std::vector<ProgramMemory> &runs,
                                         const std::vector<int64_t> &sums) {
   const int P = program.parallel.pp;
-  std::vector<std::map<std::string, int64_t>> weight_bytes(P);
-  for (const std::vector<Parameter> *table : {&program.params, &program.frozen})
-    for (const Parameter &p : *table)
-      weight_bytes[p.stage][p.name] = bytesOf(p.type);
   std::map<std::string, int64_t> transfer_bytes;
   for (const StageTransfer &t : program.transfers) {
     const Graph &g = program.stages[t.from.stage].program(t.from.forward).graph;
@@ -188,11 +202,8 @@ std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
   std::vector<StepPeak> peaks(P);
   for (const PipelineAction &a : pipelineSchedule(P, program.parallel.grad_accum)) {
     const CompiledGraph &g = program.stages[a.stage].program(a.forward);
-    const artifact::MemoryPlan &plan = plans[2 * a.stage + (a.forward ? 0 : 1)];
-    int64_t unread = 0, kept = 0;
-    for (const auto &[name, bytes] : weight_bytes[a.stage])
-      if (!g.graph.findInput(name))
-        unread = saturatingAdd(unread, bytes);
+    const ProgramMemory &run = runs[2 * a.stage + (a.forward ? 0 : 1)];
+    int64_t kept = 0;
     std::set<int> micro_batches;
     for (const auto &[key, uses] : held[a.stage])
       if (!(key.first == a.micro && g.graph.findInput(key.second))) {
@@ -200,12 +211,11 @@ std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
         micro_batches.insert(key.first);
       }
     const int64_t accumulated = summing[a.stage] ? sums[a.stage] : 0;
-    const int64_t bytes = saturatingAdd(saturatingAdd(plan.peak_bytes, unread), kept);
+    const int64_t bytes = saturatingAdd(run.bytes(), kept);
     StepPeak &peak = peaks[a.stage];
     if (saturatingAdd(bytes, accumulated) > saturatingAdd(peak.bytes, peak.accumulated)) {
-      peak = {bytes, accumulated, stepBreakdown(g, plan), &plan,
+      peak = {bytes, accumulated, runBreakdown(g, run), &run,
               static_cast<int>(micro_batches.size()) + 1};
-      peak.breakdown.weights = saturatingAdd(peak.breakdown.weights, unread);
       peak.breakdown.activations = saturatingAdd(peak.breakdown.activations, kept);
       peak.breakdown.accumulated_gradients = accumulated;
     }
@@ -234,7 +244,6 @@ DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int s, const
                                     const std::vector<int64_t> &bucket_extra) {
   DeviceMemoryEstimate e;
   e.rank = s * program.parallel.tp; // replica 0's stage's first device
-  e.step_peak = step.bytes;
   e.accumulated_gradients = step.accumulated;
   e.in_flight = step.in_flight;
   for (const Parameter &p : program.frozen)
@@ -243,6 +252,7 @@ DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int s, const
   for (const Parameter &p : program.params)
     if (p.stage == s)
       e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(p.heldType()));
+  e.step_peak = saturatingAdd(step.bytes, saturatingAdd(e.frozen_weights, e.trainable_weights));
   // During the update the device holds its weights (frozen ones too), the
   // f32 gradient sums (with ZeRO-2 and -3 its slices of them) and the
   // moments of its slices; one bucket at a time adds its new weights and
@@ -277,6 +287,8 @@ DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int s, const
     e.breakdown = in_update;
   } else {
     e.breakdown = step.breakdown;
+    e.breakdown.weights = e.trainable_weights;
+    e.breakdown.frozen_weights = e.frozen_weights;
     e.breakdown.optimizer_state = e.optimizer_state;
   }
   return e;
@@ -286,15 +298,12 @@ DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int s, const
 
 DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
   const int P = program.parallel.pp;
-  // What each bucket's update adds to the inputs it reads, which the
-  // device holds throughout.
+  // What each bucket's update adds to the weights, moments and gradients
+  // the device holds throughout.
+  const std::set<std::string> held = heldBuffers(program);
   std::vector<int64_t> bucket_extra;
-  for (const CompiledGraph &g : program.optimizers) {
-    int64_t inputs = 0;
-    for (const GraphInput &in : g.graph.inputs())
-      inputs = saturatingAdd(inputs, bytesOf(g.graph.type(in.value)));
-    bucket_extra.push_back(std::max<int64_t>(0, planOf(g).peak_bytes - inputs));
-  }
+  for (const CompiledGraph &g : program.optimizers)
+    bucket_extra.push_back(programMemory(g, held).bytes());
   // Per stage, the f32 gradient sums a device keeps: every parameter's, or
   // with ZeRO-2 and -3 (the gradients leave as they are made) its slices.
   // Every replica holds the same bytes (ZeRO's slices are equal), so
@@ -306,16 +315,16 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
         sums[p.stage], saturatingMul(4, numElements((leave ? p.sliceType() : p.type).shape)));
   const std::set<std::string> gradients(program.signature.gradient.begin(),
                                         program.signature.gradient.end());
-  std::vector<artifact::MemoryPlan> plans;
+  std::vector<ProgramMemory> runs;
   for (const CompiledGraph *g : program.stepPrograms())
-    plans.push_back(planOf(*g, leave ? &gradients : nullptr));
+    runs.push_back(programMemory(*g, held, leave ? &gradients : nullptr));
   std::vector<StepPeak> step_peaks;
   if (!program.stages.empty()) {
-    step_peaks = pipelineStepPeaks(program, plans, sums);
+    step_peaks = pipelineStepPeaks(program, runs, sums);
   } else {
     // With micro-batches, the f32 sums stay while the next micro-batch runs.
     step_peaks.push_back(
-        wholeStepPeak(program, plans.front(), program.parallel.grad_accum > 1 ? sums[0] : 0));
+        wholeStepPeak(program, runs.front(), program.parallel.grad_accum > 1 ? sums[0] : 0));
   }
 
   DeviceMemoryEstimate best;
@@ -323,12 +332,18 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
     const DeviceMemoryEstimate e = deviceEstimate(program, s, step_peaks[s], bucket_extra);
     if (s == 0 || e.peak > best.peak) {
       best = e;
-      best.largest.clear();
-      std::vector<artifact::BufferPlacement> buffers = step_peaks[s].plan->buffers;
-      std::sort(buffers.begin(), buffers.end(),
-                [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
-      for (size_t i = 0; i < std::min<size_t>(5, buffers.size()); ++i)
-        best.largest.emplace_back(buffers[i].value, buffers[i].bytes);
+      // The stage's weights and the step's buffers, largest first.
+      std::vector<std::pair<std::string, int64_t>> buffers;
+      for (const std::vector<Parameter> *table : {&program.params, &program.frozen})
+        for (const Parameter &p : *table)
+          if (p.stage == s)
+            buffers.emplace_back(p.name, bytesOf(p.heldType()));
+      for (const artifact::BufferPlacement &b : step_peaks[s].memory->plan.buffers)
+        buffers.emplace_back(b.value, b.bytes);
+      std::stable_sort(buffers.begin(), buffers.end(),
+                       [](const auto &a, const auto &b) { return a.second > b.second; });
+      buffers.resize(std::min<size_t>(5, buffers.size()));
+      best.largest = std::move(buffers);
     }
   }
   return best;

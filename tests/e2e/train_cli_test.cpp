@@ -290,6 +290,7 @@ TEST_F(TrainCli, GradientAccumulationTrainsAsTheWholeBatch) {
                    " --log-json " + name + ".jsonl " + flags);
     EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
     const auto [measured, planned] = measuredAndPlannedPeak(r.out);
+    expectMeasuredPeakIsPlan(r.out, name);
     EXPECT_EQ(measured, planned) << name << ": " << r.out;
     return logLines(name + ".jsonl");
   };

@@ -46,6 +46,27 @@ inline std::pair<std::string, std::string> measuredAndPlannedPeak(const std::str
   return {m, planned};
 }
 
+// The same line's exact counts: "...: 2306240 bytes measured, 2306240
+// planned". {-1, -1} when it has none.
+inline std::pair<int64_t, int64_t> measuredAndPlannedBytes(const std::string &out) {
+  const size_t at = out.find("measured device memory peak ");
+  const size_t colon = at == std::string::npos ? at : out.find("): ", at);
+  long long measured = -1, planned = -1;
+  if (colon == std::string::npos ||
+      std::sscanf(out.c_str() + colon, "): %lld bytes measured, %lld planned", &measured,
+                  &planned) != 2)
+    return {-1, -1};
+  return {measured, planned};
+}
+
+// Every device's measured peak is its plan, to the byte (the executor
+// counts the plan's arena and the inputs the devices do not hold).
+inline void expectMeasuredPeakIsPlan(const std::string &out, const std::string &what) {
+  const auto [measured, planned] = measuredAndPlannedBytes(out);
+  EXPECT_GT(measured, 0) << what << ": " << out;
+  EXPECT_EQ(measured, planned) << what << ": " << out;
+}
+
 // formatBytes's text ("2.8 MiB") as bytes, to its one decimal; 0 when it
 // is not such a text.
 inline double formattedBytes(const std::string &text) {

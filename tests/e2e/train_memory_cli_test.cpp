@@ -85,6 +85,7 @@ TEST_F(TrainMemoryCli, TheMeasuredPeakStaysWithinThePlan) {
   Result r = run(train("--steps 2 --devices 4 --zero 1"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto [measured, planned] = measuredAndPlannedPeak(r.out);
+  expectMeasuredPeakIsPlan(r.out, "--zero 1");
   EXPECT_EQ(measured, planned) << r.out;
 }
 
@@ -98,6 +99,7 @@ TEST_F(TrainMemoryCli, TheUpdateRunsInBucketsAndItsPeakIsThePlan) {
     ASSERT_EQ(r.exit_code, 0) << flags << ": " << r.err;
     EXPECT_NE(r.out.find("; update "), std::string::npos) << r.out;
     const auto [measured, planned] = measuredAndPlannedPeak(r.out);
+    expectMeasuredPeakIsPlan(r.out, flags);
     EXPECT_EQ(measured, planned) << flags << ": " << r.out;
   }
   Result plan = run(tiny + "--devices 1 --compile-only");
@@ -119,6 +121,7 @@ TEST_F(TrainMemoryCli, RecomputationChangesNoBitAndLowersThePeak) {
                          " --log-json " + name + ".jsonl " + flags));
     EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
     const auto [measured, planned] = measuredAndPlannedPeak(r.out);
+    expectMeasuredPeakIsPlan(r.out, name);
     const double m = formattedBytes(measured), p = formattedBytes(planned);
     EXPECT_GT(m, 0) << r.out;
     EXPECT_LE(m, p) << name << ": " << r.out;
@@ -158,6 +161,7 @@ TEST_F(TrainMemoryCli, ZeroTwoIsZeroOneBitForBitWithLessMemory) {
                     name + ".jsonl --zero " + std::to_string(zero) + " " + layout));
       ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
       const auto [measured, planned] = measuredAndPlannedPeak(r.out);
+      expectMeasuredPeakIsPlan(r.out, name);
       peak[zero] = formattedBytes(measured);
       EXPECT_LE(peak[zero], formattedBytes(planned)) << name << ": " << r.out;
       EXPECT_GT(peak[zero], 0) << r.out;

@@ -32,6 +32,7 @@ protected:
   std::vector<json> trainAs(const std::string &name, const std::string &flags) {
     Result r = runCheckpointed(train4(flags), name);
     const auto [measured, planned] = measuredAndPlannedPeak(r.out);
+    expectMeasuredPeakIsPlan(r.out, name);
     EXPECT_EQ(measured, planned) << name << ": " << r.out;
     return logLines(name + ".jsonl");
   }

@@ -243,7 +243,8 @@ int trainOn(TrainOptions &opts, const parallel::ParallelConfig &layout,
     for (int d = 0; d < (*trainer)->localDevices(); ++d)
       peak = std::max(peak, (*trainer)->memory(d).peak());
     std::cout << "kiln: measured device memory peak " << formatBytes(peak) << " (planned "
-              << formatBytes((*trainer)->plannedPeak()) << ")\n";
+              << formatBytes((*trainer)->plannedPeak()) << "): " << peak << " bytes measured, "
+              << (*trainer)->plannedPeak() << " planned\n";
   }
   return 0;
 }

@@ -88,6 +88,39 @@ TEST(ArtifactMemoryPlan, KeptInputsStayAndLeavingOutputsGo) {
   EXPECT_TRUE(verifyMemoryPlan(planned));
 }
 
+// A reshape view's output is its input's bytes: no buffer of its own, and
+// the input's lives as long as the view is read. Inputs the caller keeps
+// (inputs_outside) are not planned.
+TEST(ArtifactMemoryPlan, AReshapeViewKeepsItsInputsBufferAndInputsCanStayOutside) {
+  Graph g("view");
+  const TensorType t{DType::F32, {4, 4}}; // 64 bytes
+  ValueId x = g.addInput("x", t, InputRole::Data);
+  ValueId a = g.node(g.addNode("Neg", "a", {x}, {t})).outputs[0];
+  Node &reshape = g.node(g.addNode("Reshape", "r", {a}, {{DType::F32, {16}}}));
+  reshape.attrs.set("shape", std::vector<int64_t>{16});
+  const ValueId r = reshape.outputs[0];
+  ValueId b = g.node(g.addNode("Neg", "b", {x}, {t})).outputs[0];
+  ValueId c = g.node(g.addNode("Neg", "c", {r}, {{DType::F32, {16}}})).outputs[0];
+  g.addOutput("b", b);
+  g.addOutput("c", c);
+  const std::vector<codegen::KernelSpec> kernels = codegen::partitionKernels(g);
+  ASSERT_EQ(kernels.size(), 4u);
+  ASSERT_TRUE(codegen::aliasesItsInput(g, kernels[1]));
+  Lifetimes outside;
+  outside.inputs_outside = true;
+  const MemoryPlan plan = planMemory(g, kernels, kDefaultBufferAlignment, outside);
+  EXPECT_TRUE(verifyMemoryPlan(plan));
+  expectNoLiveOverlap(plan);
+  std::vector<std::string> names;
+  for (const BufferPlacement &p : plan.buffers)
+    names.push_back(p.value);
+  // Neither x (outside) nor the view: a, b and c.
+  EXPECT_EQ(names, (std::vector<std::string>{g.valueName(a), g.valueName(b), g.valueName(c)}));
+  EXPECT_EQ(plan.buffers[0].first, 0);
+  EXPECT_EQ(plan.buffers[0].last, 3); // read through the view by c
+  EXPECT_EQ(plan.peak_bytes, 3 * 64); // a, b and c live together at c
+}
+
 TEST(ArtifactMemoryPlan, InputsAndOutputsStayLive) {
   // y = n1(n0(x)) and z = n0's result is also an output: it must not be reused.
   Graph g("two_outputs");

@@ -1,5 +1,7 @@
 // Tensor: storage formats, element conversion, casts with both overflow modes, reshape.
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <limits>
 
 #include <gtest/gtest.h>
@@ -20,6 +22,31 @@ TEST(Tensor, ZeroFilledWithTheRightSize) {
     EXPECT_EQ(v, 0.0f);
   EXPECT_EQ(Tensor(TensorType{DType::I64, {}}).byteSize(), 8u);
   EXPECT_EQ(Tensor(TensorType{DType::Bool, {0, 5}}).byteSize(), 0u);
+}
+
+// A view writes into the block it lies in; a copy of the view is
+// copy-on-write as any tensor, and the view keeps its block alive.
+TEST(Tensor, AViewWritesItsBlockAndCopiesOnWriteWhenShared) {
+  std::shared_ptr<uint8_t[]> block(new uint8_t[64]());
+  Tensor v = Tensor::view({DType::F32, {4}}, block, 16);
+  const uint64_t copied = Tensor::bytesCopied();
+  v.dataAs<float>()[0] = 2.5f; // the only holder: written in place
+  EXPECT_EQ(Tensor::bytesCopied(), copied);
+  float in_block;
+  std::memcpy(&in_block, block.get() + 16, 4);
+  EXPECT_EQ(in_block, 2.5f);
+  Tensor shared = v;
+  shared.dataAs<float>()[0] = 7.0f; // shared: the writer copies first
+  EXPECT_EQ(Tensor::bytesCopied(), copied + 16);
+  EXPECT_EQ(v.getFloat(0), 2.5f);
+  std::weak_ptr<uint8_t[]> alive = block;
+  block.reset();
+  EXPECT_FALSE(alive.expired()); // the view holds it
+  v = Tensor();
+  EXPECT_TRUE(alive.expired());
+  Tensor own = shared.copy();
+  EXPECT_FALSE(own.sharesBytesWith(shared));
+  EXPECT_EQ(own, shared);
 }
 
 TEST(Tensor, FromFloatsStoresTheDTypeFormat) {

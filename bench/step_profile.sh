@@ -44,6 +44,10 @@ print("steps %d-%d: median step %.0f ms, kernels and host work cover %.1f%% of i
 # weight is stored once per device (docs/notes/decisions.md).
 print("tensor bytes copied per step: %d (largest of the steps)"
       % max(int(s["Copied(bytes)"]) for s in steps))
+# Every value a kernel writes lies in a device arena reused from step to
+# step: after the warm-up a step allocates its inputs only.
+print("host bytes allocated per step: %d (largest of the steps)"
+      % max(int(s["Allocated(bytes)"]) for s in steps))
 by = {}
 for r in rows:
     by.setdefault(r["OP Type"], []).append(r)

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <new>
 
 #include "ir/float16.h"
 
@@ -58,6 +59,13 @@ Tensor Tensor::view(TensorType type, const std::shared_ptr<uint8_t[]> &block, si
   if (t.size_ > 0)
     t.bytes_ = std::shared_ptr<uint8_t[]>(block.get() + offset, [block](uint8_t *) {});
   return t;
+}
+
+std::shared_ptr<uint8_t[]> Tensor::allocateBlock(size_t bytes, size_t alignment) {
+  const std::align_val_t align{alignment};
+  g_bytes_allocated.fetch_add(bytes, std::memory_order_relaxed);
+  return std::shared_ptr<uint8_t[]>(static_cast<uint8_t *>(::operator new[](bytes, align)),
+                                    [align](uint8_t *p) { ::operator delete[](p, align); });
 }
 
 uint64_t Tensor::bytesCopied() { return g_bytes_copied.load(std::memory_order_relaxed); }

@@ -29,6 +29,9 @@ public:
   // another owner allocated (a device's arena): the tensor keeps the block
   // alive and is the only writer of its bytes until it is copied.
   static Tensor view(TensorType type, const std::shared_ptr<uint8_t[]> &block, size_t offset);
+  // An uninitialised block of `bytes` aligned to `alignment` (a power of
+  // two) for views to lie in, counted in bytesAllocated().
+  static std::shared_ptr<uint8_t[]> allocateBlock(size_t bytes, size_t alignment);
 
   static Tensor fromFloats(DType dtype, Shape shape, const std::vector<float> &values,
                            OverflowMode mode = OverflowMode::InfNan);
@@ -73,8 +76,8 @@ public:
   // profiler reports it per step: a step that copies none keeps each
   // weight once).
   static uint64_t bytesCopied();
-  // Bytes allocated so far in this process for tensors' own storage (not
-  // views): what a step allocates on the host beside its devices' arenas.
+  // Bytes allocated so far in this process for tensors' storage: their own
+  // and the blocks views lie in.
   static uint64_t bytesAllocated();
 
   bool operator==(const Tensor &other) const {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <new>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -39,7 +38,12 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
     specs.push_back(k.spec);
   }
   artifact::Lifetimes lifetimes;
-  lifetimes.inputs_outside = true;
+  if (options.input_received)
+    lifetimes.input_outside = [received = options.input_received](const GraphInput &in) {
+      return !received(in);
+    };
+  else
+    lifetimes.input_outside = [](const GraphInput &) { return true; };
   lifetimes.output_leaves = options.output_leaves;
   ex->plan_ = artifact::planMemory(graph, specs, artifact::kDefaultBufferAlignment, lifetimes);
   std::unordered_map<std::string_view, int64_t> offsets;
@@ -81,15 +85,17 @@ struct RankRun {
   RankRun(const Graph &g, const std::vector<std::string> &n, DeviceMemory *m)
       : graph(g), names(n), memory(m), values(g.numValues()), owned(g.numValues(), 0) {}
 
-  // The arena and the inputs the device does not hold (weights, optimizer
-  // state and gradients the caller counts already), all from the start.
-  Status begin(const std::string &arena_name, int64_t arena_bytes) {
+  // The arena and the inputs outside it that the device does not hold
+  // (weights, optimizer state and gradients the caller counts already), all
+  // from the start. `offsets`: per value, its place in the arena or -1.
+  Status begin(const std::string &arena_name, int64_t arena_bytes,
+               const std::vector<int64_t> &offsets) {
     if (!memory)
       return Status::ok();
     KILN_RETURN_IF_ERROR(memory->allocate(arena_name, arena_bytes));
     counted_arena = &arena_name;
     for (const GraphInput &in : graph.inputs()) {
-      if (memory->holds(names[in.value]))
+      if (offsets[in.value] >= 0 || memory->holds(names[in.value]))
         continue;
       const TensorType &t = graph.type(in.value);
       KILN_RETURN_IF_ERROR(memory->allocate(
@@ -152,9 +158,16 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
     const auto start = Profiler::Clock::now();
     runs.emplace_back(graph_, value_names_, r < memory.size() ? memory[r] : nullptr);
     KILN_RETURN_IF_ERROR(ops::bindGraphInputs(graph_, *inputs[r], runs[r].values));
-    KILN_RETURN_IF_ERROR(runs[r].begin(arena_name_, plan_.peak_bytes));
+    KILN_RETURN_IF_ERROR(runs[r].begin(arena_name_, plan_.peak_bytes, offset_));
     runs[r].arena = takeArena();
     arenas.push_back(runs[r].arena);
+    for (const GraphInput &in : graph_.inputs()) // received: into the arena
+      if (offset_[in.value] >= 0) {
+        Tensor &value = runs[r].values[in.value];
+        Tensor placed = place(in.value, runs[r].arena);
+        std::memcpy(placed.data(), std::as_const(value).data(), value.byteSize());
+        value = std::move(placed);
+      }
     hostWork(r, "bind inputs", start);
   }
   std::vector<std::vector<Tensor> *> group;
@@ -227,10 +240,8 @@ std::shared_ptr<uint8_t[]> Executor::takeArena() {
   for (const std::shared_ptr<uint8_t[]> &arena : arenas_)
     if (arena.use_count() == 1)
       return arena;
-  constexpr std::align_val_t kAlign{artifact::kDefaultBufferAlignment};
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(plan_.peak_bytes, 1));
-  arenas_.emplace_back(static_cast<uint8_t *>(::operator new[](bytes, kAlign)),
-                       [](uint8_t *p) { ::operator delete[](p, kAlign); });
+  arenas_.push_back(Tensor::allocateBlock(bytes, artifact::kDefaultBufferAlignment));
   arena_bytes_allocated_ += static_cast<int64_t>(bytes);
   return arenas_.back();
 }

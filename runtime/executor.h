@@ -2,9 +2,10 @@
 // rows split into tiles that run in parallel; the ranks of a tensor-parallel
 // group in lockstep, collectives between kernels. Each rank's run has one
 // arena laid out by the graph's memory plan (compiler/artifact/memory_plan.h):
-// every value a kernel writes is a view at its planned offset, the graph
-// inputs are read where the caller holds them, and a device counts exactly
-// the arena and the inputs it does not hold already. A GEMM
+// every value a kernel writes (and every input the device receives) is a
+// view at its planned offset, the other inputs are read where the caller
+// holds them, and a device counts exactly the arena and the inputs outside
+// it that it does not hold already. A GEMM
 // kernel computes each tile's f32 result and hands it straight to its
 // epilogue while it is in cache, the CPU's counterpart of FixPipe draining
 // L0C. This is the single-device executor the multi-device runtime builds on.
@@ -42,6 +43,12 @@ struct ExecutorOptions {
   // reduce-scattered during the backward): in the arena until their last
   // reader in the graph, copied off it then, still returned with the others.
   std::function<bool(const GraphOutput &)> output_leaves;
+  // Inputs the device receives for each run (token ids, scalars, what a
+  // pipeline stage is sent): copied into the run's arena at their planned
+  // place, their bytes reused after their last reader. Empty: none; every
+  // input is read where the caller holds it (a trainer's weights, moments
+  // and gradient sums always are).
+  std::function<bool(const GraphInput &)> input_received;
   // ZeRO-3: the whole of weight `name` on tensor-parallel rank `rank` (its
   // piece), which a DataParallelGather assembles from every replica's slice.
   std::function<Expected<Tensor>(const std::string &name, int rank)> gather_weight;
@@ -57,9 +64,8 @@ public:
   // its type; returns the graph outputs by name (views into the run's arena,
   // which they keep alive on the host; the next run takes another arena
   // until they are dropped). With `memory`, the run counts on that device
-  // its arena and the inputs the device does not hold already, from the
-  // start (inputs until their last reader), and exceeding its capacity
-  // stops the run.
+  // its arena and the inputs outside it the device does not hold already,
+  // from the start, and exceeding its capacity stops the run.
   // With `status`, every kernel that overflowed raises it (the register is
   // only ever set here, never cleared).
   Expected<ops::TensorMap> run(const ops::TensorMap &inputs, DeviceMemory *memory = nullptr,

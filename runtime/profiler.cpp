@@ -120,8 +120,8 @@ void Profiler::host(int64_t step, int device, const std::string &what, Clock::ti
 }
 
 void Profiler::stepTime(int64_t step, Clock::time_point start, Clock::time_point end,
-                        uint64_t bytes_copied) {
-  steps_[step] = {micros(start), micros(end) - micros(start), bytes_copied};
+                        uint64_t bytes_copied, uint64_t bytes_allocated) {
+  steps_[step] = {micros(start), micros(end) - micros(start), bytes_copied, bytes_allocated};
 }
 
 const Profiler::KernelInfo *Profiler::info(const Event &e) const {
@@ -209,13 +209,14 @@ std::string Profiler::stepTrace() const {
   for (const Event &e : events_)
     (e.program < 0 ? host_us : kernel_us)[e.step] += e.duration_us;
   std::string out =
-      "Step Id,Step Time(us),Kernel Time(us),Host Time(us),Covered(%),Copied(bytes)\n";
+      "Step Id,Step Time(us),Kernel Time(us),Host Time(us),Covered(%),Copied(bytes),"
+      "Allocated(bytes)\n";
   for (const auto &[step, span] : steps_) {
     const double covered = kernel_us[step] + host_us[step];
     out += std::to_string(step) + "," + number(span.duration_us) + "," + number(kernel_us[step]) +
            "," + number(host_us[step]) + "," +
            number(span.duration_us > 0 ? 100.0 * covered / span.duration_us : 0, 1) + "," +
-           std::to_string(span.bytes_copied) + "\n";
+           std::to_string(span.bytes_copied) + "," + std::to_string(span.bytes_allocated) + "\n";
   }
   return out;
 }

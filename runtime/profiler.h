@@ -56,10 +56,10 @@ public:
   // gradient allreduce, the gradient norm).
   void host(int64_t step, int device, const std::string &what, Clock::time_point start,
             Clock::time_point end);
-  // The step's wall time, and the tensor bytes copied during it
-  // (Tensor::bytesCopied()).
+  // The step's wall time, and the tensor bytes copied and allocated during
+  // it (Tensor::bytesCopied(), Tensor::bytesAllocated()).
   void stepTime(int64_t step, Clock::time_point start, Clock::time_point end,
-                uint64_t bytes_copied = 0);
+                uint64_t bytes_copied = 0, uint64_t bytes_allocated = 0);
 
   // Writes the five files into `dir` (created if missing).
   Status write(const std::string &dir) const;
@@ -85,7 +85,7 @@ private:
   };
   struct StepSpan {
     double start_us, duration_us;
-    uint64_t bytes_copied;
+    uint64_t bytes_copied, bytes_allocated;
   };
 
   double micros(Clock::time_point t) const;

@@ -127,7 +127,14 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
 
 // The executors of the step (or its stages) and of the update buckets.
 Status Trainer::createExecutors() {
-  ExecutorOptions step_options;
+  // What the trainer keeps on the devices is read where it is; the rest of
+  // a run's inputs (tokens, scalars, pipeline transfers) the device
+  // receives into its arena, as the plan counts it.
+  ExecutorOptions update_options;
+  update_options.input_received = [held = program_.heldBuffers()](const GraphInput &in) {
+    return held.count(in.name) == 0;
+  };
+  ExecutorOptions step_options = update_options;
   if (zero3())
     step_options.gather_weight = [this](const std::string &name, int rank) -> Expected<Tensor> {
       auto it = whole_[rank].find(name);
@@ -156,7 +163,7 @@ Status Trainer::createExecutors() {
       ++transfer_uses_[program_.transfers[i].name][to.stage];
   }
   for (const parallel::CompiledGraph &g : program_.optimizers) {
-    KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g.graph, g.kernels));
+    KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g.graph, g.kernels, update_options));
     update_executors_.push_back(std::move(ex));
   }
   return Status::ok();
@@ -382,6 +389,7 @@ void Trainer::injectOverflow() {
 Expected<StepRecord> Trainer::step() {
   const auto started = std::chrono::steady_clock::now();
   const uint64_t copied_before = Tensor::bytesCopied();
+  const uint64_t allocated_before = Tensor::bytesAllocated();
   const int replicas = comm_->localSize();
   const int devices = replicas * local_stages_ * tp();
   const int64_t per_replica = program_.batch_per_replica;
@@ -433,7 +441,8 @@ Expected<StepRecord> Trainer::step() {
   KILN_RETURN_IF_ERROR(scaler_.update(overflow));
   const auto finished = std::chrono::steady_clock::now();
   if (profiler_)
-    profiler_->stepTime(step_ + 1, started, finished, Tensor::bytesCopied() - copied_before);
+    profiler_->stepTime(step_ + 1, started, finished, Tensor::bytesCopied() - copied_before,
+                        Tensor::bytesAllocated() - allocated_before);
   ++step_;
   rec.seconds = std::chrono::duration<double>(finished - started).count();
   rec.tokens_per_s =

@@ -58,9 +58,10 @@ MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec>
     last[r] = std::max(last[r], last[v]);
     first[v] = kUnset;
   }
-  if (lifetimes.inputs_outside)
+  if (lifetimes.input_outside)
     for (const GraphInput &in : graph.inputs())
-      first[in.value] = kUnset;
+      if (lifetimes.input_outside(in))
+        first[in.value] = kUnset;
 
   MemoryPlan plan;
   plan.alignment = alignment;

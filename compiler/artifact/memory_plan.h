@@ -63,10 +63,11 @@ struct Lifetimes {
   // reduce-scattered during the backward): they live to their last reader
   // only. Empty: none.
   std::function<bool(const GraphOutput &)> output_leaves;
-  // Graph inputs are read where the caller keeps them (the executor binds
-  // them without a copy), outside the arena: not planned. False: the arena
-  // holds them too, as a device that is handed its inputs would.
-  bool inputs_outside = false;
+  // Inputs read where the caller keeps them (a trainer's weights, moments
+  // and gradient sums, bound without a copy), outside the arena: not
+  // planned. Empty: none; the arena holds every input, as a device that is
+  // handed its inputs does.
+  std::function<bool(const GraphInput &)> input_outside;
 };
 
 // Plans the values of `graph` that `kernels` (the execution order) store.

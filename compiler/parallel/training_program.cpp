@@ -19,46 +19,22 @@ int64_t bytesOf(const TensorType &t) {
 
 // What one run of a program adds to what its device holds, as the executor
 // counts it (runtime/executor.h): the arena of the values its kernels write
-// and the inputs the device does not hold (tokens, scalars, what a pipeline
-// stage receives).
-struct ProgramMemory {
-  artifact::MemoryPlan plan;
-  int64_t inputs = 0;
-  int64_t bytes() const { return saturatingAdd(plan.peak_bytes, inputs); }
-};
-
-// `held`: the buffers the trainer keeps on the device (weights, moments,
-// gradient sums); `leaving`: outputs that leave the device as they are
-// made (the gradients, ParallelConfig::gradientsLeaveWhenMade).
-ProgramMemory programMemory(const CompiledGraph &g, const std::set<std::string> &held,
-                            const std::set<std::string> *leaving = nullptr) {
+// and the inputs it receives (tokens, scalars, what a pipeline stage is
+// sent). `held`: what the trainer keeps on the device, read where it is;
+// `leaving`: outputs that leave the device as they are made (the
+// gradients, ParallelConfig::gradientsLeaveWhenMade).
+artifact::MemoryPlan runPlan(const CompiledGraph &g, const std::set<std::string> &held,
+                             const std::set<std::string> *leaving = nullptr) {
   std::vector<codegen::KernelSpec> specs;
   for (const codegen::CompiledKernel &k : g.kernels.kernels)
     specs.push_back(k.spec);
   artifact::Lifetimes lifetimes;
-  lifetimes.inputs_outside = true;
+  lifetimes.input_outside = [&held](const GraphInput &in) { return held.count(in.name) > 0; };
   if (leaving)
     lifetimes.output_leaves = [leaving](const GraphOutput &out) {
       return leaving->count(out.name) > 0;
     };
-  ProgramMemory m{
-      artifact::planMemory(g.graph, specs, artifact::kDefaultBufferAlignment, lifetimes), 0};
-  for (const GraphInput &in : g.graph.inputs())
-    if (!held.count(in.name))
-      m.inputs = saturatingAdd(m.inputs, bytesOf(g.graph.type(in.value)));
-  return m;
-}
-
-// The buffers the trainer allocates on a device and keeps across runs.
-std::set<std::string> heldBuffers(const TrainingProgram &program) {
-  std::set<std::string> held;
-  for (const std::vector<Parameter> *table : {&program.params, &program.frozen})
-    for (const Parameter &p : *table)
-      held.insert(p.name);
-  for (const std::vector<std::string> *names :
-       {&program.signature.gradient, &program.signature.moment, &program.signature.velocity})
-    held.insert(names->begin(), names->end());
-  return held;
+  return artifact::planMemory(g.graph, specs, artifact::kDefaultBufferAlignment, lifetimes);
 }
 
 } // namespace
@@ -82,11 +58,10 @@ std::string DeviceMemoryEstimate::toText() const {
 namespace {
 
 // A run's bytes at its busiest kernel, by kind: gradients, activations
-// (the inputs it counts among them) and the arena's packing. The weights the
+// (what it receives among them) and the arena's packing. The weights the
 // device holds are the caller's to add.
-MemoryBreakdown runBreakdown(const CompiledGraph &program, const ProgramMemory &memory) {
+MemoryBreakdown runBreakdown(const CompiledGraph &program, const artifact::MemoryPlan &plan) {
   const Graph &g = program.graph;
-  const artifact::MemoryPlan &plan = memory.plan;
   std::set<std::string> gradients;
   for (const GraphOutput &out : g.outputs())
     if (out.name.starts_with("grad."))
@@ -105,7 +80,6 @@ MemoryBreakdown runBreakdown(const CompiledGraph &program, const ProgramMemory &
     }
   }
   MemoryBreakdown m;
-  m.activations = memory.inputs;
   for (const artifact::BufferPlacement &b : plan.buffers) {
     if (b.first > busiest || busiest > b.last)
       continue;
@@ -149,6 +123,17 @@ std::string MemoryBreakdown::toText() const {
   return out;
 }
 
+std::set<std::string> TrainingProgram::heldBuffers() const {
+  std::set<std::string> held;
+  for (const std::vector<Parameter> *table : {&params, &frozen})
+    for (const Parameter &p : *table)
+      held.insert(p.name);
+  for (const std::vector<std::string> *names :
+       {&signature.gradient, &signature.moment, &signature.velocity})
+    held.insert(names->begin(), names->end());
+  return held;
+}
+
 std::vector<const CompiledGraph *> TrainingProgram::stepPrograms() const {
   if (stages.empty())
     return {&step};
@@ -166,18 +151,18 @@ namespace {
 // besides the weights and optimizer state it keeps (the estimate adds
 // those).
 struct StepPeak {
-  int64_t bytes = 0;       // the run's arena and inputs, and what the stage holds besides
+  int64_t bytes = 0;       // the run's arena, and what the stage holds besides
   int64_t accumulated = 0; // the gradients' f32 sums beside it then
   MemoryBreakdown breakdown;
-  const ProgramMemory *memory = nullptr; // of the program running then
-  int in_flight = 0;                     // micro-batches the stage holds then (pipeline)
+  const artifact::MemoryPlan *plan = nullptr; // of the program running then
+  int in_flight = 0;                          // micro-batches the stage holds then (pipeline)
 };
 
 // Without pipeline stages: the step's run, with every gradient's f32 sum
 // beside it when micro-batches accumulate.
-StepPeak wholeStepPeak(const TrainingProgram &program, const ProgramMemory &memory,
+StepPeak wholeStepPeak(const TrainingProgram &program, const artifact::MemoryPlan &plan,
                        int64_t accumulated) {
-  StepPeak p{memory.bytes(), accumulated, runBreakdown(program.step, memory), &memory, 0};
+  StepPeak p{plan.peak_bytes, accumulated, runBreakdown(program.step, plan), &plan, 0};
   p.breakdown.accumulated_gradients = accumulated;
   return p;
 }
@@ -188,7 +173,7 @@ StepPeak wholeStepPeak(const TrainingProgram &program, const ProgramMemory &memo
 // gradients) and, once its first backward has run, the gradients' f32 sums.
 // `sums`: per stage, the bytes of the f32 sums the device keeps.
 std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
-                                        const std::vector<ProgramMemory> &runs,
+                                        const std::vector<artifact::MemoryPlan> &runs,
                                         const std::vector<int64_t> &sums) {
   const int P = program.parallel.pp;
   std::map<std::string, int64_t> transfer_bytes;
@@ -202,7 +187,7 @@ std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
   std::vector<StepPeak> peaks(P);
   for (const PipelineAction &a : pipelineSchedule(P, program.parallel.grad_accum)) {
     const CompiledGraph &g = program.stages[a.stage].program(a.forward);
-    const ProgramMemory &run = runs[2 * a.stage + (a.forward ? 0 : 1)];
+    const artifact::MemoryPlan &run = runs[2 * a.stage + (a.forward ? 0 : 1)];
     int64_t kept = 0;
     std::set<int> micro_batches;
     for (const auto &[key, uses] : held[a.stage])
@@ -211,7 +196,7 @@ std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
         micro_batches.insert(key.first);
       }
     const int64_t accumulated = summing[a.stage] ? sums[a.stage] : 0;
-    const int64_t bytes = saturatingAdd(run.bytes(), kept);
+    const int64_t bytes = saturatingAdd(run.peak_bytes, kept);
     StepPeak &peak = peaks[a.stage];
     if (saturatingAdd(bytes, accumulated) > saturatingAdd(peak.bytes, peak.accumulated)) {
       peak = {bytes, accumulated, runBreakdown(g, run), &run,
@@ -300,10 +285,10 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
   const int P = program.parallel.pp;
   // What each bucket's update adds to the weights, moments and gradients
   // the device holds throughout.
-  const std::set<std::string> held = heldBuffers(program);
+  const std::set<std::string> held = program.heldBuffers();
   std::vector<int64_t> bucket_extra;
   for (const CompiledGraph &g : program.optimizers)
-    bucket_extra.push_back(programMemory(g, held).bytes());
+    bucket_extra.push_back(runPlan(g, held).peak_bytes);
   // Per stage, the f32 gradient sums a device keeps: every parameter's, or
   // with ZeRO-2 and -3 (the gradients leave as they are made) its slices.
   // Every replica holds the same bytes (ZeRO's slices are equal), so
@@ -315,9 +300,9 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
         sums[p.stage], saturatingMul(4, numElements((leave ? p.sliceType() : p.type).shape)));
   const std::set<std::string> gradients(program.signature.gradient.begin(),
                                         program.signature.gradient.end());
-  std::vector<ProgramMemory> runs;
+  std::vector<artifact::MemoryPlan> runs;
   for (const CompiledGraph *g : program.stepPrograms())
-    runs.push_back(programMemory(*g, held, leave ? &gradients : nullptr));
+    runs.push_back(runPlan(*g, held, leave ? &gradients : nullptr));
   std::vector<StepPeak> step_peaks;
   if (!program.stages.empty()) {
     step_peaks = pipelineStepPeaks(program, runs, sums);
@@ -338,7 +323,7 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
         for (const Parameter &p : *table)
           if (p.stage == s)
             buffers.emplace_back(p.name, bytesOf(p.heldType()));
-      for (const artifact::BufferPlacement &b : step_peaks[s].memory->plan.buffers)
+      for (const artifact::BufferPlacement &b : step_peaks[s].plan->buffers)
         buffers.emplace_back(b.value, b.bytes);
       std::stable_sort(buffers.begin(), buffers.end(),
                        [](const auto &a, const auto &b) { return a.second > b.second; });

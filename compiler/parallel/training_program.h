@@ -6,6 +6,7 @@
 // runtime (runtime/trainer.h) runs it; nothing in it is compiled again.
 #pragma once
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -132,6 +133,10 @@ struct TrainingProgram {
 
   // The step's programs: the whole step, or every stage's forward and backward.
   std::vector<const CompiledGraph *> stepPrograms() const;
+  // The names of what the trainer keeps on each device across runs
+  // (weights, gradient sums, moments): read where they are by every run;
+  // the rest of a run's inputs it receives into its arena.
+  std::set<std::string> heldBuffers() const;
 };
 
 // The estimate for `program` (its graphs compiled, memory not yet filled).

@@ -90,7 +90,7 @@ TEST(ArtifactMemoryPlan, KeptInputsStayAndLeavingOutputsGo) {
 
 // A reshape view's output is its input's bytes: no buffer of its own, and
 // the input's lives as long as the view is read. Inputs the caller keeps
-// (inputs_outside) are not planned.
+// (input_outside) are not planned.
 TEST(ArtifactMemoryPlan, AReshapeViewKeepsItsInputsBufferAndInputsCanStayOutside) {
   Graph g("view");
   const TensorType t{DType::F32, {4, 4}}; // 64 bytes
@@ -107,7 +107,7 @@ TEST(ArtifactMemoryPlan, AReshapeViewKeepsItsInputsBufferAndInputsCanStayOutside
   ASSERT_EQ(kernels.size(), 4u);
   ASSERT_TRUE(codegen::aliasesItsInput(g, kernels[1]));
   Lifetimes outside;
-  outside.inputs_outside = true;
+  outside.input_outside = [](const GraphInput &) { return true; };
   const MemoryPlan plan = planMemory(g, kernels, kDefaultBufferAlignment, outside);
   EXPECT_TRUE(verifyMemoryPlan(plan));
   expectNoLiveOverlap(plan);

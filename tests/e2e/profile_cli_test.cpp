@@ -134,6 +134,14 @@ TEST_F(ProfileCli, TrainWritesMsprofFilesForEveryStepAndDevice) {
     // stored once per device through the step.
     EXPECT_EQ(row.at("Copied(bytes)"), "0") << "step " << row.at("Step Id");
   }
+  // The first steps allocate the devices' arenas (a step's gradients and an
+  // update's new weights keep theirs until the next step replaces them);
+  // from the third on every value lies in an arena already allocated, and a
+  // step allocates only its inputs (token ids, labels, scalars: under 1 KiB
+  // for the two replicas here, where the smallest weight has 256 bytes and
+  // the embedding 128 KiB).
+  EXPECT_GT(std::stoll(steps[0].at("Allocated(bytes)")), 100'000);
+  EXPECT_LT(std::stoll(steps[2].at("Allocated(bytes)")), 1024) << "step 3";
 
   const nlohmann::json trace = nlohmann::json::parse(slurp(path("prof/trace.json")));
   std::map<int, int> per_track;

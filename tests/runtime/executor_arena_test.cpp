@@ -2,6 +2,7 @@
 // the graph's memory plan, reads its inputs where the caller holds them, and
 // a device counts exactly the arena and the inputs it does not hold. A
 // block comes back once no output points into it.
+#include <algorithm>
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -68,6 +69,36 @@ TEST(ExecutorArena, ARunIsItsPlanToTheByteAndGivesTheInterpretersBits) {
   ASSERT_TRUE(want) << want.message();
   EXPECT_EQ(got->at("y"), want->at("y"));
   EXPECT_EQ(got->at("wx"), want->at("wx"));
+}
+
+// A received input (a token batch, a pipeline transfer) is copied into the
+// arena and its bytes are reused after its last reader: the device counts
+// the arena alone beside what it holds.
+TEST(ExecutorArena, AReceivedInputLiesInTheArena) {
+  const Graph g = viewAndReuse();
+  auto target = target::loadTarget("ascend910b");
+  ASSERT_TRUE(target) << target.message();
+  auto kernels = codegen::compileKernels(g, *target, {});
+  ASSERT_TRUE(kernels) << kernels.message();
+  runtime::ExecutorOptions options;
+  options.input_received = [](const GraphInput &in) { return in.name == "x"; };
+  auto executor = runtime::Executor::create(g, std::move(*kernels), options);
+  ASSERT_TRUE(executor) << executor.message();
+  const artifact::MemoryPlan &plan = (*executor)->memoryPlan();
+  ASSERT_TRUE(std::any_of(plan.buffers.begin(), plan.buffers.end(),
+                          [](const artifact::BufferPlacement &b) { return b.value == "x"; }));
+  const ops::TensorMap inputs{{"x", testing::randomTensor({DType::F32, {8, 64}}, 5, -1, 1)},
+                              {"w", testing::randomTensor({DType::F32, {8, 64}}, 6, -1, 1)}};
+  runtime::DeviceMemory memory("npu:0", int64_t{1} << 30);
+  ASSERT_TRUE(memory.allocate("w", 2048));
+  auto got = (*executor)->run(inputs, &memory);
+  ASSERT_TRUE(got) << got.message();
+  EXPECT_EQ(memory.peak(), 2048 + plan.peak_bytes) << "w and the arena";
+  auto want = ops::interpret(g, inputs);
+  ASSERT_TRUE(want) << want.message();
+  EXPECT_EQ(got->at("y"), want->at("y"));
+  EXPECT_EQ(inputs.at("x"), testing::randomTensor({DType::F32, {8, 64}}, 5, -1, 1))
+      << "the caller's input is left as it was";
 }
 
 TEST(ExecutorArena, AnArenaIsReusedOnceNoOutputPointsIntoIt) {

@@ -292,25 +292,6 @@ ops::TensorMap Trainer::microBatchInputs(int r, int k, double scale) const {
   return inputs;
 }
 
-Status Trainer::accumulateGradient(int d, size_t i, Tensor g, int k, bool keep_dtype) {
-  Tensor f32 = g.dtype() == DType::F32 || keep_dtype ? std::move(g) : g.castTo(DType::F32);
-  Tensor &sum = grads_[d][i];
-  if (k == 0) {
-    sum = std::move(f32);
-    // A gradient that left the device as it was made lands on it as the
-    // device's slice of the sum (ZeRO-2 and -3).
-    const parallel::Parameter &p = program_.params[i];
-    return memory_[d].allocate(program_.signature.gradient[i],
-                               program_.parallel.gradientsLeaveWhenMade() ? p.slice * int64_t{4}
-                                                                          : sum.byteSize());
-  }
-  float *to = sum.dataAs<float>();
-  const float *from = std::as_const(f32).dataAs<float>();
-  for (int64_t j = 0; j < sum.numElements(); ++j)
-    to[j] += from[j];
-  return Status::ok();
-}
-
 // Local replica `r`'s forward and backward over its micro-batches, its
 // ranks in lockstep: the micro-batches' losses summed into `loss`, their
 // gradients summed in f32 into grads_ of the replica's devices.

@@ -1,4 +1,5 @@
-// The trainer's collectives across the data-parallel replicas: each
+// The trainer's gradient sums and collectives: each micro-batch's gradient
+// added into the device's f32 sums; across the data-parallel replicas each
 // gradient summed, the losses and the float status, the global gradient
 // norm's sum of squares from those sums (ZeRO's all-gather of the updated
 // slices is trainer_zero.cpp's).
@@ -6,6 +7,25 @@
 #include "runtime/trainer.h"
 
 namespace kiln::runtime {
+
+Status Trainer::accumulateGradient(int d, size_t i, Tensor g, int k, bool keep_dtype) {
+  Tensor f32 = g.dtype() == DType::F32 || keep_dtype ? std::move(g) : g.castTo(DType::F32);
+  Tensor &sum = grads_[d][i];
+  if (k == 0) {
+    sum = std::move(f32);
+    // A gradient that left the device as it was made lands on it as the
+    // device's slice of the sum (ZeRO-2 and -3).
+    const parallel::Parameter &p = program_.params[i];
+    return memory_[d].allocate(program_.signature.gradient[i],
+                               program_.parallel.gradientsLeaveWhenMade() ? p.slice * int64_t{4}
+                                                                          : sum.byteSize());
+  }
+  float *to = sum.dataAs<float>();
+  const float *from = std::as_const(f32).dataAs<float>();
+  for (int64_t j = 0; j < sum.numElements(); ++j)
+    to[j] += from[j];
+  return Status::ok();
+}
 
 // Rank t's gradient of parameter i summed over the replicas in rank order,
 // in f32, on every replica (the host's; with ZeRO-2 and -3 a device counts

@@ -79,6 +79,12 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
 
 namespace {
 
+// `from`'s bytes into `to` (of the same type), which lies in an arena.
+void copyBytes(Tensor &to, const Tensor &from) {
+  if (to.byteSize() > 0)
+    std::memcpy(to.data(), from.data(), to.byteSize());
+}
+
 // One rank's values during a run, its arena, and the inputs it counts on
 // its device.
 struct RankRun {
@@ -109,7 +115,8 @@ struct RankRun {
       memory->release(names[v]);
     owned[v] = 0;
   }
-  // The outputs leave the device with the results; inputs nobody read go too.
+  // The arena goes with the results (they leave the device), and so do the
+  // inputs counted outside it that nobody read.
   void end() {
     for (const GraphInput &in : graph.inputs())
       release(in.value);
@@ -165,7 +172,7 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
       if (offset_[in.value] >= 0) {
         Tensor &value = runs[r].values[in.value];
         Tensor placed = place(in.value, runs[r].arena);
-        std::memcpy(placed.data(), std::as_const(value).data(), value.byteSize());
+        copyBytes(placed, value);
         value = std::move(placed);
       }
     hostWork(r, "bind inputs", start);
@@ -273,7 +280,7 @@ Expected<uint32_t> Executor::runCollective(size_t index, std::vector<std::vector
                      typeToString(whole.type()) + ", the graph needs " +
                      typeToString(graph_.type(out)));
       Tensor &gathered = (*group[r])[out] = place(out, arenas[r]);
-      std::memcpy(gathered.data(), std::as_const(whole).data(), whole.byteSize());
+      copyBytes(gathered, whole);
     }
     return 0u;
   }
@@ -300,7 +307,7 @@ Expected<uint32_t> Executor::runCollective(size_t index, std::vector<std::vector
     y.setFloat(i, acc[i], kernels_.overflow);
   for (size_t r = 1; r < group.size(); ++r) {
     Tensor &mine = (*group[r])[out] = place(out, arenas[r]);
-    std::memcpy(mine.data(), std::as_const(y).data(), y.byteSize());
+    copyBytes(mine, y);
   }
   return takeFloatStatus();
 }
@@ -320,7 +327,8 @@ Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values
   std::vector<Tensor> results;
   for (ValueId v : node.outputs) {
     results.push_back(place(v, arena)); // zeroed, as a reference kernel expects
-    std::memset(results.back().data(), 0, results.back().byteSize());
+    if (results.back().byteSize() > 0)
+      std::memset(results.back().data(), 0, results.back().byteSize());
   }
   ops::KernelContext ctx;
   ctx.overflow = kernels_.overflow;
@@ -336,7 +344,7 @@ Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values
     // A kernel that replaced its result (with one of its inputs, say):
     // into the arena, which later kernels may not find shared.
     if (std::as_const(value).data() != std::as_const(results[k]).data())
-      std::memcpy(value.data(), std::as_const(results[k]).data(), value.byteSize());
+      copyBytes(value, results[k]);
   }
   return status;
 }

@@ -56,8 +56,9 @@ struct MemoryPlan {
 // Where the run's own lifetimes differ from "inputs until their last
 // reader, outputs until the end".
 struct Lifetimes {
-  // Inputs that live to the end: a trainer keeps the weights on the device
-  // across the whole step. Empty: none.
+  // Inputs in the arena that live to the end (a weight a device keeps
+  // there for the whole run). Empty: none. The trainer keeps its weights
+  // outside the arena instead (input_outside).
   std::function<bool(const GraphInput &)> input_stays;
   // Outputs that leave the device as they are made (a gradient
   // reduce-scattered during the backward): they live to their last reader

@@ -208,9 +208,8 @@ std::string Profiler::stepTrace() const {
   std::map<int64_t, double> kernel_us, host_us;
   for (const Event &e : events_)
     (e.program < 0 ? host_us : kernel_us)[e.step] += e.duration_us;
-  std::string out =
-      "Step Id,Step Time(us),Kernel Time(us),Host Time(us),Covered(%),Copied(bytes),"
-      "Allocated(bytes)\n";
+  std::string out = "Step Id,Step Time(us),Kernel Time(us),Host Time(us),Covered(%),Copied(bytes),"
+                    "Allocated(bytes)\n";
   for (const auto &[step, span] : steps_) {
     const double covered = kernel_us[step] + host_us[step];
     out += std::to_string(step) + "," + number(span.duration_us) + "," + number(kernel_us[step]) +

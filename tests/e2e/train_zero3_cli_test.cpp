@@ -1,9 +1,9 @@
 // kiln train --zero 3 on the tiny Qwen: each weight a flat slice per
 // replica, gathered before use. DP8, DP8 with full recomputation and TP2 x
 // DP4 train as one device does (the loss within 1e-5, the final weights
-// within 1e-4), each device's measured peak is its plan to the byte; a resumed run ends as the unbroken one; two MPI
-// processes of four devices give one process's bits; the Qwen-14B plan is
-// the formula's within 15 % and fits a 64 GiB ascend910b.
+// within 1e-4), each device's measured peak is its plan to the byte; a resumed run ends as the
+// unbroken one; two MPI processes of four devices give one process's bits; the Qwen-14B plan is the
+// formula's within 15 % and fits a 64 GiB ascend910b.
 #include <regex>
 
 #include <gtest/gtest.h>

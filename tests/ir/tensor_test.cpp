@@ -1,8 +1,8 @@
 // Tensor: storage formats, element conversion, casts with both overflow modes, reshape.
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <limits>
+#include <memory>
 
 #include <gtest/gtest.h>
 

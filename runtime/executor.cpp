@@ -99,7 +99,7 @@ struct RankRun {
     if (!memory)
       return Status::ok();
     KILN_RETURN_IF_ERROR(memory->allocate(arena_name, arena_bytes));
-    counted_arena = &arena_name;
+    arena_counted = true;
     for (const GraphInput &in : graph.inputs()) {
       if (offsets[in.value] >= 0 || memory->holds(names[in.value]))
         continue;
@@ -117,12 +117,12 @@ struct RankRun {
   }
   // The arena goes with the results (they leave the device), and so do the
   // inputs counted outside it that nobody read.
-  void end() {
+  void end(const std::string &arena_name) {
     for (const GraphInput &in : graph.inputs())
       release(in.value);
-    if (counted_arena)
-      memory->release(*counted_arena);
-    counted_arena = nullptr;
+    if (arena_counted)
+      memory->release(arena_name);
+    arena_counted = false;
   }
 
   const Graph &graph;
@@ -131,7 +131,7 @@ struct RankRun {
   std::vector<Tensor> values;
   std::vector<char> owned; // inputs counted by this run
   std::shared_ptr<uint8_t[]> arena;
-  const std::string *counted_arena = nullptr;
+  bool arena_counted = false;
 };
 
 } // namespace
@@ -237,7 +237,7 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
     const auto start = Profiler::Clock::now();
     for (const GraphOutput &out : graph_.outputs())
       outputs[r][out.name] = runs[r].values[out.value];
-    runs[r].end();
+    runs[r].end(arena_name_);
     hostWork(r, "collect outputs", start);
   }
   return outputs;

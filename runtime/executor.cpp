@@ -38,11 +38,8 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
     specs.push_back(k.spec);
   }
   artifact::Lifetimes lifetimes;
-  if (options.input_received)
-    lifetimes.input_outside = [received = options.input_received](const GraphInput &in) {
-      return !received(in);
-    };
-  else
+  lifetimes.input_outside = options.input_in_place;
+  if (!lifetimes.input_outside)
     lifetimes.input_outside = [](const GraphInput &) { return true; };
   lifetimes.output_leaves = options.output_leaves;
   ex->plan_ = artifact::planMemory(graph, specs, artifact::kDefaultBufferAlignment, lifetimes);
@@ -342,7 +339,7 @@ Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values
   for (size_t k = 0; k < node.outputs.size(); ++k) {
     Tensor &value = values[node.outputs[k]] = place(node.outputs[k], arena);
     // A kernel that replaced its result (with one of its inputs, say):
-    // into the arena, which later kernels may not find shared.
+    // copied into the arena, so that no value shares bytes another outlives.
     if (std::as_const(value).data() != std::as_const(results[k]).data())
       copyBytes(value, results[k]);
   }

@@ -43,12 +43,12 @@ struct ExecutorOptions {
   // reduce-scattered during the backward): in the arena until their last
   // reader in the graph, copied off it then, still returned with the others.
   std::function<bool(const GraphOutput &)> output_leaves;
-  // Inputs the device receives for each run (token ids, scalars, what a
-  // pipeline stage is sent): copied into the run's arena at their planned
-  // place, their bytes reused after their last reader. Empty: none; every
-  // input is read where the caller holds it (a trainer's weights, moments
-  // and gradient sums always are).
-  std::function<bool(const GraphInput &)> input_received;
+  // Inputs read where the caller holds them (a trainer's weights, moments
+  // and gradient sums). Every other input the device receives for the run
+  // (token ids, scalars, what a pipeline stage is sent): it is copied into
+  // the arena at its planned place and its bytes are reused after its last
+  // reader. Empty: every input is read in place.
+  std::function<bool(const GraphInput &)> input_in_place;
   // ZeRO-3: the whole of weight `name` on tensor-parallel rank `rank` (its
   // piece), which a DataParallelGather assembles from every replica's slice.
   std::function<Expected<Tensor>(const std::string &name, int rank)> gather_weight;

@@ -131,8 +131,8 @@ Status Trainer::createExecutors() {
   // a run's inputs (tokens, scalars, pipeline transfers) the device
   // receives into its arena, as the plan counts it.
   ExecutorOptions update_options;
-  update_options.input_received = [held = program_.heldBuffers()](const GraphInput &in) {
-    return held.count(in.name) == 0;
+  update_options.input_in_place = [held = program_.heldBuffers()](const GraphInput &in) {
+    return held.count(in.name) > 0;
   };
   ExecutorOptions step_options = update_options;
   if (zero3())

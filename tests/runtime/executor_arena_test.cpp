@@ -81,7 +81,7 @@ TEST(ExecutorArena, AReceivedInputLiesInTheArena) {
   auto kernels = codegen::compileKernels(g, *target, {});
   ASSERT_TRUE(kernels) << kernels.message();
   runtime::ExecutorOptions options;
-  options.input_received = [](const GraphInput &in) { return in.name == "x"; };
+  options.input_in_place = [](const GraphInput &in) { return in.name != "x"; };
   auto executor = runtime::Executor::create(g, std::move(*kernels), options);
   ASSERT_TRUE(executor) << executor.message();
   const artifact::MemoryPlan &plan = (*executor)->memoryPlan();

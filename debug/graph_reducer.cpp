@@ -98,6 +98,7 @@ Expected<Graph> rebuild(const Graph &graph, const std::set<NodeId> &dropped,
     return type;
   };
   Graph out(graph.name());
+  out.setVocabulary(graph.vocabulary());
   std::unordered_map<ValueId, ValueId> mapped;
   std::set<std::string> input_names;
   for (const GraphInput &in : graph.inputs())
@@ -112,7 +113,7 @@ Expected<Graph> rebuild(const Graph &graph, const std::set<NodeId> &dropped,
     input_names.insert(name);
     mapped[v] = out.addInput(name, shrunk(graph.type(v)), InputRole::Data);
   }
-  const ops::OpRegistry &registry = ops::OpRegistry::global();
+  const ops::OpRegistry &registry = ops::opsOf(graph);
   for (size_t n = 0; n < graph.numNodes(); ++n) {
     if (!live[n])
       continue;

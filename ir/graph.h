@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -92,12 +93,28 @@ struct GraphOutput {
   ValueId value = kNoValue;
 };
 
+// The ops a graph is written in beyond the built-in ones: a job's custom ops.
+// The one implementation is ops::OpRegistry, which ops::opsOf(graph) returns;
+// the IR, below the op layer, holds it type-erased, as an MLIR operation
+// reaches its dialects through its context rather than a process-wide table.
+class OpVocabulary {
+public:
+  virtual ~OpVocabulary() = default;
+};
+
 class Graph {
 public:
   explicit Graph(std::string name = "main") : name_(std::move(name)) {}
 
   const std::string &name() const { return name_; }
   void setName(std::string name) { name_ = std::move(name); }
+
+  // Null: the built-in ops only. A graph made from another takes its
+  // vocabulary (extractSubgraph does; so must every pass that builds one).
+  const std::shared_ptr<const OpVocabulary> &vocabulary() const { return vocabulary_; }
+  void setVocabulary(std::shared_ptr<const OpVocabulary> vocabulary) {
+    vocabulary_ = std::move(vocabulary);
+  }
 
   ValueId addInput(std::string name, TensorType type, InputRole role);
   // Appends a node after all existing ones; its inputs must already exist.
@@ -167,6 +184,7 @@ private:
   void renumber(const std::vector<NodeId> &order);
 
   std::string name_;
+  std::shared_ptr<const OpVocabulary> vocabulary_;
   std::vector<Value> values_;
   std::vector<Node> nodes_;
   std::vector<GraphInput> inputs_;

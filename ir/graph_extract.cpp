@@ -9,6 +9,7 @@ Expected<Graph> extractSubgraph(const Graph &graph, const std::vector<NodeId> &m
                                 const std::vector<ValueId> &inputs,
                                 const std::vector<ValueId> &outputs, const std::string &name) {
   Graph sub(name);
+  sub.setVocabulary(graph.vocabulary());
   std::unordered_map<ValueId, ValueId> mapped;
   for (ValueId v : inputs) {
     InputRole role = InputRole::Data;

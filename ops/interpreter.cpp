@@ -152,8 +152,8 @@ Status bindGraphInputs(const Graph &graph, const TensorMap &inputs, std::vector<
 }
 
 Expected<TensorMap> interpret(const Graph &graph, const TensorMap &inputs,
-                              const InterpretOptions &options, const OpRegistry &registry) {
-  return Interpreter(graph, options, registry).run(inputs);
+                              const InterpretOptions &options) {
+  return Interpreter(graph, options, opsOf(graph)).run(inputs);
 }
 
 } // namespace kiln::ops

@@ -32,9 +32,9 @@ Status bindGraphInputs(const Graph &graph, const TensorMap &inputs, std::vector<
 
 // The reference interpreter runs a graph node by node, in the graph's order.
 // `inputs` must hold every graph input by name with exactly its type. Returns
-// the graph outputs by name. Values are freed after their last use.
+// the graph outputs by name. Values are freed after their last use. Each
+// node runs its op's reference kernel from the graph's vocabulary (opsOf).
 Expected<TensorMap> interpret(const Graph &graph, const TensorMap &inputs,
-                              const InterpretOptions &options = {},
-                              const OpRegistry &registry = OpRegistry::global());
+                              const InterpretOptions &options = {});
 
 } // namespace kiln::ops

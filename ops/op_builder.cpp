@@ -2,8 +2,7 @@
 
 namespace kiln::ops {
 
-OpBuilder::OpBuilder(Graph &graph, const OpRegistry &registry)
-    : graph_(graph), registry_(registry) {
+OpBuilder::OpBuilder(Graph &graph) : graph_(graph), registry_(opsOf(graph)) {
   for (const GraphInput &in : graph.inputs())
     names_.insert(in.name);
   for (const Node &n : graph.nodes())

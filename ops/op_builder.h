@@ -14,7 +14,8 @@ namespace kiln::ops {
 
 class OpBuilder {
 public:
-  explicit OpBuilder(Graph &graph, const OpRegistry &registry = OpRegistry::global());
+  // Nodes are built from the ops of the graph's vocabulary (opsOf).
+  explicit OpBuilder(Graph &graph);
 
   Graph &graph() { return graph_; }
   const TensorType &type(ValueId v) const { return graph_.type(v); }

@@ -96,7 +96,8 @@ nlohmann::json opsToJson(const OpRegistry &registry) {
       attrs.push_back(
           {{"name", a.name},
            {"kind", std::string(attrKindName(a.kind))},
-           {"default", a.default_value ? attrValueToString(*a.default_value) : nullptr}});
+           {"default", a.default_value ? nlohmann::json(attrValueToString(*a.default_value))
+                                       : nlohmann::json()}});
     ops.push_back({{"name", op.def.name},
                    {"kind", std::string(opKindName(op.def.kind))},
                    {"summary", oneLine(op.def.summary)},

@@ -1,5 +1,7 @@
 #include "ops/op_registry.h"
 
+#include <algorithm>
+
 #include "ops/embedded_defs.h"
 
 namespace kiln::ops {
@@ -17,7 +19,7 @@ bool registerOpImpl(const char *name, OpImpl impl) {
   return true;
 }
 
-OpRegistry &OpRegistry::global() {
+const OpRegistry &OpRegistry::builtin() {
   static OpRegistry *registry = [] {
     auto *r = new OpRegistry();
     std::map<std::string, OpImpl> impls = pendingImpls();
@@ -49,23 +51,38 @@ OpRegistry &OpRegistry::global() {
 }
 
 const RegisteredOp *OpRegistry::find(std::string_view name) const {
-  auto it = ops_.find(name);
-  return it == ops_.end() ? nullptr : &it->second;
+  if (auto it = ops_.find(name); it != ops_.end())
+    return &it->second;
+  return base_ ? base_->find(name) : nullptr;
 }
 
 std::vector<std::string> OpRegistry::names() const {
+  std::vector<std::string> out = base_ ? base_->names() : std::vector<std::string>{};
+  std::vector<std::string> own = ownNames();
+  out.insert(out.end(), own.begin(), own.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> OpRegistry::ownNames() const {
   std::vector<std::string> out;
   for (const auto &[name, op] : ops_)
     out.push_back(name);
   return out;
 }
 
-Status OpRegistry::add(OpDef def, OpImpl impl) {
-  if (ops_.count(def.name))
-    return Error(def.source + ": op " + def.name + " already exists");
-  std::string name = def.name;
-  ops_[name] = RegisteredOp{std::move(def), std::move(impl)};
+Status OpRegistry::add(RegisteredOp op) {
+  if (find(op.def.name))
+    return Error(op.def.source + ": op " + op.def.name + " already exists");
+  std::string name = op.def.name;
+  ops_.emplace(std::move(name), std::move(op));
   return Status::ok();
+}
+
+const OpRegistry &opsOf(const Graph &graph) {
+  // OpRegistry is OpVocabulary's one implementation (it is final).
+  const OpVocabulary *v = graph.vocabulary().get();
+  return v ? static_cast<const OpRegistry &>(*v) : OpRegistry::builtin();
 }
 
 } // namespace kiln::ops

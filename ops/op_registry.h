@@ -63,30 +63,61 @@ struct OpImpl {
   std::shared_ptr<const custom::Program> compute;
 };
 
+// A custom op's definition file (docs/custom-ops.md): its path, for
+// messages, and its XML, which a compiled graph carries to be read again.
+struct OpSourceFile {
+  std::string path;
+  std::string xml;
+  bool operator==(const OpSourceFile &) const = default;
+};
+
 struct RegisteredOp {
   OpDef def;
   OpImpl impl;
+  // Custom ops only: the file that defined the op (its gradient ops share
+  // their op's), and why the op has no gradient rule where it has none.
+  std::shared_ptr<const OpSourceFile> file;
+  std::string no_gradient;
 };
 
-class OpRegistry {
+// An op vocabulary: the built-in ops, or a layer over them holding one job's
+// custom ops. A job's registry lives with the job (driver::ResolvedJob) and
+// with every graph written in it (Graph::vocabulary); nothing registers ops
+// process-wide, so two jobs of one process may define the same custom op
+// differently.
+class OpRegistry final : public OpVocabulary {
 public:
   // The built-in ops: embedded XML definitions joined with the registered
-  // implementations. Built on first use; a definition without implementation
-  // (or the reverse) is a fatal build inconsistency reported by consistency().
-  static OpRegistry &global();
+  // implementations. Built on first use and never changed; a definition
+  // without implementation (or the reverse) is a build inconsistency
+  // reported by consistencyErrors().
+  static const OpRegistry &builtin();
 
+  // Empty, or a layer over `base` (which must outlive it: the built-in ops).
+  OpRegistry() = default;
+  explicit OpRegistry(const OpRegistry *base) : base_(base) {}
+
+  // This layer's op, else the base's.
   const RegisteredOp *find(std::string_view name) const;
+  // All names, the base's included, sorted.
   std::vector<std::string> names() const;
+  // This layer's ops only: a job's custom ops and their gradient ops.
+  std::vector<std::string> ownNames() const;
   // Empty when every definition has an implementation and vice versa.
   const std::vector<std::string> &consistencyErrors() const { return consistency_errors_; }
 
-  // Adds ops (custom ops); a name that exists already is an error.
-  Status add(OpDef def, OpImpl impl);
+  // A name this layer or its base has already is an error.
+  Status add(RegisteredOp op);
+  Status add(OpDef def, OpImpl impl) { return add(RegisteredOp{std::move(def), std::move(impl)}); }
 
 private:
+  const OpRegistry *base_ = nullptr;
   std::map<std::string, RegisteredOp, std::less<>> ops_;
   std::vector<std::string> consistency_errors_;
 };
+
+// The ops `graph` is written in: its vocabulary, else the built-in ops.
+const OpRegistry &opsOf(const Graph &graph);
 
 // Used by KILN_REGISTER_OP; collects implementations during static initialisation.
 bool registerOpImpl(const char *name, OpImpl impl);

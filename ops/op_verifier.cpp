@@ -45,7 +45,8 @@ Status verifyNode(const Graph &graph, const Node &node, const OpRegistry &regist
 
 } // namespace
 
-Status verifyGraph(const Graph &graph, const OpRegistry &registry) {
+Status verifyGraph(const Graph &graph) {
+  const OpRegistry &registry = opsOf(graph);
   KILN_RETURN_IF_ERROR(verifyStructure(graph));
   for (const Node &node : graph.nodes())
     KILN_RETURN_IF_ERROR(verifyNode(graph, node, registry));

@@ -9,7 +9,8 @@
 
 namespace kiln::ops {
 
-// Structural checks (ir/verifier.h) plus the op checks above.
-Status verifyGraph(const Graph &graph, const OpRegistry &registry = OpRegistry::global());
+// Structural checks (ir/verifier.h) plus the op checks above, against the
+// ops of the graph's vocabulary (opsOf).
+Status verifyGraph(const Graph &graph);
 
 } // namespace kiln::ops

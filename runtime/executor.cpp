@@ -315,7 +315,7 @@ Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values
                                        const std::shared_ptr<uint8_t[]> &arena) {
   const codegen::KernelSpec &spec = kernels_.kernels[index].spec;
   const Node &node = graph_.node(spec.members.front());
-  const ops::RegisteredOp *op = ops::OpRegistry::global().find(node.op);
+  const ops::RegisteredOp *op = ops::opsOf(graph_).find(node.op);
   if (!op)
     return Error("node '" + node.name + "': unknown op '" + node.op + "'");
   std::vector<const Tensor *> args;

@@ -10,6 +10,7 @@
 #include "compiler/artifact/json_fields.h"
 #include "compiler/cache/cache_key.h"
 #include "compiler/cache/sha256.h"
+#include "compiler/frontend/custom_ops.h"
 #include "ir/file_io.h"
 #include "ir/file_names.h"
 #include "ir/graph_json.h"
@@ -115,7 +116,8 @@ Expected<ArtifactObject> parseObjectEntry(const json &entry, size_t index) {
 }
 
 Expected<Bucket> parseBucket(std::string_view text, size_t index,
-                             const std::vector<ArtifactObject> &objects) {
+                             const std::vector<ArtifactObject> &objects,
+                             const std::shared_ptr<const ops::OpRegistry> &vocabulary) {
   const std::string where = "bucket " + std::to_string(index);
   // parseJson refuses deep nesting, which copying the graph would recurse into.
   KILN_ASSIGN_OR_RETURN(json j, parseJson(text, where + ": malformed"));
@@ -131,6 +133,7 @@ Expected<Bucket> parseBucket(std::string_view text, size_t index,
   if (!parsed)
     return parsed.error();
   b.graph = std::move(*parsed);
+  b.graph.setVocabulary(vocabulary);
   // Every op known and every type what the op infers: the loader lowers it.
   Status verified = ops::verifyGraph(b.graph);
   if (!verified)
@@ -262,7 +265,7 @@ Expected<Artifact> decode(std::string_view bytes) {
   for (size_t i = 0; i < custom_ops->size(); ++i) {
     const JsonFields entry((*custom_ops)[i],
                            "malformed manifest: custom_ops[" + std::to_string(i) + "]");
-    frontend::CustomOpSource file;
+    ops::OpSourceFile file;
     KILN_ASSIGN_OR_RETURN(file.path, entry.string("path"));
     // The writer keeps the file name only (artifact_builder.cpp); a name that
     // could lead out of a folder is a tampered or foreign file.
@@ -271,10 +274,10 @@ Expected<Artifact> decode(std::string_view bytes) {
     KILN_ASSIGN_OR_RETURN(file.xml, entry.string("xml"));
     a.custom_ops.push_back(std::move(file));
   }
-  std::vector<frontend::CustomOpSource> embedded = a.custom_ops;
-  for (frontend::CustomOpSource &file : embedded)
+  std::vector<ops::OpSourceFile> embedded = a.custom_ops;
+  for (ops::OpSourceFile &file : embedded)
     file.path = "custom op file '" + file.path + "'";
-  KILN_RETURN_IF_ERROR(frontend::loadCustomOpSources(embedded));
+  KILN_ASSIGN_OR_RETURN(a.ops, frontend::loadCustomOpSources(embedded));
 
   KILN_ASSIGN_OR_RETURN(const json *buckets, f.array("buckets"));
   if (buckets->size() != h.buckets)
@@ -286,7 +289,7 @@ Expected<Artifact> decode(std::string_view bytes) {
   for (size_t i = 0; i < h.buckets; ++i) {
     const JsonFields entry((*buckets)[i], "malformed manifest: buckets[" + std::to_string(i) + "]");
     KILN_ASSIGN_OR_RETURN(int64_t seq, entry.integer("seq"));
-    KILN_ASSIGN_OR_RETURN(Bucket b, parseBucket(bucket_bytes[i], i, a.objects));
+    KILN_ASSIGN_OR_RETURN(Bucket b, parseBucket(bucket_bytes[i], i, a.objects, a.ops));
     if (b.seq != seq)
       return Error("bucket " + std::to_string(i) + " holds seq " + std::to_string(b.seq) +
                    ", the manifest lists seq " + std::to_string(seq));
@@ -327,7 +330,7 @@ struct BucketHead {
 Expected<std::string> assemble(const Manifest &m, const std::vector<BucketHead> &heads,
                                const std::vector<const std::string *> &bucket_texts,
                                const std::vector<ArtifactObject> &object_list,
-                               const std::vector<frontend::CustomOpSource> &custom_op_list,
+                               const std::vector<ops::OpSourceFile> &custom_op_list,
                                const SigningKey &key) {
   json manifest = manifestToJson(m);
   manifest["format"] = "kiln.artifact";
@@ -347,7 +350,7 @@ Expected<std::string> assemble(const Manifest &m, const std::vector<BucketHead> 
   }
   manifest["objects"] = std::move(objects);
   json custom_ops = json::array();
-  for (const frontend::CustomOpSource &file : custom_op_list)
+  for (const ops::OpSourceFile &file : custom_op_list)
     custom_ops.push_back({{"path", file.path}, {"xml", file.xml}});
   manifest["custom_ops"] = std::move(custom_ops);
   // A name that is not UTF-8 (a Latin-1 keep_dtype line, a model path) cannot
@@ -410,7 +413,7 @@ Expected<std::string> encodeArtifact(const Manifest &manifest, std::vector<Encod
   std::vector<BucketHead> heads;
   std::vector<const std::string *> texts;
   std::vector<ArtifactObject> objects;
-  std::vector<frontend::CustomOpSource> custom_ops;
+  std::vector<ops::OpSourceFile> custom_ops;
   std::map<std::string, int> object_of_key;
   for (size_t i = 0; i < buckets.size(); ++i) {
     EncodedBucket &b = buckets[i];
@@ -437,7 +440,7 @@ Expected<std::string> encodeArtifact(const Manifest &manifest, std::vector<Encod
       }
       KILN_ASSIGN_OR_RETURN(b.text, jsonText(j, where));
     }
-    for (frontend::CustomOpSource &file : b.custom_ops)
+    for (ops::OpSourceFile &file : b.custom_ops)
       if (std::find(custom_ops.begin(), custom_ops.end(), file) == custom_ops.end())
         custom_ops.push_back(std::move(file));
     heads.push_back({b.seq, b.batch, b.kernels});

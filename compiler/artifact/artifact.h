@@ -50,9 +50,9 @@
 #include "compiler/artifact/artifact_signing.h"
 #include "compiler/artifact/manifest.h"
 #include "compiler/artifact/memory_plan.h"
-#include "compiler/frontend/custom_ops.h"
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "ops/op_registry.h"
 
 namespace kiln::artifact {
 
@@ -97,9 +97,11 @@ struct Artifact {
   Manifest manifest;
   std::vector<Bucket> buckets; // by seq
   std::vector<ArtifactObject> objects;
-  // The custom op definitions the buckets' graphs use; reading an artifact
-  // registers them before its graphs are read.
-  std::vector<frontend::CustomOpSource> custom_ops;
+  // The custom op definitions the buckets' graphs use. Reading an artifact
+  // loads them into `ops`, the vocabulary its graphs are read in (null: the
+  // built-in ops only); nothing is registered process-wide.
+  std::vector<ops::OpSourceFile> custom_ops;
+  std::shared_ptr<const ops::OpRegistry> ops;
 
   const Bucket *findBucket(int64_t seq) const;
   // "8, 16" for messages.
@@ -118,8 +120,8 @@ struct EncodedBucket {
   int64_t kernels = 0; // in its plan
   // The bucket's JSON (the grammar above); "object" indexes `objects`.
   std::string text;
-  std::vector<ArtifactObject> objects;              // in first use; code may be filled later
-  std::vector<frontend::CustomOpSource> custom_ops; // the files its graph's ops come from
+  std::vector<ArtifactObject> objects;       // in first use; code may be filled later
+  std::vector<ops::OpSourceFile> custom_ops; // the files its graph's ops come from
 };
 
 // The JSON text of a bucket, as an artifact holds it.

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "compiler/artifact/kernel_derivation.h"
+#include "compiler/frontend/custom_ops.h"
 
 namespace kiln::artifact {
 
@@ -23,7 +24,7 @@ namespace {
 struct PlannedBucket {
   std::vector<PlannedKernel> kernels;
   MemoryPlan memory;
-  std::vector<frontend::CustomOpSource> custom_ops;
+  std::vector<ops::OpSourceFile> custom_ops;
 };
 
 // `object_of(kernel, key parts)` numbers each kernel's object. With
@@ -88,7 +89,7 @@ planBucket(int64_t seq, const Graph &graph, const codegen::CompiledKernels &kern
   }
   // The file name only: the artifact says where a definition came from,
   // not where it lay on the machine that compiled it.
-  for (frontend::CustomOpSource file : frontend::customOpSourcesFor(graph)) {
+  for (ops::OpSourceFile file : frontend::customOpSourcesFor(graph)) {
     file.path = std::filesystem::path(file.path).filename().string();
     if (std::find(out.custom_ops.begin(), out.custom_ops.end(), file) == out.custom_ops.end())
       out.custom_ops.push_back(std::move(file));
@@ -137,7 +138,7 @@ Status ArtifactBuilder::addBucket(int64_t seq, int64_t batch, Graph graph,
   };
   KILN_ASSIGN_OR_RETURN(PlannedBucket planned, planBucket(seq, graph, kernels, m.target, m.codegen,
                                                           /*rederive=*/true, object_of));
-  for (frontend::CustomOpSource &file : planned.custom_ops)
+  for (ops::OpSourceFile &file : planned.custom_ops)
     if (std::find(artifact_.custom_ops.begin(), artifact_.custom_ops.end(), file) ==
         artifact_.custom_ops.end())
       artifact_.custom_ops.push_back(std::move(file));

@@ -113,7 +113,7 @@ json summarizeArtifact(const Artifact &artifact, uint64_t file_bytes, size_t lar
          {"objects", std::move(objects)},
          {"object_bytes", object_bytes}};
   json custom_ops = json::array();
-  for (const frontend::CustomOpSource &file : artifact.custom_ops)
+  for (const ops::OpSourceFile &file : artifact.custom_ops)
     custom_ops.push_back(file.path);
   s["custom_ops"] = std::move(custom_ops);
   // The signature verified when the file was read; whether its key is trusted:

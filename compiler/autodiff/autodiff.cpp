@@ -70,7 +70,7 @@ Expected<std::vector<ValueId>> gradients(ops::OpBuilder &b, ValueId target,
     if (!on_path[i])
       continue;
     const Node node = graph.node(static_cast<NodeId>(i)); // copy: the graph grows below
-    const ops::RegisteredOp *reg = ops::OpRegistry::global().find(node.op);
+    const ops::RegisteredOp *reg = ops::opsOf(graph).find(node.op);
     if (!reg)
       return Error("autodiff: unknown op '" + node.op + "' at node '" + node.name + "'");
     auto scope = b.scope("grad." + node.name);

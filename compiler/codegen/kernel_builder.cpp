@@ -89,7 +89,7 @@ Expected<KernelBuild> buildKernel(const Graph &graph, const KernelSpec &kernel) 
       bodies.push_back(body);
     } else {
       const LowerFn *lower = findLowering(node.op);
-      const ops::RegisteredOp *op = lower ? nullptr : ops::OpRegistry::global().find(node.op);
+      const ops::RegisteredOp *op = lower ? nullptr : ops::opsOf(graph).find(node.op);
       if (!lower && !(op && op->impl.compute))
         return Error("node '" + node.name + "': op " + node.op +
                      " has no kernel lowering (compiler/codegen/lowering/)");

@@ -92,7 +92,7 @@ std::vector<KernelDiagnostic> buildAndCheck(const passes::FusionView &view, cons
 bool isCollective(const Graph &graph, const KernelSpec &spec) {
   if (spec.members.size() != 1)
     return false;
-  const ops::RegisteredOp *op = ops::OpRegistry::global().find(graph.node(spec.members[0]).op);
+  const ops::RegisteredOp *op = ops::opsOf(graph).find(graph.node(spec.members[0]).op);
   return op && op->def.kind == ops::OpKind::Collective;
 }
 

@@ -98,7 +98,7 @@ std::string canonicalKernelText(const Graph &graph, const KernelSpec &kernel) {
       os << (k ? ", " : "") << local.at(node.inputs[k]);
     os << ")";
     // A custom op's code is its compute: a changed definition is another kernel.
-    if (const ops::RegisteredOp *reg = ops::OpRegistry::global().find(node.op);
+    if (const ops::RegisteredOp *reg = ops::opsOf(graph).find(node.op);
         reg && !reg->def.compute.empty())
       os << " compute=\"" << reg->def.compute << "\"";
     if (!node.attrs.empty()) {

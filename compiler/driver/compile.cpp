@@ -6,12 +6,13 @@
 
 namespace kiln::driver {
 
-Expected<Graph> buildModelGraph(const ModelRequest &request, DType dtype) {
+Expected<Graph> buildModelGraph(const ModelRequest &request, const ResolvedJob &job) {
   frontend::ModelOptions options;
   options.batch = request.batch;
   options.seq = request.seq;
-  options.dtype = dtype;
+  options.dtype = job.dtype;
   options.lora = request.lora;
+  options.ops = job.ops;
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel model, frontend::loadModel(request.model, options));
   if (!request.training)
     return std::move(model.graph);

@@ -20,8 +20,8 @@ struct ModelRequest {
   frontend::LoraConfig lora; // with a rank: adapters trained, the base frozen
 };
 
-// The model's graph in `dtype`.
-Expected<Graph> buildModelGraph(const ModelRequest &request, DType dtype);
+// The model's graph in the job's dtype, written in its ops.
+Expected<Graph> buildModelGraph(const ModelRequest &request, const ResolvedJob &job);
 
 // Runs the job's passes over `graph` in place, after checking the job's
 // list-like precision settings against it (a keep_dtype name or a layer the

@@ -282,15 +282,16 @@ Status resolveNumerics(const JobSettings &job, const JobSettings &command_line, 
 // The precision pass's settings: the mode and the files that refine it.
 Expected<passes::PrecisionSettings> resolvePrecision(const JobSettings &job,
                                                      const JobSettings &command_line,
-                                                     passes::PrecisionMode mode) {
+                                                     passes::PrecisionMode mode,
+                                                     const ops::OpRegistry &ops) {
   passes::PrecisionSettings precision;
   precision.mode = mode;
   if (auto path = command_line.modify_mixlist ? command_line.modify_mixlist : job.modify_mixlist) {
     KILN_ASSIGN_OR_RETURN(precision.mixlist,
-                          passes::readModifyMixlist(*path, std::move(precision.mixlist)));
+                          passes::readModifyMixlist(*path, std::move(precision.mixlist), ops));
   }
   if (auto path = command_line.keep_dtype ? command_line.keep_dtype : job.keep_dtype) {
-    KILN_ASSIGN_OR_RETURN(precision.keep_dtype, passes::readKeepDType(*path));
+    KILN_ASSIGN_OR_RETURN(precision.keep_dtype, passes::readKeepDType(*path, ops));
   }
   precision.attention_fp32_layers = command_line.attention_fp32_layers
                                         ? *command_line.attention_fp32_layers
@@ -338,6 +339,22 @@ Expected<std::vector<passes::SwitchLayer>> switchLayers(const std::optional<JobS
   return layers;
 }
 
+// The job file's folders, then the command line's.
+std::vector<std::string> folders(const std::vector<std::string> &job,
+                                 const std::vector<std::string> &command_line) {
+  std::vector<std::string> all = job;
+  all.insert(all.end(), command_line.begin(), command_line.end());
+  return all;
+}
+
+// The custom ops of `dirs`, read again only when the spec's were other folders.
+Expected<std::shared_ptr<const ops::OpRegistry>> customOpsOf(const JobSpec &spec,
+                                                             const std::vector<std::string> &dirs) {
+  if (spec.loaded_ops && spec.loaded_ops->dirs == dirs)
+    return spec.loaded_ops->ops;
+  return frontend::loadCustomOps(dirs);
+}
+
 // What a job file repeating the resolved job must say.
 JobSettings effectiveSettings(const JobSettings &job, const JobSettings &command_line,
                               const std::string &target_name, const ResolvedJob &resolved,
@@ -358,10 +375,7 @@ JobSettings effectiveSettings(const JobSettings &job, const JobSettings &command
   effective.recompute = recompute.mode;
   if (!recompute.layers.empty())
     effective.recompute_layers = recompute.layers;
-  effective.custom_op_dirs = job.custom_op_dirs;
-  effective.custom_op_dirs.insert(effective.custom_op_dirs.end(),
-                                  command_line.custom_op_dirs.begin(),
-                                  command_line.custom_op_dirs.end());
+  effective.custom_op_dirs = resolved.spec.loaded_ops->dirs;
   effective.fusion_rule_dirs = rule_dirs;
   return effective;
 }
@@ -413,23 +427,22 @@ Expected<ResolvedJob> resolveJob(const JobSpec &spec) {
                ? target.error().withContext(job.source + ": $.target")
                : target.error();
   resolved.target = std::move(*target);
+  // Custom ops first: precision lists and rules may name them.
+  const std::vector<std::string> op_dirs = folders(job.custom_op_dirs, command_line.custom_op_dirs);
+  KILN_ASSIGN_OR_RETURN(resolved.ops, customOpsOf(spec, op_dirs));
+  resolved.spec.loaded_ops = JobSpec::LoadedOps{op_dirs, resolved.ops};
+  const ops::OpRegistry &job_ops = resolved.ops ? *resolved.ops : ops::OpRegistry::builtin();
   passes::PrecisionMode mode;
   KILN_RETURN_IF_ERROR(resolveNumerics(job, command_line, spec.default_dtype, resolved, mode));
   KILN_ASSIGN_OR_RETURN(passes::PrecisionSettings precision,
-                        resolvePrecision(job, command_line, mode));
-
-  // Custom ops first: rules may name them.
-  for (const auto *dirs : {&job.custom_op_dirs, &command_line.custom_op_dirs})
-    for (const std::string &dir : *dirs)
-      KILN_RETURN_IF_ERROR(frontend::loadCustomOps(dir));
+                        resolvePrecision(job, command_line, mode, job_ops));
 
   // The registry: built-in passes, the built-in rules, then the rule folders'.
-  std::vector<std::string> rule_dirs = job.fusion_rule_dirs;
-  rule_dirs.insert(rule_dirs.end(), command_line.fusion_rule_dirs.begin(),
-                   command_line.fusion_rule_dirs.end());
+  const std::vector<std::string> rule_dirs =
+      folders(job.fusion_rule_dirs, command_line.fusion_rule_dirs);
   KILN_ASSIGN_OR_RETURN(
       passes::PassRegistry with_rules,
-      passes::rules::registryWithFusionRules(passes::PassRegistry::builtin(), rule_dirs));
+      passes::rules::registryWithFusionRules(passes::PassRegistry::builtin(), rule_dirs, job_ops));
   auto registry = std::make_shared<passes::PassRegistry>(std::move(with_rules));
   KILN_ASSIGN_OR_RETURN(std::vector<passes::SwitchLayer> layers,
                         switchLayers(job_file, command_line, rule_dirs));

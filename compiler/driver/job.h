@@ -14,6 +14,7 @@
 
 #include "ir/dtype.h"
 #include "ir/error.h"
+#include "ops/op_registry.h"
 #include "passes/pass_context.h"
 #include "passes/pass_registry.h"
 #include "passes/pass_switches.h"
@@ -66,6 +67,14 @@ struct JobSpec {
   std::optional<JobSettings> file;
   JobSettings flags; // source "command line"
   DType default_dtype = DType::F16;
+  // The custom op folders as resolving last loaded them, so that a variant
+  // resolved from a ResolvedJob's spec reads no op file again; used only
+  // while the spec names the same folders.
+  struct LoadedOps {
+    std::vector<std::string> dirs;
+    std::shared_ptr<const ops::OpRegistry> ops;
+  };
+  std::optional<LoadedOps> loaded_ops;
 
   // `passes` switched off on the command line (taken out of its enable list).
   JobSpec withPassesDisabled(const std::vector<std::string> &passes) const;
@@ -82,6 +91,10 @@ struct ResolvedJob {
   target::Target target;
   DType dtype = DType::F16;
   OverflowMode overflow = OverflowMode::InfNan;
+  // The job's custom ops over the built-in ones (null: it has none): the
+  // vocabulary its graphs are written in. Resolving loads them here only;
+  // nothing is registered process-wide.
+  std::shared_ptr<const ops::OpRegistry> ops;
   // The registry must outlive `context`'s users; both live here.
   std::shared_ptr<passes::PassRegistry> registry;
   std::shared_ptr<passes::PassContext> context;

@@ -132,7 +132,7 @@ Expected<ProgramCompile> compileProgram(const ProgramRequest &request, const Res
       return out;
   }
 
-  KILN_ASSIGN_OR_RETURN(Graph graph, buildModelGraph(request.model, job.dtype));
+  KILN_ASSIGN_OR_RETURN(Graph graph, buildModelGraph(request.model, job));
   const int64_t nodes_before = static_cast<int64_t>(graph.numNodes());
   KILN_ASSIGN_OR_RETURN(passes::PipelineReport passes,
                         compileGraph(graph, job, request.instrumentation));

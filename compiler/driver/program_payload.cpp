@@ -82,7 +82,7 @@ json bucketHeadToJson(const artifact::EncodedBucket &b) {
   for (const artifact::ArtifactObject &o : b.objects)
     objects.push_back({{"key", o.key}, {"symbol", o.symbol}, {"kind", o.kind}});
   json custom_ops = json::array();
-  for (const frontend::CustomOpSource &file : b.custom_ops)
+  for (const ops::OpSourceFile &file : b.custom_ops)
     custom_ops.push_back({{"path", file.path}, {"xml", file.xml}});
   return {{"seq", b.seq},
           {"batch", b.batch},
@@ -108,7 +108,7 @@ Status bucketHeadFromJson(const json &j, artifact::EncodedBucket &b) {
   KILN_ASSIGN_OR_RETURN(const json *custom_ops, f.array("custom_ops"));
   for (const json &c : *custom_ops) {
     const JsonFields cf(c, "bucket: custom_ops");
-    frontend::CustomOpSource file;
+    ops::OpSourceFile file;
     KILN_ASSIGN_OR_RETURN(file.path, cf.string("path"));
     KILN_ASSIGN_OR_RETURN(file.xml, cf.string("xml"));
     b.custom_ops.push_back(std::move(file));

@@ -52,6 +52,8 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
   const OverflowMode overflow = request.job ? request.job->overflow : request.overflow;
   frontend::ModelOptions model_options;
   model_options.dtype = dtype;
+  if (request.job)
+    model_options.ops = request.job->ops;
   auto ids = data.tensors.find("input_ids");
   if (ids != data.tensors.end()) {
     if (ids->second.dtype() != DType::I64 || ids->second.shape().size() != 2)

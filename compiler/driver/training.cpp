@@ -89,6 +89,7 @@ Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &mode
   options.dtype = job.dtype;
   options.tensor_parallel = config.tp;
   options.lora = model.lora;
+  options.ops = job.ops;
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel loaded, frontend::loadModel(model.model, options));
   program.seq = model.seq > 0 ? model.seq : loaded.config ? loaded.config->seq_length : 0;
 

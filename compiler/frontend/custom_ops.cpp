@@ -3,37 +3,17 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include <spdlog/spdlog.h>
 
 #include "ir/file_io.h"
 #include "ops/custom/custom_op.h"
-#include "ops/op_registry.h"
 
 namespace kiln::frontend {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Loaded {
-  std::string source;      // file:line of the definition
-  std::string fingerprint; // what must match for a reload to be a no-op
-  size_t file = 0;         // index into LoadedOps::files
-};
-
-struct LoadedOps {
-  std::mutex mutex;
-  std::map<std::string, Loaded> ops;
-  std::vector<CustomOpSource> files; // every file that registered an op
-  std::vector<std::string> without_gradient;
-};
-
-LoadedOps &loaded() {
-  static LoadedOps state;
-  return state;
-}
 
 // Everything about the op that a second definition must repeat.
 std::string fingerprintOf(const ops::OpDef &def) {
@@ -56,9 +36,8 @@ std::string fingerprintOf(const ops::OpDef &def) {
   return s;
 }
 
-} // namespace
-
-Status loadCustomOps(const std::string &dir) {
+// A folder's *.xml files, in name order.
+Expected<std::vector<ops::OpSourceFile>> readFolder(const std::string &dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return Error(dir + ": custom ops folder does not exist (expected a folder of *.xml op "
@@ -72,22 +51,44 @@ Status loadCustomOps(const std::string &dir) {
   std::sort(paths.begin(), paths.end());
   if (paths.empty())
     spdlog::warn("{}: no *.xml custom op definitions in the folder", dir);
-  std::vector<CustomOpSource> files;
+  std::vector<ops::OpSourceFile> files;
   for (const fs::path &path : paths) {
     KILN_ASSIGN_OR_RETURN(std::string xml, readFile(path.string()));
     files.push_back({path.string(), std::move(xml)});
   }
-  return loadCustomOpSources(files);
+  return files;
 }
 
-Status loadCustomOpSources(const std::vector<CustomOpSource> &files) {
-  // Every file is read and checked before anything is registered.
-  std::vector<ops::custom::CustomOpSet> sets;
-  std::vector<size_t> file_of_set;
-  std::map<std::string, std::string> seen; // op -> source, within this folder
-  for (size_t f = 0; f < files.size(); ++f) {
+// Adds one op definition (the op, then its gradient ops) defined in `file`.
+// An op the registry has already, defined the same way, is left as it is.
+Status addOpSet(ops::OpRegistry &registry, const ops::custom::CustomOpSet &set,
+                const std::shared_ptr<const ops::OpSourceFile> &file) {
+  for (size_t i = 0; i < set.ops.size(); ++i) {
+    const ops::custom::BuiltOp &op = set.ops[i];
+    if (const ops::RegisteredOp *existing = registry.find(op.def.name)) {
+      if (!existing->file)
+        return Error(op.def.source + ": op " + op.def.name +
+                     " is the name of a built-in op (kiln ops lists them): rename the custom op");
+      if (fingerprintOf(existing->def) != fingerprintOf(op.def))
+        return Error(op.def.source + ": op " + op.def.name + " is defined already, differently, " +
+                     "at " + existing->def.source + ": rename one of them");
+      continue;
+    }
+    const std::string no_gradient = i == 0 ? set.no_gradient : "";
+    if (!no_gradient.empty())
+      spdlog::debug("custom op {} has no gradient rule: {}", op.def.name, no_gradient);
+    KILN_RETURN_IF_ERROR(registry.add(ops::RegisteredOp{op.def, op.impl, file, no_gradient}));
+  }
+  return Status::ok();
+}
+
+// Adds the ops of one folder's files (or of an artifact's embedded files).
+Status addFiles(ops::OpRegistry &registry, const std::vector<ops::OpSourceFile> &files) {
+  std::map<std::string, std::string> seen; // op -> source, within these files
+  for (const ops::OpSourceFile &source : files) {
+    auto file = std::make_shared<const ops::OpSourceFile>(source);
     KILN_ASSIGN_OR_RETURN(std::vector<ops::custom::CustomOpSpec> specs,
-                          ops::custom::parseCustomOpFile(files[f].xml, files[f].path));
+                          ops::custom::parseCustomOpFile(source.xml, source.path));
     for (const ops::custom::CustomOpSpec &spec : specs) {
       KILN_ASSIGN_OR_RETURN(ops::custom::CustomOpSet set, ops::custom::buildCustomOps(spec));
       for (const ops::custom::BuiltOp &op : set.ops) {
@@ -96,78 +97,44 @@ Status loadCustomOpSources(const std::vector<CustomOpSource> &files) {
           return Error(op.def.source + ": op " + op.def.name + " is defined twice (also at " +
                        it->second + ")");
       }
-      sets.push_back(std::move(set));
-      file_of_set.push_back(f);
-    }
-  }
-
-  LoadedOps &state = loaded();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  ops::OpRegistry &registry = ops::OpRegistry::global();
-  std::vector<std::pair<const ops::custom::BuiltOp *, size_t>> fresh; // op, its file
-  for (size_t i = 0; i < sets.size(); ++i) {
-    for (const ops::custom::BuiltOp &op : sets[i].ops) {
-      if (!registry.find(op.def.name)) {
-        fresh.emplace_back(&op, file_of_set[i]);
-        continue;
-      }
-      auto it = state.ops.find(op.def.name);
-      if (it == state.ops.end())
-        return Error(op.def.source + ": op " + op.def.name +
-                     " is the name of a built-in op (kiln ops lists them): rename the custom op");
-      if (it->second.fingerprint != fingerprintOf(op.def))
-        return Error(op.def.source + ": op " + op.def.name + " is defined already, differently, " +
-                     "at " + it->second.source + ": rename one of them");
-    }
-  }
-  std::map<size_t, size_t> stored; // file here -> index in state.files
-  for (const auto &[op, f] : fresh) {
-    KILN_RETURN_IF_ERROR(registry.add(op->def, op->impl));
-    auto [it, first] = stored.emplace(f, state.files.size());
-    if (first)
-      state.files.push_back(files[f]);
-    state.ops[op->def.name] = Loaded{op->def.source, fingerprintOf(op->def), it->second};
-  }
-  for (const ops::custom::CustomOpSet &set : sets) {
-    if (set.no_gradient.empty())
-      continue;
-    const std::string &name = set.ops.front().def.name;
-    const std::string line = name + ": " + set.no_gradient;
-    if (std::find(state.without_gradient.begin(), state.without_gradient.end(), line) ==
-        state.without_gradient.end()) {
-      state.without_gradient.push_back(line);
-      spdlog::debug("custom op {} has no gradient rule: {}", name, set.no_gradient);
+      KILN_RETURN_IF_ERROR(addOpSet(registry, set, file));
     }
   }
   return Status::ok();
 }
 
-std::vector<std::string> loadedCustomOps() {
-  LoadedOps &state = loaded();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  std::vector<std::string> names;
-  for (const auto &[name, op] : state.ops)
-    names.push_back(name);
-  return names;
+} // namespace
+
+Expected<std::shared_ptr<const ops::OpRegistry>>
+loadCustomOps(const std::vector<std::string> &dirs) {
+  if (dirs.empty())
+    return std::shared_ptr<const ops::OpRegistry>();
+  auto registry = std::make_shared<ops::OpRegistry>(&ops::OpRegistry::builtin());
+  for (const std::string &dir : dirs) {
+    KILN_ASSIGN_OR_RETURN(std::vector<ops::OpSourceFile> files, readFolder(dir));
+    KILN_RETURN_IF_ERROR(addFiles(*registry, files));
+  }
+  return std::shared_ptr<const ops::OpRegistry>(std::move(registry));
 }
 
-std::vector<CustomOpSource> customOpSourcesFor(const Graph &graph) {
-  LoadedOps &state = loaded();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  std::set<size_t> used;
+Expected<std::shared_ptr<const ops::OpRegistry>>
+loadCustomOpSources(const std::vector<ops::OpSourceFile> &files) {
+  if (files.empty())
+    return std::shared_ptr<const ops::OpRegistry>();
+  auto registry = std::make_shared<ops::OpRegistry>(&ops::OpRegistry::builtin());
+  KILN_RETURN_IF_ERROR(addFiles(*registry, files));
+  return std::shared_ptr<const ops::OpRegistry>(std::move(registry));
+}
+
+std::vector<ops::OpSourceFile> customOpSourcesFor(const Graph &graph) {
+  const ops::OpRegistry &registry = ops::opsOf(graph);
+  std::set<const ops::OpSourceFile *> seen;
+  std::vector<ops::OpSourceFile> files;
   for (const Node &node : graph.nodes())
-    if (auto it = state.ops.find(node.op); it != state.ops.end())
-      used.insert(it->second.file);
-  std::vector<CustomOpSource> files;
-  for (size_t f : used)
-    files.push_back(state.files[f]);
+    if (const ops::RegisteredOp *op = registry.find(node.op); op && op->file)
+      if (seen.insert(op->file.get()).second)
+        files.push_back(*op->file);
   return files;
-}
-
-std::vector<std::string> customOpsWithoutGradient() {
-  LoadedOps &state = loaded();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  return state.without_gradient;
 }
 
 } // namespace kiln::frontend

@@ -1,41 +1,36 @@
-// Loading custom ops (docs/custom-ops.md): every *.xml of a folder, each op
-// registered with the op registry together with the ops of its gradient and
-// the kernel lowering of each, so the passes, autodiff, the interpreter and
-// the code generator treat them as built-in ops. Load them before reading a
-// graph that uses them.
+// Loading custom ops (docs/custom-ops.md): every *.xml of a job's folders,
+// each op with the ops of its gradient and the kernel lowering of each, into
+// one registry over the built-in ops: the job's op vocabulary. Graphs written
+// in it carry it (Graph::vocabulary), so the passes, autodiff, the
+// interpreter and the code generator treat the ops as built-in ones. Nothing
+// is registered process-wide: two jobs of one process may define the same
+// name differently.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "ops/op_registry.h"
 
 namespace kiln::frontend {
 
-// One file of custom op definitions: its path (for messages) and its XML.
-struct CustomOpSource {
-  std::string path;
-  std::string xml;
-  bool operator==(const CustomOpSource &) const = default;
-};
-
-// Reads the folder's *.xml files in name order. Errors name the file (and
-// for the compute its line and column); nothing of a folder that fails is
-// registered. Loading the same definitions again (another job of the same
-// process) changes nothing; a name taken by a built-in op or by another
-// definition is an error naming both places.
-Status loadCustomOps(const std::string &dir);
+// Reads each folder's *.xml files in name order into a new registry over the
+// built-in ops; no folder gives null (the built-in ops). Errors name the file
+// (and for the compute its line and column). The same definition twice (a
+// folder named by the job file and the command line) is loaded once; a name
+// taken by a built-in op or by another definition is an error naming both
+// places.
+Expected<std::shared_ptr<const ops::OpRegistry>>
+loadCustomOps(const std::vector<std::string> &dirs);
 // The same for files already read (an artifact embeds the ones it uses).
-Status loadCustomOpSources(const std::vector<CustomOpSource> &files);
+Expected<std::shared_ptr<const ops::OpRegistry>>
+loadCustomOpSources(const std::vector<ops::OpSourceFile> &files);
 
-// The files that defined the custom ops `graph` uses (gradient ops count as
-// their op's), in load order: what a compiled graph needs to be read again.
-std::vector<CustomOpSource> customOpSourcesFor(const Graph &graph);
-
-// The custom ops loaded so far with, for each op without a gradient rule,
-// why ("SumMax: ...: cannot derive the gradient in input 'x' ...").
-std::vector<std::string> loadedCustomOps();
-std::vector<std::string> customOpsWithoutGradient();
+// The files that defined the custom ops `graph` uses, in the order the graph
+// first uses them: what a compiled graph needs to be read again.
+std::vector<ops::OpSourceFile> customOpSourcesFor(const Graph &graph);
 
 } // namespace kiln::frontend

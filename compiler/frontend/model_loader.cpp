@@ -20,6 +20,7 @@ Expected<LoadedModel> loadGraphFile(const nlohmann::json &doc, const std::string
     return Error(file + ": tensor parallelism needs a model kiln knows how to split (a Hugging "
                         "Face Qwen config); a graph runs with --tp 1");
   KILN_ASSIGN_OR_RETURN(Graph graph, graphFromJson(doc, file));
+  graph.setVocabulary(options.ops);
   Status verified = ops::verifyGraph(graph);
   if (!verified)
     return verified.error().withContext(file);
@@ -33,6 +34,7 @@ Expected<LoadedModel> loadConfigFile(const nlohmann::json &doc, const std::strin
   if (!graph)
     return graph.error().withContext(file);
   LoadedModel loaded{std::move(graph).value(), std::move(config), {}};
+  loaded.graph.setVocabulary(options.ops);
   for (const ParamSpec &p : qwenParameters(*loaded.config))
     loaded.splits[p.name] = p.split;
   if (options.lora.enabled()) {

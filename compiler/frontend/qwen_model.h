@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "ir/tensor_split.h"
+#include "ops/op_registry.h"
 
 namespace kiln::frontend {
 
@@ -24,6 +26,9 @@ struct ModelOptions {
   // With a rank: LoRA adapters on the targeted linears, the base weights
   // frozen (lora_config.h).
   LoraConfig lora;
+  // The ops a graph file may use beyond the built-in ones: the job's custom
+  // ops (null: none). The loaded graph is written in them (Graph::vocabulary).
+  std::shared_ptr<const ops::OpRegistry> ops;
 };
 
 // What a parameter is, which decides its initialisation.

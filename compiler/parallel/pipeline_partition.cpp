@@ -188,6 +188,7 @@ Graph Partitioner::build(int part) const {
   const StageProgram me = programOf(part);
   Graph out(g_.name() + ".stage" + std::to_string(me.stage) +
             (me.forward ? ".forward" : ".backward"));
+  out.setVocabulary(g_.vocabulary());
   std::vector<ValueId> map(g_.numValues(), kNoValue);
   std::vector<bool> read(g_.numValues(), false);
   for (NodeId id = 0; id < static_cast<NodeId>(g_.numNodes()); ++id)

@@ -14,6 +14,7 @@ Expected<Graph> shardWeights(const Graph &step, const std::set<std::string> &par
       return Error("ZeRO-3: the step has no weight '" + name + "' to shard");
   const std::vector<bool> forward = passes::forwardNodes(step);
   Graph out(step.name());
+  out.setVocabulary(step.vocabulary());
   std::vector<ValueId> map(step.numValues(), kNoValue);
   std::map<ValueId, ValueId> slices; // a sharded weight -> its slice input
   for (const GraphInput &in : step.inputs()) {

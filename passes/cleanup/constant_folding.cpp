@@ -55,12 +55,13 @@ std::string notAllowedReason(const std::string &op) {
   return op + " is not on the constant-folding allow-list (not known to keep a splat a splat)";
 }
 
-// Runs `op`'s reference kernel; outputs are allocated with `out_types`.
+// Runs `op`'s reference kernel; outputs are allocated with `out_types`. The
+// ops folded are built-in ones: only they can be on the allow-list.
 Expected<std::vector<Tensor>> runKernel(const std::string &op, const std::string &node_name,
                                         OverflowMode mode, const std::vector<Tensor> &inputs,
                                         const std::vector<TensorType> &out_types,
                                         const AttrMap &attrs) {
-  const ops::RegisteredOp *reg = ops::OpRegistry::global().find(op);
+  const ops::RegisteredOp *reg = ops::OpRegistry::builtin().find(op);
   if (!reg)
     return Error("unknown op '" + op + "'");
   ops::KernelContext kctx;

@@ -30,8 +30,8 @@ namespace {
 
 constexpr const char *kPassName = "TbeEltwiseFusionPass";
 
-bool vectorOp(const Node &node) {
-  const ops::RegisteredOp *reg = ops::OpRegistry::global().find(node.op);
+bool vectorOp(const Graph &graph, const Node &node) {
+  const ops::RegisteredOp *reg = ops::opsOf(graph).find(node.op);
   return reg && reg->def.kind <= ops::OpKind::Broadcast;
 }
 
@@ -62,7 +62,7 @@ public:
       NodeId c = queue.top();
       queue.pop();
       const Node &node = graph_.node(c);
-      if (!vectorOp(node) || node.op == "Fill")
+      if (!vectorOp(graph_, node) || node.op == "Fill")
         continue; // not a candidate, and not worth a line in the report
       had_candidate = true;
       if (node.group != kNoGroup) {
@@ -131,7 +131,8 @@ public:
     int64_t fused_nodes = 0;
     for (NodeId seed = 0; seed < static_cast<NodeId>(graph.numNodes()); ++seed) {
       const Node &node = graph.node(seed);
-      if (graph.isErased(seed) || node.group != kNoGroup || !vectorOp(node) || node.op == "Fill")
+      if (graph.isErased(seed) || node.group != kNoGroup || !vectorOp(graph, node) ||
+          node.op == "Fill")
         continue;
       bool had_candidate = false;
       std::vector<NodeId> members = grower.grow(seed, had_candidate);

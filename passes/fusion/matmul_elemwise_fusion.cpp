@@ -44,7 +44,7 @@ public:
     const Node &next = graph.node(id);
     if (next.op == "Reshape")
       return LinkVerdict::view();
-    const ops::RegisteredOp *reg = ops::OpRegistry::global().find(next.op);
+    const ops::RegisteredOp *reg = ops::opsOf(graph).find(next.op);
     const ops::OpKind kind = reg ? reg->def.kind : ops::OpKind::Opaque;
     if (kind != ops::OpKind::Elementwise && kind != ops::OpKind::Broadcast)
       return LinkVerdict::stop(describeNode(next) + " is " + std::string(ops::opKindName(kind)) +

@@ -268,7 +268,7 @@ NormBackward matchBackward(const FusionView &view, NodeId rg) {
   // Vector ops cannot take a value out of the rows without a reduction, so
   // checking the kinds keeps every member on the norm's rows.
   for (NodeId n : b.members) {
-    const ops::RegisteredOp *reg = ops::OpRegistry::global().find(g.node(n).op);
+    const ops::RegisteredOp *reg = ops::opsOf(g).find(g.node(n).op);
     if (n != ds && n != dgamma && !(reg && reg->def.kind <= ops::OpKind::Broadcast))
       return fail("the gradient path runs through " + describe(g.node(n)) +
                   ", which an rms_norm_grad kernel does not hold");

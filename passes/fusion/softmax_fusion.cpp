@@ -152,7 +152,7 @@ private:
     };
     // A vector op computing exactly these rows from these rows and splats.
     auto onRows = [&](const Node &n) {
-      const ops::RegisteredOp *reg = ops::OpRegistry::global().find(n.op);
+      const ops::RegisteredOp *reg = ops::opsOf(graph).find(n.op);
       if (!reg || reg->def.kind > ops::OpKind::Broadcast || n.outputs.size() != 1 ||
           graph.type(n.outputs[0]).shape != rows)
         return false;

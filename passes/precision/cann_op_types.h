@@ -26,7 +26,7 @@ const std::vector<CannOpType> &cannOpTypes();
 // the table's ops for a CANN name. An unknown name is an error, "unknown op
 // type 'X' (did you mean A, B?)", suggesting kiln's and CANN's names.
 Expected<std::vector<std::string>>
-resolveOpType(std::string_view name, const ops::OpRegistry &registry = ops::OpRegistry::global());
+resolveOpType(std::string_view name, const ops::OpRegistry &registry = ops::OpRegistry::builtin());
 
 // "SoftmaxV2 (kiln's Softmax)" for a CANN name, the name itself otherwise.
 std::string describeOpType(std::string_view name, const std::vector<std::string> &kiln_ops);

@@ -187,9 +187,10 @@ std::vector<std::pair<std::string, PrecisionList>> MixList::entries() const {
   return {lists_.begin(), lists_.end()};
 }
 
-Expected<MixList> readModifyMixlist(const std::string &path, MixList base) {
+Expected<MixList> readModifyMixlist(const std::string &path, MixList base,
+                                    const ops::OpRegistry &registry) {
   KILN_ASSIGN_OR_RETURN(json doc, readJsonFile(path));
-  KILN_RETURN_IF_ERROR(base.applyEdits(doc, path));
+  KILN_RETURN_IF_ERROR(base.applyEdits(doc, path, registry));
   return base;
 }
 
@@ -242,9 +243,9 @@ Expected<KeepDType> parseKeepDType(std::string_view text, std::string_view sourc
   return keep;
 }
 
-Expected<KeepDType> readKeepDType(const std::string &path) {
+Expected<KeepDType> readKeepDType(const std::string &path, const ops::OpRegistry &registry) {
   KILN_ASSIGN_OR_RETURN(std::string text, readFile(path, kMaxJsonFileBytes));
-  return parseKeepDType(text, path);
+  return parseKeepDType(text, path, registry);
 }
 
 } // namespace kiln::passes

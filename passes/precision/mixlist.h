@@ -35,7 +35,7 @@ public:
   // SumToShape, Rsqrt, RsqrtGrad, Exp, Log, Sqrt, CrossEntropyLoss,
   // CrossEntropyLossGrad, AdamW, RotaryCosSin, EmbeddingGrad; gray = the rest
   // (custom ops included). Built-in names the registry lacks are left out.
-  static MixList builtin(const ops::OpRegistry &registry = ops::OpRegistry::global());
+  static MixList builtin(const ops::OpRegistry &registry = ops::OpRegistry::builtin());
 
   // Gray for op types it does not know (a custom op registered later).
   PrecisionList listOf(std::string_view op) const;
@@ -52,7 +52,7 @@ public:
   // removing from gray-list (an op off every list is already gray), the same
   // op added to and removed from one list, or added to two lists.
   Status applyEdits(const nlohmann::json &doc, std::string_view source,
-                    const ops::OpRegistry &registry = ops::OpRegistry::global());
+                    const ops::OpRegistry &registry = ops::OpRegistry::builtin());
 
   // Every op type and its list, sorted by op type, for reports and docs.
   std::vector<std::pair<std::string, PrecisionList>> entries() const;
@@ -77,7 +77,8 @@ private:
 };
 
 // `base` plus the edits of the modify_mixlist file at `path` (global registry).
-Expected<MixList> readModifyMixlist(const std::string &path, MixList base);
+Expected<MixList> readModifyMixlist(const std::string &path, MixList base,
+                                    const ops::OpRegistry &registry = ops::OpRegistry::builtin());
 
 // CANN's keep_dtype file: nodes that keep the dtype the model gave them.
 // One entry a line: a node name ("transformer.h.3.attn.softmax") or
@@ -106,7 +107,8 @@ struct KeepDType {
 };
 
 Expected<KeepDType> parseKeepDType(std::string_view text, std::string_view source,
-                                   const ops::OpRegistry &registry = ops::OpRegistry::global());
-Expected<KeepDType> readKeepDType(const std::string &path);
+                                   const ops::OpRegistry &registry = ops::OpRegistry::builtin());
+Expected<KeepDType> readKeepDType(const std::string &path,
+                                  const ops::OpRegistry &registry = ops::OpRegistry::builtin());
 
 } // namespace kiln::passes

@@ -42,7 +42,7 @@ public:
       return Status::ok();
     }
     const DType d = *r.dtype;
-    const ops::RegisteredOp *reg = ops::OpRegistry::global().find(graph_.node(id).op);
+    const ops::RegisteredOp *reg = ops::opsOf(graph_).find(graph_.node(id).op);
     if (!reg)
       return Error("node '" + graph_.node(id).name + "': unknown op '" + graph_.node(id).op + "'");
     for (size_t k = 0; k < num_inputs; ++k) {

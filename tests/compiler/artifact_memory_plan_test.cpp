@@ -150,7 +150,7 @@ TEST(ArtifactMemoryPlan, TinyTrainingStepHasNoLiveOverlapAndReuses) {
   flags.source = "test";
   auto job = driver::resolveJob(std::nullopt, flags, DType::F16);
   ASSERT_TRUE(job) << job.message();
-  auto graph = driver::buildModelGraph({kTiny, /*training=*/true, 2, 8}, job->dtype);
+  auto graph = driver::buildModelGraph({kTiny, /*training=*/true, 2, 8}, *job);
   ASSERT_TRUE(graph) << graph.message();
   ASSERT_TRUE(driver::compileGraph(*graph, *job));
   MemoryPlan plan = planMemory(*graph, codegen::partitionKernels(*graph));

@@ -61,7 +61,7 @@ protected:
     compiled_ = new Compiled;
     std::optional<ArtifactBuilder> builder;
     for (int64_t seq : {16, 8}) { // out of order: the builder sorts
-      auto graph = driver::buildModelGraph({kTiny, false, 1, seq}, job->dtype);
+      auto graph = driver::buildModelGraph({kTiny, false, 1, seq}, *job);
       ASSERT_TRUE(graph) << graph.message();
       ASSERT_TRUE(driver::compileGraph(*graph, *job));
       auto kernels = codegen::compileKernels(*graph, job->target, options);

@@ -165,5 +165,26 @@ TEST_F(CustomOpsCli, AMalformedDefinitionIsAOneLineErrorAtLineAndColumn) {
   EXPECT_EQ(r.exit_code, 1);
 }
 
+// `kiln ops --custom-ops` lists a folder's ops among the built-in ones;
+// without it, the built-in ops only.
+TEST_F(CustomOpsCli, OpsListsThemWithTheBuiltInOps) {
+  Result with = run("ops --format json --custom-ops " + kOps);
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  for (const char *name : {"\"SwishX\"", "\"SwishXGrad0\"", "\"SumSquares\"", "\"MatMul\""})
+    EXPECT_NE(with.out.find(name), std::string::npos) << name;
+  Result without = run("ops --format json");
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  EXPECT_EQ(without.out.find("\"SwishX\""), std::string::npos);
+  EXPECT_NE(without.out.find("\"MatMul\""), std::string::npos);
+  // kiln graph reads a graph JSON that uses them, its training step too.
+  Result graph = run("graph " + kGraph + " --training --custom-ops " + kOps);
+  ASSERT_EQ(graph.exit_code, 0) << graph.err;
+  EXPECT_NE(graph.out.find("SumSquaresGrad0"), std::string::npos) << graph.out;
+  expectError(run("graph " + kGraph), {"unknown op 'SwishX'"});
+  Result missing = run("ops --custom-ops " + path("missing"));
+  expectError(missing, {"missing: custom ops folder does not exist"});
+  EXPECT_EQ(missing.exit_code, 1);
+}
+
 } // namespace
 } // namespace kiln::testing

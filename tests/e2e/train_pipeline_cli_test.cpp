@@ -72,7 +72,12 @@ TEST_F(PipelineCli, StagesTrainAsOneDevice) {
 
 // A LoRA fine-tune: each adapter (PEFT's name, "base_model.model.
 // transformer.h.<i>...") lives on its layer's stage; the pipeline trains as
-// one device running the same micro-batches, bit for bit.
+// one device running the same micro-batches. Not bit for bit on every host:
+// where the stage cut falls the kernels are cut too, so a GEMM can be tiled
+// differently, and some BLAS kernels (OpenBLAS's Haswell sgemm, which it
+// picks on AMD Zen 5) sum a tile's products in an order that depends on the
+// tile (2e-9 apart in the gradient norm there; equal bits on its SkylakeX
+// kernel).
 TEST_F(PipelineCli, ALoraFineTunePipelinesAsOneDevice) {
   const std::string lora = "--steps 3 --lora-rank 4 --micro-batches 2 ";
   ASSERT_EQ(run(train4(lora + "--devices 1 --log-json one.jsonl")).exit_code, 0);
@@ -80,10 +85,11 @@ TEST_F(PipelineCli, ALoraFineTunePipelinesAsOneDevice) {
   ASSERT_EQ(pp.exit_code, 0) << pp.err;
   std::vector<json> one = logLines("one.jsonl"), two = logLines("pp.jsonl");
   ASSERT_EQ(two.size(), 3u);
-  for (size_t i = 0; i < one.size(); ++i) {
-    EXPECT_EQ(two[i]["loss"], one[i]["loss"]) << "step " << i + 1;
-    EXPECT_EQ(two[i]["grad_norm"], one[i]["grad_norm"]) << "step " << i + 1;
-  }
+  for (size_t i = 0; i < one.size(); ++i)
+    for (const char *field : {"loss", "grad_norm"}) {
+      const double want = one[i][field].get<double>();
+      EXPECT_NEAR(two[i][field].get<double>(), want, 1e-7 * want) << field << " step " << i + 1;
+    }
 }
 
 // Under MPI: processes each holding a whole pipeline, and a pipeline whose

@@ -117,12 +117,12 @@ void compiledSeeds() {
   if (!job)
     fail(job.message());
   for (bool training : {false, true}) {
-    auto graph = driver::buildModelGraph({config, training, 1, 4}, job->dtype);
+    auto graph = driver::buildModelGraph({config, training, 1, 4}, *job);
     if (!graph)
       fail(graph.message());
     write("graph_json", training ? "micro_train.json" : "micro.json", graphToJson(*graph).dump(1));
   }
-  auto graph = driver::buildModelGraph({config, false, 1, 4}, job->dtype);
+  auto graph = driver::buildModelGraph({config, false, 1, 4}, *job);
   if (!graph || !driver::compileGraph(*graph, *job))
     fail("cannot compile the one-layer model");
   write("graph_json", "micro_fused.json", graphToJson(*graph).dump(1));

@@ -471,7 +471,7 @@ TEST(MatMulGrad, UsesOnlyFlaggedMatMuls) {
       const size_t before = g.numNodes();
       const Node node = g.node(g.value(c).producer); // copy: the graph grows below
       ops::GradContext ctx{builder, node, {dc}};
-      auto grads = ops::OpRegistry::global().find(op)->impl.grad(ctx);
+      auto grads = ops::OpRegistry::builtin().find(op)->impl.grad(ctx);
       ASSERT_TRUE(grads) << grads.message();
       EXPECT_EQ(g.type((*grads)[0]), g.type(a));
       EXPECT_EQ(g.type((*grads)[1]), g.type(b));
@@ -536,7 +536,7 @@ TEST(MatMulGrad, Fp32OutGradientDTypes) {
       const size_t before = g.numNodes();
       const Node node = g.node(g.value(c).producer); // copy: the graph grows below
       ops::GradContext ctx{builder, node, {dc}};
-      auto grads = ops::OpRegistry::global().find(op)->impl.grad(ctx);
+      auto grads = ops::OpRegistry::builtin().find(op)->impl.grad(ctx);
       ASSERT_TRUE(grads) << grads.message();
       EXPECT_EQ(g.type((*grads)[0]), g.type(a)) << op;
       EXPECT_EQ(g.type((*grads)[1]), g.type(b)) << op;
@@ -570,7 +570,7 @@ TEST(MatMulGrad, NoOutputGradientGivesNone) {
   ops::OpBuilder builder(g);
   ValueId c = builder.create("MatMul", "c", {a, b});
   ops::GradContext ctx{builder, g.node(g.value(c).producer), {kNoValue}};
-  auto grads = ops::OpRegistry::global().find("MatMul")->impl.grad(ctx);
+  auto grads = ops::OpRegistry::builtin().find("MatMul")->impl.grad(ctx);
   ASSERT_TRUE(grads);
   EXPECT_EQ(*grads, (std::vector<ValueId>{kNoValue, kNoValue}));
 }

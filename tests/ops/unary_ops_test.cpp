@@ -223,7 +223,7 @@ TEST(UnaryOpsGradient, GradientsKeepSixteenBitTypes) {
     ValueId dy = g.addInput("dy", h, InputRole::Data);
     const Node node = g.node(g.value((*y)[0]).producer);
     ops::GradContext ctx{b, node, {dy}};
-    auto grads = ops::OpRegistry::global().find(c.op)->impl.grad(ctx);
+    auto grads = ops::OpRegistry::builtin().find(c.op)->impl.grad(ctx);
     ASSERT_TRUE(grads) << grads.message();
     ASSERT_TRUE(b.status()) << b.status().message();
     EXPECT_EQ(g.type((*grads)[0]), h) << c.op;
@@ -238,7 +238,7 @@ TEST(UnaryOpsGradient, NoGradientForIntegersOrMissingOutputGradient) {
   ASSERT_TRUE(y) << y.message();
   ValueId dy = g.addInput("dy", TensorType{DType::I64, {2}}, InputRole::Data);
   ops::GradContext ctx{b, g.node(g.value((*y)[0]).producer), {dy}};
-  auto grads = ops::OpRegistry::global().find("Neg")->impl.grad(ctx);
+  auto grads = ops::OpRegistry::builtin().find("Neg")->impl.grad(ctx);
   ASSERT_TRUE(grads) << grads.message();
   EXPECT_EQ(*grads, std::vector<ValueId>{kNoValue});
 
@@ -247,7 +247,7 @@ TEST(UnaryOpsGradient, NoGradientForIntegersOrMissingOutputGradient) {
     auto out = b.tryCreate(c.op, "op", {f});
     ASSERT_TRUE(out) << out.message();
     ops::GradContext none{b, g.node(g.value((*out)[0]).producer), {kNoValue}};
-    auto no_grads = ops::OpRegistry::global().find(c.op)->impl.grad(none);
+    auto no_grads = ops::OpRegistry::builtin().find(c.op)->impl.grad(none);
     ASSERT_TRUE(no_grads) << no_grads.message();
     EXPECT_EQ(*no_grads, std::vector<ValueId>{kNoValue}) << c.op;
   }
@@ -255,7 +255,7 @@ TEST(UnaryOpsGradient, NoGradientForIntegersOrMissingOutputGradient) {
 
 TEST(FusedBackwardGradient, HaveNoGradientRule) {
   for (const char *op : {"RsqrtGrad", "SiluGrad"})
-    EXPECT_FALSE(ops::OpRegistry::global().find(op)->impl.grad) << op;
+    EXPECT_FALSE(ops::OpRegistry::builtin().find(op)->impl.grad) << op;
 }
 
 } // namespace

@@ -85,9 +85,11 @@ namespace {
 
 // A graph of one `op` node whose inputs are named in_0, in_1, ... and
 // outputs out_0, out_1, ...; empty (and a test failure) when the op refuses.
-std::optional<Graph> oneOpGraph(const std::string &op, const std::vector<TensorType> &inputs,
-                                const AttrMap &attrs) {
+std::optional<Graph>
+oneOpGraph(const std::string &op, const std::vector<TensorType> &inputs, const AttrMap &attrs,
+           const std::shared_ptr<const ops::OpRegistry> &vocabulary = nullptr) {
   Graph g("op_" + op);
+  g.setVocabulary(vocabulary);
   std::vector<ValueId> args;
   for (size_t i = 0; i < inputs.size(); ++i)
     args.push_back(g.addInput("in_" + std::to_string(i), inputs[i], InputRole::Data));
@@ -104,8 +106,9 @@ std::optional<Graph> oneOpGraph(const std::string &op, const std::vector<TensorT
 } // namespace
 
 void expectOpMatchesReference(const std::string &op, const std::vector<TensorType> &inputs,
-                              const AttrMap &attrs, const CompareOptions &options, uint64_t seed) {
-  std::optional<Graph> g = oneOpGraph(op, inputs, attrs);
+                              const AttrMap &attrs, const CompareOptions &options, uint64_t seed,
+                              const std::shared_ptr<const ops::OpRegistry> &vocabulary) {
+  std::optional<Graph> g = oneOpGraph(op, inputs, attrs, vocabulary);
   if (!g)
     return;
   SCOPED_TRACE(op);

@@ -3,6 +3,7 @@
 // interpreter (kernel numerics) on the same inputs, and compare every output.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,10 +34,12 @@ ops::TensorMap expectCompiledMatchesReference(const Graph &graph, const ops::Ten
 ops::TensorMap randomInputs(const Graph &graph, uint64_t seed, float lo = -2.0f, float hi = 2.0f,
                             int64_t int_bound = 8);
 
-// One node of `op` on random inputs of `inputs`' types, compiled vs reference.
+// One node of `op` on random inputs of `inputs`' types, compiled vs
+// reference; `vocabulary` holds the ops beyond the built-in ones.
 void expectOpMatchesReference(const std::string &op, const std::vector<TensorType> &inputs,
                               const AttrMap &attrs = {}, const CompareOptions &options = {},
-                              uint64_t seed = 1);
+                              uint64_t seed = 1,
+                              const std::shared_ptr<const ops::OpRegistry> &vocabulary = nullptr);
 
 // One `op` node on the given inputs, compiled vs reference.
 void expectOpOnInputs(const std::string &op, const std::vector<Tensor> &inputs,

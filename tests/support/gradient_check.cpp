@@ -31,6 +31,7 @@ double weightedSum(const TensorMap &outputs, const TensorMap &cotangents) {
                                            const std::vector<GradCheckInput> &inputs,
                                            const AttrMap &attrs, const GradCheckOptions &options) {
   Graph graph("gradcheck_" + std::string(op));
+  graph.setVocabulary(options.ops);
   std::vector<ValueId> args;
   TensorMap feed;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -60,7 +61,7 @@ double weightedSum(const TensorMap &outputs, const TensorMap &cotangents) {
     output_grads.push_back(graph.addInput(cot_name, t, InputRole::Data));
     cotangents[cot_name] = randomTensor(t, options.seed * 7919 + k);
   }
-  const ops::RegisteredOp *reg = ops::OpRegistry::global().find(op);
+  const ops::RegisteredOp *reg = ops::opsOf(graph).find(op);
   if (!reg->impl.grad)
     return ::testing::AssertionFailure() << op << " has no gradient rule";
   ops::GradContext ctx{b, node, output_grads};

@@ -5,6 +5,7 @@
 // input gradient with (L(x + eps) - L(x - eps)) / 2eps for L = sum_k <out_k, w_k>.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,7 @@
 
 #include "ir/attribute.h"
 #include "ir/tensor.h"
+#include "ops/op_registry.h"
 
 namespace kiln::testing {
 
@@ -29,6 +31,8 @@ struct GradCheckOptions {
   double atol = 2e-3;
   int max_elements = 48; // elements probed per input (a deterministic sample)
   uint64_t seed = 1;
+  // The vocabulary the op is in (a job's custom ops); null: the built-in ops.
+  std::shared_ptr<const ops::OpRegistry> ops;
 };
 
 ::testing::AssertionResult checkOpGradient(std::string_view op,

@@ -3,6 +3,7 @@
 // row-major index arithmetic.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,9 +21,12 @@ namespace kiln::testing {
 inline TensorType f32(Shape shape) { return TensorType{DType::F32, std::move(shape)}; }
 
 // Output types of one `op` node on inputs of `types`, or the builder's error.
+// `vocabulary`: the ops beyond the built-in ones (a job's custom ops).
 inline Expected<std::vector<TensorType>>
-inferOp(std::string_view op, const std::vector<TensorType> &types, const AttrMap &attrs = {}) {
+inferOp(std::string_view op, const std::vector<TensorType> &types, const AttrMap &attrs = {},
+        const std::shared_ptr<const ops::OpRegistry> &vocabulary = nullptr) {
   Graph g("infer");
+  g.setVocabulary(vocabulary);
   std::vector<ValueId> args;
   for (size_t i = 0; i < types.size(); ++i)
     args.push_back(g.addInput("in_" + std::to_string(i), types[i], InputRole::Data));
@@ -35,10 +39,12 @@ inferOp(std::string_view op, const std::vector<TensorType> &types, const AttrMap
 }
 
 // Runs one `op` node on `inputs` with the reference interpreter.
-inline Expected<std::vector<Tensor>> runOp(std::string_view op, const std::vector<Tensor> &inputs,
-                                           const AttrMap &attrs = {},
-                                           OverflowMode mode = OverflowMode::InfNan) {
+inline Expected<std::vector<Tensor>>
+runOp(std::string_view op, const std::vector<Tensor> &inputs, const AttrMap &attrs = {},
+      OverflowMode mode = OverflowMode::InfNan,
+      const std::shared_ptr<const ops::OpRegistry> &vocabulary = nullptr) {
   Graph g("run");
+  g.setVocabulary(vocabulary);
   std::vector<ValueId> args;
   ops::TensorMap feed;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -61,8 +67,9 @@ inline Expected<std::vector<Tensor>> runOp(std::string_view op, const std::vecto
 
 // Convenience for single-output ops in tests: asserts success.
 inline Tensor run1(std::string_view op, const std::vector<Tensor> &inputs,
-                   const AttrMap &attrs = {}, OverflowMode mode = OverflowMode::InfNan) {
-  auto out = runOp(op, inputs, attrs, mode);
+                   const AttrMap &attrs = {}, OverflowMode mode = OverflowMode::InfNan,
+                   const std::shared_ptr<const ops::OpRegistry> &vocabulary = nullptr) {
+  auto out = runOp(op, inputs, attrs, mode, vocabulary);
   EXPECT_TRUE(out.isOk()) << op << ": " << (out ? std::string() : out.message());
   if (!out || out->size() != 1)
     return Tensor();

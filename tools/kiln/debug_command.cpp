@@ -204,7 +204,7 @@ int runBisect(const BisectOptions &opts) {
   // The graph after the trial's passes, limited as the trial says.
   auto trialGraph = [&](const driver::ResolvedJob &trial_job,
                         const debug::BisectTrial &trial) -> Expected<Graph> {
-    KILN_ASSIGN_OR_RETURN(Graph graph, driver::buildModelGraph(opts.model, trial_job.dtype));
+    KILN_ASSIGN_OR_RETURN(Graph graph, driver::buildModelGraph(opts.model, trial_job));
     KILN_RETURN_IF_ERROR(driver::compileGraph(graph, trial_job).status());
     if (!trial.limited_pass.empty())
       KILN_RETURN_IF_ERROR(debug::keepFirstGroups(graph, trial.limited_pass, trial.keep_groups));

@@ -44,7 +44,7 @@ Status checkRepro(const std::string &dir, const FailureSignature &signature) {
                         driver::resolveJob(settings, driver::JobSettings{}, DType::F16));
   driver::ModelRequest model;
   model.model = dir + "/graph.json";
-  KILN_ASSIGN_OR_RETURN(Graph graph, driver::buildModelGraph(model, job.dtype));
+  KILN_ASSIGN_OR_RETURN(Graph graph, driver::buildModelGraph(model, job));
   KILN_ASSIGN_OR_RETURN(auto failures, driver::kernelFailures(std::move(graph), job));
   if (!signature.matches(failures))
     return Error(dir + ": the written repro does not fail with " + signature.toString() +
@@ -56,7 +56,7 @@ int runReduce(const ReduceOptions &opts) {
   auto job = resolveJobFlags(opts.job, DType::F16);
   if (!job)
     return fail(job.error());
-  auto graph = driver::buildModelGraph(opts.model, job->dtype);
+  auto graph = driver::buildModelGraph(opts.model, *job);
   if (!graph)
     return fail(graph.error());
   auto failures = driver::kernelFailures(*graph, *job);

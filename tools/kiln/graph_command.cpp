@@ -4,6 +4,7 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/driver/graph_stats.h"
+#include "compiler/frontend/custom_ops.h"
 #include "compiler/frontend/model_loader.h"
 #include "ir/file_io.h"
 #include "ir/graph_json.h"
@@ -22,6 +23,7 @@ struct GraphOptions {
   std::string format = "text";
   std::string output;
   bool provenance = false;
+  std::vector<std::string> custom_op_dirs;
 };
 
 int runGraph(const GraphOptions &opts) {
@@ -29,6 +31,10 @@ int runGraph(const GraphOptions &opts) {
   model_options.batch = opts.batch;
   model_options.seq = opts.seq;
   model_options.dtype = opts.dtype;
+  auto custom = frontend::loadCustomOps(opts.custom_op_dirs);
+  if (!custom)
+    return fail(custom.error());
+  model_options.ops = *custom;
   auto model = frontend::loadModel(opts.model, model_options);
   if (!model)
     return fail(model.error());
@@ -70,6 +76,9 @@ void registerGraphCommand(CLI::App &app, Action &action) {
       ->check(CLI::IsMember({"text", "json", "stats"}));
   cmd->add_flag("--provenance", opts->provenance, "text: show which pass made each node");
   cmd->add_option("-o,--output", opts->output, "write to FILE instead of stdout");
+  cmd->add_option("--custom-ops", opts->custom_op_dirs,
+                  "a folder of custom op definitions a graph JSON uses, docs/custom-ops.md "
+                  "(repeatable)");
   cmd->callback([opts, &action] { action = [opts] { return runGraph(*opts); }; });
   suggestOnUnknownArguments(*cmd);
 }

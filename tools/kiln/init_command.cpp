@@ -28,6 +28,7 @@ int runInit(const InitOptions &opts) {
     return fail(job.error());
   frontend::ModelOptions model_options;
   model_options.seq = 2; // the graph is not needed, only the config
+  model_options.ops = job->ops;
   auto model = frontend::loadModel(opts.model, model_options);
   if (!model)
     return fail(model.error());

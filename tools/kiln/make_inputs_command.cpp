@@ -55,6 +55,7 @@ int runMakeInputs(const MakeInputsOptions &opts) {
     return fail(job.error());
   frontend::ModelOptions model_options;
   model_options.seq = 2; // only the config is needed
+  model_options.ops = job->ops;
   auto model = frontend::loadModel(opts.model, model_options);
   if (!model)
     return fail(model.error());

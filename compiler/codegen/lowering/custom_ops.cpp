@@ -216,10 +216,10 @@ Expected<std::vector<ExprRef>> lowerCustomOp(LowerContext &ctx,
   return bodies;
 }
 
-bool hasLowering(std::string_view op) {
+bool hasLowering(std::string_view op, const ops::OpRegistry &ops) {
   if (findLowering(op))
     return true;
-  const ops::RegisteredOp *reg = ops::OpRegistry::global().find(op);
+  const ops::RegisteredOp *reg = ops.find(op);
   return reg && reg->impl.compute;
 }
 

@@ -11,6 +11,7 @@
 #include "compiler/codegen/op_lowering.h"
 #include "ir/error.h"
 #include "ops/custom/ast.h"
+#include "ops/op_registry.h"
 
 namespace kiln::codegen {
 
@@ -22,8 +23,8 @@ namespace kiln::codegen {
 Expected<std::vector<ExprRef>> lowerCustomOp(LowerContext &ctx,
                                              const ops::custom::Program &program);
 
-// Whether the kernel builder can lower `op`: a lowering of its own, or a
-// custom op's compute.
-bool hasLowering(std::string_view op);
+// Whether the kernel builder can lower `op` of `ops`: a lowering of its own,
+// or a custom op's compute.
+bool hasLowering(std::string_view op, const ops::OpRegistry &ops);
 
 } // namespace kiln::codegen

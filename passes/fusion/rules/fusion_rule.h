@@ -31,10 +31,10 @@ struct FusionRule {
 // `builtin` holds the C++ passes: a rule may not take one of their names.
 Expected<FusionRule> parseFusionRule(const nlohmann::json &doc, std::string_view source,
                                      const PassRegistry &builtin,
-                                     const ops::OpRegistry &ops = ops::OpRegistry::global());
+                                     const ops::OpRegistry &ops = ops::OpRegistry::builtin());
 // The same from the file's text; a JSON syntax error names the line and column.
 Expected<FusionRule> parseFusionRuleText(std::string_view text, std::string_view source,
                                          const PassRegistry &builtin,
-                                         const ops::OpRegistry &ops = ops::OpRegistry::global());
+                                         const ops::OpRegistry &ops = ops::OpRegistry::builtin());
 
 } // namespace kiln::passes::rules

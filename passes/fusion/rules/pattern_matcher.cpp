@@ -161,7 +161,7 @@ std::string check(const Graph &graph, const Pattern &pattern, const Match &m, co
     const AttrValue *have = node->attrs.find(name);
     if (!have) {
       // An attribute left out takes the op's default.
-      const ops::RegisteredOp *op = ops::OpRegistry::global().find(node->op);
+      const ops::RegisteredOp *op = ops::opsOf(graph).find(node->op);
       const ops::AttrDef *def = op ? op->def.findAttr(name) : nullptr;
       have = def && def->default_value ? &*def->default_value : nullptr;
     }

@@ -33,8 +33,8 @@ Expected<std::vector<FusionRule>> builtinFusionRules(const PassRegistry &builtin
   return rules;
 }
 
-Expected<std::vector<FusionRule>> loadFusionRuleDir(const std::string &dir,
-                                                    const PassRegistry &builtin) {
+Expected<std::vector<FusionRule>>
+loadFusionRuleDir(const std::string &dir, const PassRegistry &builtin, const ops::OpRegistry &ops) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return Error(dir + ": not a folder of fusion rules (it does not exist or is a file)");
@@ -51,7 +51,7 @@ Expected<std::vector<FusionRule>> loadFusionRuleDir(const std::string &dir,
   std::vector<FusionRule> rules;
   for (const std::string &file : files) {
     KILN_ASSIGN_OR_RETURN(std::string text, readFile(file));
-    KILN_ASSIGN_OR_RETURN(FusionRule rule, parseFusionRuleText(text, file, builtin));
+    KILN_ASSIGN_OR_RETURN(FusionRule rule, parseFusionRuleText(text, file, builtin, ops));
     rules.push_back(std::move(rule));
   }
   return rules;
@@ -73,12 +73,13 @@ Status addFusionRules(PassRegistry &registry, std::vector<FusionRule> rules) {
 }
 
 Expected<PassRegistry> registryWithFusionRules(const PassRegistry &base,
-                                               const std::vector<std::string> &rule_dirs) {
+                                               const std::vector<std::string> &rule_dirs,
+                                               const ops::OpRegistry &ops) {
   PassRegistry registry = base;
   KILN_ASSIGN_OR_RETURN(std::vector<FusionRule> builtin, builtinFusionRules(base));
   KILN_RETURN_IF_ERROR(addFusionRules(registry, std::move(builtin)));
   for (const std::string &dir : rule_dirs) {
-    KILN_ASSIGN_OR_RETURN(std::vector<FusionRule> rules, loadFusionRuleDir(dir, base));
+    KILN_ASSIGN_OR_RETURN(std::vector<FusionRule> rules, loadFusionRuleDir(dir, base, ops));
     KILN_RETURN_IF_ERROR(addFusionRules(registry, std::move(rules)));
   }
   return registry;

@@ -23,17 +23,21 @@ Expected<std::vector<FusionRule>>
 builtinFusionRules(const PassRegistry &builtin = PassRegistry::builtin());
 
 // Every *.json of `dir` but fusion_switch.json, in file name order; an error
-// names the file and the JSON path.
+// names the file and the JSON path. Patterns may name the ops of `ops` (a
+// job's custom ops).
 Expected<std::vector<FusionRule>>
-loadFusionRuleDir(const std::string &dir, const PassRegistry &builtin = PassRegistry::builtin());
+loadFusionRuleDir(const std::string &dir, const PassRegistry &builtin = PassRegistry::builtin(),
+                  const ops::OpRegistry &ops = ops::OpRegistry::builtin());
 
 // Adds one RulePass per rule to `registry`. A name the registry has already
 // is an error naming the rule's file and, for another rule, that one's file.
 Status addFusionRules(PassRegistry &registry, std::vector<FusionRule> rules);
 
 // A copy of `base` with the built-in rules and then the rules of each of
-// `rule_dirs` added: the registry a job runs with.
-Expected<PassRegistry> registryWithFusionRules(const PassRegistry &base,
-                                               const std::vector<std::string> &rule_dirs = {});
+// `rule_dirs` added, whose patterns may name the ops of `ops`: the registry a
+// job runs with.
+Expected<PassRegistry>
+registryWithFusionRules(const PassRegistry &base, const std::vector<std::string> &rule_dirs = {},
+                        const ops::OpRegistry &ops = ops::OpRegistry::builtin());
 
 } // namespace kiln::passes::rules

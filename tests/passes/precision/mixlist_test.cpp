@@ -71,7 +71,7 @@ TEST(MixList, ListNames) {
 }
 
 TEST(MixList, BuiltinCoversEveryRegisteredOpOnce) {
-  const ops::OpRegistry &registry = ops::OpRegistry::global();
+  const ops::OpRegistry &registry = ops::OpRegistry::builtin();
   auto entries = MixList::builtin().entries();
   std::vector<std::string> ops;
   for (const auto &e : entries)
@@ -102,11 +102,11 @@ TEST(MixList, BuiltinListsAreTheDocumentedOnes) {
                                           "EmbeddingGrad"};
   MixList m = MixList::builtin();
   for (const std::string &op : white) {
-    ASSERT_NE(ops::OpRegistry::global().find(op), nullptr) << op;
+    ASSERT_NE(ops::OpRegistry::builtin().find(op), nullptr) << op;
     EXPECT_EQ(m.listOf(op), PrecisionList::White) << op;
   }
   for (const std::string &op : black) {
-    ASSERT_NE(ops::OpRegistry::global().find(op), nullptr) << op;
+    ASSERT_NE(ops::OpRegistry::builtin().find(op), nullptr) << op;
     EXPECT_EQ(m.listOf(op), PrecisionList::Black) << op;
   }
   for (const auto &[op, list] : m.entries()) {
@@ -121,8 +121,8 @@ TEST(MixList, BuiltinListsAreTheDocumentedOnes) {
 // The lists follow from op kinds: every reduction keeps fp32, every cube op is white.
 TEST(MixList, BuiltinListsAgreeWithOpKinds) {
   MixList m = MixList::builtin();
-  for (const std::string &op : ops::OpRegistry::global().names()) {
-    ops::OpKind kind = ops::OpRegistry::global().find(op)->def.kind;
+  for (const std::string &op : ops::OpRegistry::builtin().names()) {
+    ops::OpKind kind = ops::OpRegistry::builtin().find(op)->def.kind;
     if (kind == ops::OpKind::Reduce) {
       EXPECT_EQ(m.listOf(op), PrecisionList::Black) << op;
     }
@@ -288,10 +288,10 @@ TEST(MixList, CannOpTypesMapOntoKilnOps) {
 
 TEST(CannOpTypes, EveryEntryNamesKilnOps) {
   for (const CannOpType &t : cannOpTypes()) {
-    EXPECT_FALSE(ops::OpRegistry::global().find(std::string(t.cann)))
+    EXPECT_FALSE(ops::OpRegistry::builtin().find(std::string(t.cann)))
         << t.cann << " is a kiln op already: no entry needed";
     for (std::string_view op : t.kiln)
-      EXPECT_TRUE(ops::OpRegistry::global().find(std::string(op))) << t.cann << " -> " << op;
+      EXPECT_TRUE(ops::OpRegistry::builtin().find(std::string(op))) << t.cann << " -> " << op;
     auto resolved = resolveOpType(t.cann);
     ASSERT_TRUE(resolved) << resolved.message();
     EXPECT_EQ(resolved->size(), t.kiln.size());

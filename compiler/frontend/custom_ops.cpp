@@ -103,27 +103,35 @@ Status addFiles(ops::OpRegistry &registry, const std::vector<ops::OpSourceFile> 
   return Status::ok();
 }
 
+// A registry over the built-in ops with the ops of each group of files (a
+// folder: a name defined twice within it is an error); none gives null.
+Expected<std::shared_ptr<const ops::OpRegistry>>
+layerOf(const std::vector<std::vector<ops::OpSourceFile>> &groups) {
+  if (groups.empty())
+    return std::shared_ptr<const ops::OpRegistry>();
+  auto registry = std::make_shared<ops::OpRegistry>(&ops::OpRegistry::builtin());
+  for (const std::vector<ops::OpSourceFile> &files : groups)
+    KILN_RETURN_IF_ERROR(addFiles(*registry, files));
+  return std::shared_ptr<const ops::OpRegistry>(std::move(registry));
+}
+
 } // namespace
 
 Expected<std::shared_ptr<const ops::OpRegistry>>
 loadCustomOps(const std::vector<std::string> &dirs) {
-  if (dirs.empty())
-    return std::shared_ptr<const ops::OpRegistry>();
-  auto registry = std::make_shared<ops::OpRegistry>(&ops::OpRegistry::builtin());
+  std::vector<std::vector<ops::OpSourceFile>> folders;
   for (const std::string &dir : dirs) {
     KILN_ASSIGN_OR_RETURN(std::vector<ops::OpSourceFile> files, readFolder(dir));
-    KILN_RETURN_IF_ERROR(addFiles(*registry, files));
+    folders.push_back(std::move(files));
   }
-  return std::shared_ptr<const ops::OpRegistry>(std::move(registry));
+  return layerOf(folders);
 }
 
 Expected<std::shared_ptr<const ops::OpRegistry>>
 loadCustomOpSources(const std::vector<ops::OpSourceFile> &files) {
   if (files.empty())
     return std::shared_ptr<const ops::OpRegistry>();
-  auto registry = std::make_shared<ops::OpRegistry>(&ops::OpRegistry::builtin());
-  KILN_RETURN_IF_ERROR(addFiles(*registry, files));
-  return std::shared_ptr<const ops::OpRegistry>(std::move(registry));
+  return layerOf({files});
 }
 
 std::vector<ops::OpSourceFile> customOpSourcesFor(const Graph &graph) {

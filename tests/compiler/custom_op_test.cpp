@@ -2,11 +2,10 @@
 // reference kernel against hand computation, derived and declared gradients
 // against finite differences, compiled kernels against the interpreter
 // (alone, fused by TbeEltwiseFusionPass and by a fusion rule), the kernel
-// cache key, job files and the errors of conflicting definitions.
+// cache key (loading, jobs and conflicts: custom_op_loading_test.cpp).
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -16,10 +15,10 @@
 #include "compiler/codegen/kernel_spec.h"
 #include "compiler/codegen/lowering/custom_ops.h"
 #include "compiler/codegen/op_lowering.h"
-#include "compiler/driver/job.h"
 #include "compiler/frontend/custom_ops.h"
 #include "ops/op_builder.h"
 #include "passes/fusion/rules/rule_loader.h"
+#include "tests/compiler/custom_op_test_util.h"
 #include "tests/support/codegen_test_util.h"
 #include "tests/support/gradient_check.h"
 #include "tests/support/op_test_util.h"
@@ -31,7 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kExamples = std::string(KILN_SOURCE_DIR) + "/examples/custom-ops";
+const std::string &kExamples = kCustomOpExamples;
 const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
 
 // Test ops of every shape of compute; the names start with T so they meet
@@ -89,7 +88,7 @@ std::shared_ptr<const ops::OpRegistry> &customOps() {
   return registry;
 }
 
-class CustomOps : public ::testing::Test {
+class CustomOps : public CustomOpFolders {
 protected:
   static void SetUpTestSuite() {
     fs::path dir = fs::temp_directory_path() / ("kiln_custom_ops_" + std::to_string(::getpid()));
@@ -100,25 +99,6 @@ protected:
     ASSERT_TRUE(loaded.isOk()) << loaded.message();
     customOps() = *loaded;
   }
-
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kiln_custom_op_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // A folder under the test's own with these files.
-  std::string folder(const std::string &name, const std::map<std::string, std::string> &files) {
-    fs::path d = dir_ / name;
-    fs::create_directories(d);
-    for (const auto &[file, text] : files)
-      std::ofstream(d / file) << text;
-    return d.string();
-  }
-
-  fs::path dir_;
 };
 
 const ops::RegisteredOp *op(const std::string &name) { return customOps()->find(name); }
@@ -170,28 +150,6 @@ TEST_F(CustomOps, LoadingRegistersOpsGradientsAndLowerings) {
   ASSERT_TRUE(twice.isOk()) << twice.message();
   EXPECT_EQ((*twice)->ownNames(),
             (std::vector<std::string>{"SumSquares", "SumSquaresGrad0", "SwishX", "SwishXGrad0"}));
-}
-
-// Custom ops belong to the job that loads them: two jobs of one process may
-// give a name different definitions, and neither changes the built-in ops.
-TEST_F(CustomOps, EachJobHasItsOwnOps) {
-  auto doubled = frontend::loadCustomOps({folder("a", {{"a.xml", R"(<ops>
-    <op name="SwishX" kind="elementwise"><input name="x"/><output name="y"/>
-    <compute>y[i, j] = x[i, j] * 2</compute></op></ops>)"}})});
-  ASSERT_TRUE(doubled.isOk()) << doubled.message();
-  Tensor x = Tensor::fromFloats(DType::F32, {1, 2}, {1.0f, -3.0f});
-  EXPECT_EQ(testing::run1("SwishX", {x}, {}, OverflowMode::InfNan, *doubled).toFloats(),
-            (std::vector<float>{2.0f, -6.0f}));
-  EXPECT_NE(run1("SwishX", {x}).getFloat(0), 2.0f);
-  EXPECT_EQ(ops::OpRegistry::builtin().find("SwishX"), nullptr);
-  // A graph without the vocabulary does not know the op.
-  auto unknown = runOp("SwishX", {x});
-  ASSERT_FALSE(unknown.isOk());
-  EXPECT_NE(unknown.message().find("SwishX"), std::string::npos) << unknown.message();
-  // No folder: the built-in ops, no layer over them.
-  auto none = frontend::loadCustomOps({});
-  ASSERT_TRUE(none.isOk());
-  EXPECT_EQ(*none, nullptr);
 }
 
 TEST_F(CustomOps, ShapesFollowTheIndexVariables) {
@@ -439,82 +397,6 @@ TEST_F(CustomOps, TheCacheKeyHoldsTheCompute) {
                 .find("SwishX(%in0) compute=\"y[i, j] = x[i, j] * sigmoid(x[i, j])\""),
             std::string::npos)
       << codegen::canonicalKernelText(g, kernels[0]);
-}
-
-TEST_F(CustomOps, JobFilesLoadFoldersRelativeToThemselves) {
-  folder("job/ops", {{"a.xml", R"(<ops><op name="TJobOp" kind="elementwise"><input name="x"/>
-      <output name="y"/><compute>y[i] = 2 * x[i]</compute></op></ops>)"}});
-  std::ofstream(dir_ / "job" / "job.json") << R"({"custom_ops": ["ops"]})";
-  auto job = driver::readJobFile((dir_ / "job" / "job.json").string());
-  ASSERT_TRUE(job.isOk()) << job.message();
-  ASSERT_EQ(job->custom_op_dirs.size(), 1u);
-  EXPECT_EQ(job->custom_op_dirs[0], (dir_ / "job" / "ops").string());
-  auto resolved = driver::resolveJob(*job, driver::JobSettings{}, DType::F32);
-  ASSERT_TRUE(resolved.isOk()) << resolved.message();
-  // The job holds its ops; resolving registered nothing process-wide.
-  ASSERT_NE(resolved->ops, nullptr);
-  EXPECT_NE(resolved->ops->find("TJobOp"), nullptr);
-  EXPECT_NE(resolved->ops->find("MatMul"), nullptr);
-  EXPECT_EQ(ops::OpRegistry::builtin().find("TJobOp"), nullptr);
-  EXPECT_EQ(op("TJobOp"), nullptr);
-  // A variant of the job (a bisection trial) reads no op file again.
-  fs::remove_all(dir_ / "job" / "ops");
-  auto variant = driver::resolveJob(resolved->spec.withPassesDisabled({"TbeEltwiseFusionPass"}));
-  ASSERT_TRUE(variant.isOk()) << variant.message();
-  EXPECT_EQ(variant->ops, resolved->ops);
-  folder("job/ops", {{"a.xml", R"(<ops><op name="TJobOp" kind="elementwise"><input name="x"/>
-      <output name="y"/><compute>y[i] = 2 * x[i]</compute></op></ops>)"}});
-  // A precision list may name them.
-  std::ofstream(dir_ / "job" / "mixlist.json") << R"({"black-list": {"to-add": ["TJobOp"]}})";
-  driver::JobSettings with_list;
-  with_list.modify_mixlist = (dir_ / "job" / "mixlist.json").string();
-  auto listed = driver::resolveJob(*job, with_list, DType::F32);
-  ASSERT_TRUE(listed.isOk()) << listed.message();
-  EXPECT_EQ(listed->context->precision().mixlist.listOf("TJobOp"), passes::PrecisionList::Black);
-
-  driver::JobSettings cli;
-  cli.custom_op_dirs = {(dir_ / "missing").string()};
-  auto missing = driver::resolveJob(std::nullopt, cli, DType::F32);
-  ASSERT_FALSE(missing.isOk());
-  EXPECT_NE(missing.message().find("custom ops folder does not exist"), std::string::npos);
-}
-
-TEST_F(CustomOps, ConflictsAndBadFilesAreErrors) {
-  auto builtin = frontend::loadCustomOps({folder("builtin", {{"a.xml", R"(<ops>
-    <op name="Exp" kind="elementwise"><input name="x"/><output name="y"/>
-    <compute>y[i] = x[i]</compute></op></ops>)"}})});
-  ASSERT_FALSE(builtin.isOk());
-  EXPECT_NE(builtin.message().find("a.xml:2: op Exp is the name of a built-in op"),
-            std::string::npos)
-      << builtin.message();
-
-  // Within one job: the examples' SwishX, then another.
-  auto changed = frontend::loadCustomOps({kExamples, folder("changed", {{"a.xml", R"(<ops>
-    <op name="SwishX" kind="elementwise"><input name="x"/><output name="y"/>
-    <compute>y[i, j] = x[i, j] * 2</compute></op></ops>)"}})});
-  ASSERT_FALSE(changed.isOk());
-  EXPECT_NE(changed.message().find("op SwishX is defined already, differently, at "),
-            std::string::npos)
-      << changed.message();
-
-  const char *twice = R"(<ops><op name="TTwice" kind="elementwise"><input name="x"/>
-    <output name="y"/><compute>y[i] = x[i]</compute></op></ops>)";
-  auto dup = frontend::loadCustomOps({folder("dup", {{"a.xml", twice}, {"b.xml", twice}})});
-  ASSERT_FALSE(dup.isOk());
-  EXPECT_NE(dup.message().find("b.xml:1: op TTwice is defined twice (also at "), std::string::npos)
-      << dup.message();
-
-  auto bad = frontend::loadCustomOps({folder("bad", {{"a_good.xml", R"(<ops>
-    <op name="TGood" kind="elementwise"><input name="x"/><output name="y"/>
-    <compute>y[i] = x[i]</compute></op></ops>)"},
-                                                     {"b_bad.xml", R"(<ops>
-    <op name="TBad" kind="elementwise"><input name="x"/><output name="y"/>
-    <compute>y[i] = x[i] +</compute></op></ops>)"}})});
-  ASSERT_FALSE(bad.isOk());
-  EXPECT_NE(bad.message().find("b_bad.xml:3:27: op TBad: expected a number, a name or '(', got "
-                               "the end of the compute"),
-            std::string::npos)
-      << bad.message();
 }
 
 } // namespace

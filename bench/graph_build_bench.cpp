@@ -3,13 +3,13 @@
 #include <benchmark/benchmark.h>
 
 #include "compiler/autodiff/training_step.h"
-#include "compiler/frontend/qwen_config.h"
-#include "compiler/frontend/qwen_model.h"
+#include "compiler/frontend/decoder_config.h"
+#include "compiler/frontend/decoder_model.h"
 
 namespace {
 
-kiln::frontend::QwenConfig qwen14b(int64_t layers) {
-  auto config = kiln::frontend::readQwenConfig(KILN_SOURCE_DIR "/examples/qwen-14b/config.json");
+kiln::frontend::DecoderConfig qwen14b(int64_t layers) {
+  auto config = kiln::frontend::readDecoderConfig(KILN_SOURCE_DIR "/examples/qwen-14b/config.json");
   if (!config) {
     fprintf(stderr, "%s\n", config.message().c_str());
     abort();
@@ -19,12 +19,12 @@ kiln::frontend::QwenConfig qwen14b(int64_t layers) {
 }
 
 void BM_Qwen14bTrainingGraph(benchmark::State &state) {
-  const kiln::frontend::QwenConfig config = qwen14b(state.range(0));
+  const kiln::frontend::DecoderConfig config = qwen14b(state.range(0));
   kiln::frontend::ModelOptions options;
   options.seq = 2048;
   size_t nodes = 0;
   for (auto _ : state) {
-    auto forward = kiln::frontend::buildQwenForward(config, options);
+    auto forward = kiln::frontend::buildDecoderForward(config, options);
     auto train = kiln::autodiff::buildTrainingStep(*forward, {});
     nodes = train->numNodes();
     benchmark::DoNotOptimize(nodes);

@@ -7,8 +7,8 @@
 #include "compiler/autodiff/training_step.h"
 #include "compiler/driver/compile.h"
 #include "compiler/driver/job.h"
-#include "compiler/frontend/qwen_config.h"
-#include "compiler/frontend/qwen_model.h"
+#include "compiler/frontend/decoder_config.h"
+#include "compiler/frontend/decoder_model.h"
 
 namespace {
 
@@ -25,13 +25,13 @@ template <typename T> T orDie(kiln::Expected<T> value) {
 void BM_Qwen14bPassPipeline(benchmark::State &state) {
   const bool mixed = state.range(1) == 1;
   auto config =
-      orDie(kiln::frontend::readQwenConfig(KILN_SOURCE_DIR "/examples/qwen-14b/config.json"));
+      orDie(kiln::frontend::readDecoderConfig(KILN_SOURCE_DIR "/examples/qwen-14b/config.json"));
   config.num_hidden_layers = state.range(0);
   kiln::frontend::ModelOptions options;
   options.seq = 2048;
   options.dtype = mixed ? kiln::DType::F32 : kiln::DType::F16;
   const kiln::Graph train = orDie(kiln::autodiff::buildTrainingStep(
-      orDie(kiln::frontend::buildQwenForward(config, options)), {}));
+      orDie(kiln::frontend::buildDecoderForward(config, options)), {}));
   kiln::driver::JobSettings settings;
   if (mixed)
     settings.precision_mode = kiln::passes::PrecisionMode::AllowMixPrecisionFp16;

@@ -4,19 +4,16 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <regex>
 
+#include "ir/layer_scope.h"
 #include "runtime/executor.h"
 
 namespace kiln::debug {
 namespace {
 
 std::optional<int64_t> layerOf(const std::string &name) {
-  static const std::regex layer(R"((^|\.)h\.(\d+)\.)");
-  std::smatch m;
-  if (std::regex_search(name, m, layer))
-    return std::stoll(m[2]);
-  return std::nullopt;
+  const int64_t layer = layerWithin(name);
+  return layer < 0 ? std::nullopt : std::optional<int64_t>(layer);
 }
 
 // The module an op belongs to: "transformer.h.1.mlp" for
@@ -25,10 +22,8 @@ std::optional<int64_t> layerOf(const std::string &name) {
 std::string moduleOf(std::string name) {
   if (name.rfind("grad.", 0) == 0)
     name = name.substr(5);
-  static const std::regex layer(R"(^(.*?\bh\.\d+\.[A-Za-z_0-9]+)\.)");
-  std::smatch m;
-  if (std::regex_search(name, m, layer))
-    return m[1];
+  if (std::string_view module = layerModuleOf(name); !module.empty())
+    return std::string(module);
   const size_t dot = name.rfind('.');
   return dot == std::string::npos ? name : name.substr(0, dot);
 }
@@ -51,7 +46,7 @@ namespace {
 void attentionCandidates(const OverflowReport &report, const OverflowJob &job,
                          std::vector<FixCandidate> &out) {
   const std::optional<int64_t> layer = layerOf(report.op_name);
-  if (report.op_name.find(".attn.") != std::string::npos && layer) {
+  if (layerModuleOf(report.op_name).ends_with("attn") && layer) {
     FixCandidate c;
     c.description = "AttentionFp32CastPass for layer " + std::to_string(*layer);
     c.enable_passes = {"AttentionFp32CastPass"};

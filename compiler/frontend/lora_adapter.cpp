@@ -7,8 +7,8 @@
 
 #include <cblas.h>
 
-#include "compiler/frontend/qwen_init.h"
-#include "compiler/frontend/qwen_model.h"
+#include "compiler/frontend/decoder_init.h"
+#include "compiler/frontend/decoder_model.h"
 #include "ir/file_io.h"
 #include "ir/safetensors.h"
 
@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 std::string baseWeightOf(const std::string &lora_a) {
   const std::string a_suffix = ".lora_A.weight";
   const std::string module = lora_a.substr(0, lora_a.size() - a_suffix.size());
-  return module.substr(module.find("transformer.")) + ".weight";
+  return module.substr(kPeftPrefix.size()) + ".weight";
 }
 
 // The tensor as f64, whatever float dtype it is stored in.
@@ -64,7 +64,7 @@ Status writeLoraAdapter(const std::string &dir, const LoraAdapter &adapter) {
   return writeSafetensors((fs::path(dir) / kAdapterWeightsFile).string(), weights);
 }
 
-Status checkLoraAdapter(const QwenConfig &config, const LoraAdapter &adapter,
+Status checkLoraAdapter(const DecoderConfig &config, const LoraAdapter &adapter,
                         const std::string &source) {
   auto expected = loraParameters(config, adapter.config);
   if (!expected)
@@ -87,7 +87,7 @@ Status checkLoraAdapter(const QwenConfig &config, const LoraAdapter &adapter,
   return Status::ok();
 }
 
-Expected<LoraAdapter> startingAdapter(const QwenConfig &config, const std::string &dir,
+Expected<LoraAdapter> startingAdapter(const DecoderConfig &config, const std::string &dir,
                                       const LoraConfig &fresh, uint64_t seed) {
   if (!dir.empty()) {
     KILN_ASSIGN_OR_RETURN(LoraAdapter adapter, readLoraAdapter(dir));
@@ -95,18 +95,18 @@ Expected<LoraAdapter> startingAdapter(const QwenConfig &config, const std::strin
         checkLoraAdapter(config, adapter, (fs::path(dir) / kAdapterWeightsFile).string()));
     return adapter;
   }
-  LoraAdapter adapter{fresh, {}};
-  KILN_ASSIGN_OR_RETURN(adapter.tensors, initLoraWeights(config, fresh, seed));
+  LoraAdapter adapter{withDefaultTargets(config, fresh), {}};
+  KILN_ASSIGN_OR_RETURN(adapter.tensors, initLoraWeights(config, adapter.config, seed));
   return adapter;
 }
 
-Expected<std::map<std::string, Tensor>> mergeLoraAdapter(const QwenConfig &config,
+Expected<std::map<std::string, Tensor>> mergeLoraAdapter(const DecoderConfig &config,
                                                          std::map<std::string, Tensor> base,
                                                          const LoraAdapter &adapter,
                                                          const std::string &weights_source) {
   KILN_ASSIGN_OR_RETURN(std::vector<ParamSpec> specs, loraParameters(config, adapter.config));
   std::map<std::string, Tensor> model;
-  for (const ParamSpec &p : qwenParameters(config)) {
+  for (const ParamSpec &p : decoderParameters(config)) {
     auto it = base.find(p.name);
     if (it == base.end())
       return Error(weights_source + ": no tensor '" + p.name + "' (a parameter of the model)");

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "compiler/frontend/lora_config.h"
-#include "compiler/frontend/qwen_config.h"
+#include "compiler/frontend/decoder_config.h"
 #include "ir/error.h"
 #include "ir/tensor.h"
 
@@ -32,13 +32,13 @@ Status writeLoraAdapter(const std::string &dir, const LoraAdapter &adapter);
 
 // Checks `adapter` holds exactly the A and B of every linear its config
 // targets in `config`'s model, with their shapes; errors name `source`.
-Status checkLoraAdapter(const QwenConfig &config, const LoraAdapter &adapter,
+Status checkLoraAdapter(const DecoderConfig &config, const LoraAdapter &adapter,
                         const std::string &source);
 
 // The adapters a run starts from: those of folder `dir` (checked against the
 // model), or with `dir` empty fresh ones for `fresh` (initLoraWeights,
 // seeded by `seed`).
-Expected<LoraAdapter> startingAdapter(const QwenConfig &config, const std::string &dir,
+Expected<LoraAdapter> startingAdapter(const DecoderConfig &config, const std::string &dir,
                                       const LoraConfig &fresh, uint64_t seed);
 
 // The base weights with every adapted linear's weight replaced by
@@ -47,7 +47,7 @@ Expected<LoraAdapter> startingAdapter(const QwenConfig &config, const std::strin
 // The result holds the model's parameters only, the others unchanged; what
 // else `base` holds (a kiln checkpoint's moments) is left out, and a
 // missing parameter is an error naming `weights_source`.
-Expected<std::map<std::string, Tensor>> mergeLoraAdapter(const QwenConfig &config,
+Expected<std::map<std::string, Tensor>> mergeLoraAdapter(const DecoderConfig &config,
                                                          std::map<std::string, Tensor> base,
                                                          const LoraAdapter &adapter,
                                                          const std::string &weights_source);

@@ -9,7 +9,6 @@
 namespace kiln::frontend {
 namespace {
 
-constexpr const char *kPeftPrefix = "base_model.model.";
 
 std::string number(double v) {
   char buf[32];
@@ -21,7 +20,7 @@ std::string number(double v) {
 
 std::string LoraConfig::toString() const {
   return "r " + std::to_string(rank) + ", alpha " + number(alpha) + ", dropout " + number(dropout) +
-         ", targets " + joinNames(targets);
+         ", targets " + (targets.empty() ? std::string("the model's default") : joinNames(targets));
 }
 
 Status validateLoraConfig(const LoraConfig &config, std::string_view source) {
@@ -34,8 +33,6 @@ Status validateLoraConfig(const LoraConfig &config, std::string_view source) {
   if (!(config.dropout >= 0 && config.dropout < 1))
     return Error(where + ": LoRA dropout " + number(config.dropout) +
                  ": expected a probability in [0, 1)");
-  if (config.targets.empty())
-    return Error(where + ": LoRA needs at least one target module (e.g. c_attn,c_proj,w1,w2)");
   for (const std::string &t : config.targets)
     if (t.empty() || t.front() == '.' || t.back() == '.')
       return Error(where + ": LoRA target '" + t +
@@ -52,10 +49,10 @@ bool isLoraTarget(const LoraConfig &config, std::string_view module) {
 }
 
 std::string loraAName(std::string_view module) {
-  return kPeftPrefix + std::string(module) + ".lora_A.weight";
+  return std::string(kPeftPrefix) + std::string(module) + ".lora_A.weight";
 }
 std::string loraBName(std::string_view module) {
-  return kPeftPrefix + std::string(module) + ".lora_B.weight";
+  return std::string(kPeftPrefix) + std::string(module) + ".lora_B.weight";
 }
 
 nlohmann::json adapterConfigJson(const LoraConfig &config) {

@@ -16,14 +16,13 @@
 
 namespace kiln::frontend {
 
-// Qwen's own fine-tuning recipe targets these (finetune.py, lora_target_modules).
-inline const std::vector<std::string> kQwenLoraTargets = {"c_attn", "c_proj", "w1", "w2"};
-
 struct LoraConfig {
   int64_t rank = 0; // 0: no LoRA, every weight trained
   double alpha = 16;
   double dropout = 0;
-  std::vector<std::string> targets = kQwenLoraTargets;
+  // Module names matched as PEFT does; empty: the model family's own recipe
+  // (DecoderFamily::default_lora_targets), resolved once the model is known.
+  std::vector<std::string> targets;
   std::string base_model; // adapter_config.json's base_model_name_or_path
 
   bool enabled() const { return rank > 0; }
@@ -43,6 +42,9 @@ Status validateLoraConfig(const LoraConfig &config, std::string_view source);
 // targeted when a target equals it or is a dotted suffix of it ("c_proj",
 // "mlp.c_proj").
 bool isLoraTarget(const LoraConfig &config, std::string_view module);
+
+// What PEFT puts before a module's path in an adapter's tensor names.
+inline constexpr std::string_view kPeftPrefix = "base_model.model.";
 
 // The names PEFT saves the adapters of `module` under:
 // "base_model.model.<module>.lora_A.weight" and "...lora_B.weight".

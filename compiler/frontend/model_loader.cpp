@@ -18,7 +18,7 @@ Expected<LoadedModel> loadGraphFile(const nlohmann::json &doc, const std::string
                                     const ModelOptions &options) {
   if (options.tensor_parallel != 1)
     return Error(file + ": tensor parallelism needs a model kiln knows how to split (a Hugging "
-                        "Face Qwen config); a graph runs with --tp 1");
+                        "Face decoder config); a graph runs with --tp 1");
   KILN_ASSIGN_OR_RETURN(Graph graph, graphFromJson(doc, file));
   graph.setVocabulary(options.ops);
   Status verified = ops::verifyGraph(graph);
@@ -29,13 +29,13 @@ Expected<LoadedModel> loadGraphFile(const nlohmann::json &doc, const std::string
 
 Expected<LoadedModel> loadConfigFile(const nlohmann::json &doc, const std::string &file,
                                      const ModelOptions &options) {
-  KILN_ASSIGN_OR_RETURN(QwenConfig config, parseQwenConfig(doc, file));
-  auto graph = buildQwenForward(config, options);
+  KILN_ASSIGN_OR_RETURN(DecoderConfig config, parseDecoderConfig(doc, file));
+  auto graph = buildDecoderForward(config, options);
   if (!graph)
     return graph.error().withContext(file);
   LoadedModel loaded{std::move(graph).value(), std::move(config), {}};
   loaded.graph.setVocabulary(options.ops);
-  for (const ParamSpec &p : qwenParameters(*loaded.config))
+  for (const ParamSpec &p : decoderParameters(*loaded.config))
     loaded.splits[p.name] = p.split;
   if (options.lora.enabled()) {
     KILN_ASSIGN_OR_RETURN(std::vector<ParamSpec> adapters,
@@ -54,8 +54,8 @@ Expected<std::string> modelFile(const std::string &path) {
   if (fs::is_directory(path, ec)) {
     std::string file = (fs::path(path) / "config.json").string();
     if (!fs::exists(file, ec))
-      return Error(path + ": a model folder must hold config.json (a Hugging Face "
-                          "QWenLMHeadModel config); none found");
+      return Error(path + ": a model folder must hold config.json (a Hugging Face config of " +
+                   supportedArchitectures() + "); none found");
     return file;
   }
   if (!fs::exists(path, ec))

@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "compiler/frontend/qwen_config.h"
-#include "compiler/frontend/qwen_model.h"
+#include "compiler/frontend/decoder_config.h"
+#include "compiler/frontend/decoder_model.h"
 #include "ir/error.h"
 #include "ir/graph.h"
 
@@ -15,7 +15,7 @@ namespace kiln::frontend {
 
 struct LoadedModel {
   Graph graph;
-  std::optional<QwenConfig> config; // set for Hugging Face configs only
+  std::optional<DecoderConfig> config; // set for Hugging Face configs only
   // How tensor parallelism splits each parameter (Hugging Face configs only).
   std::map<std::string, TensorSplit> splits;
 };

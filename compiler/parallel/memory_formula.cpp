@@ -1,6 +1,6 @@
 #include "compiler/parallel/memory_formula.h"
 
-#include "compiler/frontend/qwen_model.h"
+#include "compiler/frontend/decoder_model.h"
 #include "ir/byte_size.h"
 
 namespace kiln::parallel {
@@ -26,7 +26,7 @@ std::string MemoryFormula::toText() const {
          formatBytes(activations) + " = " + formatBytes(total());
 }
 
-MemoryFormula memoryFormula(const frontend::QwenConfig &config, const frontend::LoraConfig &lora,
+MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const frontend::LoraConfig &lora,
                             const ParallelConfig &layout, int64_t micro_batch, int64_t seq,
                             DType dtype, passes::RecomputeMode recompute) {
   const double w = static_cast<double>(dtypeSize(dtype));
@@ -42,7 +42,7 @@ MemoryFormula memoryFormula(const frontend::QwenConfig &config, const frontend::
     trained.replicated = gradient + gradient / n; // ZeRO-2: 2Ψ + 14Ψ/N at 16 bits
   if (layout.zero == 3)
     trained.replicated /= n; // ZeRO-3: 16Ψ/N
-  const double base = static_cast<double>(parameters(frontend::qwenParameters(config)));
+  const double base = static_cast<double>(parameters(frontend::decoderParameters(config)));
   double states = 0;
   if (lora.enabled()) {
     auto adapters = frontend::loraParameters(config, lora);

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "compiler/frontend/lora_config.h"
-#include "compiler/frontend/qwen_config.h"
+#include "compiler/frontend/decoder_config.h"
 #include "compiler/parallel/parallel_config.h"
 #include "ir/dtype.h"
 #include "passes/memory/recompute_settings.h"
@@ -36,7 +36,7 @@ struct MemoryFormula {
 // and the loss are not counted. P pipeline stages divide the model states
 // by P and leave the first stage's activations as they are (it holds P
 // micro-batches of L/P layers).
-MemoryFormula memoryFormula(const frontend::QwenConfig &config, const frontend::LoraConfig &lora,
+MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const frontend::LoraConfig &lora,
                             const ParallelConfig &layout, int64_t micro_batch, int64_t seq,
                             DType dtype,
                             passes::RecomputeMode recompute = passes::RecomputeMode::None);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "ir/layer_scope.h"
 #include "ops/op_verifier.h"
 #include "passes/memory/recompute_pass.h"
 
@@ -13,12 +14,9 @@ namespace {
 // that reads it computes it again.
 constexpr int kFree = -1;
 
-// The transformer layer a weight belongs to, or -1: its name holds
-// "transformer.h.<i>." (a LoRA adapter's PEFT name has a prefix before it).
-int64_t weightLayer(const std::string &name) {
-  const size_t at = name.find("transformer.h.");
-  return at == std::string::npos ? -1 : passes::layerOf(name.substr(at));
-}
+// The decoder layer a weight belongs to, or -1: its name holds a layer
+// scope (a LoRA adapter's PEFT name has a prefix before it).
+int64_t weightLayer(const std::string &name) { return layerWithin(name); }
 
 int partOf(StageProgram p) { return p.stage * 2 + (p.forward ? 0 : 1); }
 StageProgram programOf(int part) { return {part / 2, part % 2 == 0}; }
@@ -275,7 +273,7 @@ int weightStage(const std::string &name, const std::vector<int> &layer_stage, in
   const int64_t layer = weightLayer(name);
   if (layer >= 0 && layer < static_cast<int64_t>(layer_stage.size()))
     return layer_stage[layer];
-  return name.find("transformer.wte.") != std::string::npos ? 0 : stages - 1;
+  return isEmbeddingName(name) ? 0 : stages - 1;
 }
 
 Expected<PipelinePartition> partitionPipeline(const Graph &step, int stages) {

@@ -55,10 +55,9 @@ struct PipelinePartition {
 // the first `layers % stages` parts one longer.
 std::vector<int> balancedLayerStages(int64_t layers, int stages);
 
-// The stage a weight lives on: its layer's (a name holding
-// "transformer.h.<i>.", LoRA's adapters included); the embedding
-// ("transformer.wte.") the first's; every other (the final norm, lm_head)
-// the last's.
+// The stage a weight lives on: its layer's (a name holding a layer scope,
+// ir/layer_scope.h, LoRA's adapters included); the embedding's the first's;
+// every other (the final norm, lm_head) the last's.
 int weightStage(const std::string &name, const std::vector<int> &layer_stage, int stages);
 
 // Cuts `step` (buildTrainingStep's graph: outputs "loss" and the gradients,

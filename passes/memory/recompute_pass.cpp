@@ -7,10 +7,10 @@
 #include "passes/memory/recompute_pass.h"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <vector>
 
+#include "ir/layer_scope.h"
 #include "passes/pass_context.h"
 #include "passes/pass_registry.h"
 
@@ -18,7 +18,6 @@ namespace kiln::passes {
 namespace {
 
 constexpr const char *kPassName = "RecomputePass";
-constexpr std::string_view kLayerPrefix = "transformer.h.";
 
 } // namespace
 
@@ -44,16 +43,7 @@ std::vector<bool> forwardNodes(const Graph &graph) {
   return forward;
 }
 
-int64_t layerOf(const std::string &name) {
-  if (!name.starts_with(kLayerPrefix))
-    return -1;
-  const char *begin = name.data() + kLayerPrefix.size(), *end = name.data() + name.size();
-  int64_t layer = -1;
-  auto [p, ec] = std::from_chars(begin, end, layer);
-  if (ec != std::errc() || p == end || *p != '.')
-    return -1;
-  return layer;
-}
+int64_t layerOf(const std::string &name) { return layerAtStart(name); }
 
 namespace {
 

@@ -13,7 +13,7 @@ namespace kiln::passes {
 // graph outputs "loss" and "logits" (the model's, kiln's frontend names
 // them so) need; the rest is the backward and the update (a graph without
 // either part is left alone). A layer is the forward nodes
-// named "transformer.h.<i>.": `full` recomputes what the layer's backward
+// named "transformer.h.<i>." or "model.layers.<i>.": `full` recomputes what the layer's backward
 // reads from the layer's input and weights, `selective` only the attention
 // core (from the scores' BatchMatMul through the Softmax, up to the context
 // BatchMatMul). The copies, named "recompute.<node>", are appended last
@@ -23,7 +23,8 @@ PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings)
 
 // The model's forward: every node the outputs "loss" and "logits" depend on.
 std::vector<bool> forwardNodes(const Graph &graph);
-// The transformer layer of a node or weight named "transformer.h.<i>.<...>", or -1.
+// The decoder layer of a node or weight named "transformer.h.<i>.<...>" or
+// "model.layers.<i>.<...>", or -1 (ir/layer_scope.h).
 int64_t layerOf(const std::string &name);
 
 class RecomputePass final : public Pass {

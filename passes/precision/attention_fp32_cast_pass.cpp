@@ -20,9 +20,12 @@ constexpr const char *kPassName = "AttentionFp32CastPass";
 constexpr const char *kWhy = "attention fp32";
 
 // Ops allowed between the scores matmul and the softmax, and on the
-// gradient's way from SoftmaxGrad to the dQ/dK matmuls.
+// gradient's way from SoftmaxGrad to the dQ/dK matmuls. Reshape is grouped-
+// query attention's: its scores leave the matmul as [B, kv_heads,
+// group * S, S] and are seen as [B, heads, S, S].
 bool attentionVectorOp(const std::string &op) {
-  return op == "Div" || op == "Mul" || op == "Add" || op == "CausalMask" || op == "Cast";
+  return op == "Div" || op == "Mul" || op == "Add" || op == "CausalMask" || op == "Cast" ||
+         op == "Reshape";
 }
 
 class AttentionFp32CastPass : public Pass {
@@ -38,7 +41,7 @@ public:
                    "f32 around low-precision matmuls",
         .description =
             "Anchored at each Softmax over the last axis: walks back through Div/Mul/Add/"
-            "CausalMask/Cast to the BatchMatMul computing QK^T, which keeps its low-precision "
+            "CausalMask/Cast/Reshape to the BatchMatMul computing QK^T, which keeps its low-precision "
             "inputs and stores f32 (fp32_out); the scale, mask and softmax compute in f32; the "
             "BatchMatMuls reading the probabilities (PV, and dV in the backward) take them cast "
             "to the low dtype. Backward: the SoftmaxGrad of that softmax runs in f32, the "
@@ -73,7 +76,8 @@ public:
         scores = view.producer(graph.node(scores).inputs[0]);
       }
       if (scores == kNoNode || graph.node(scores).op != "BatchMatMul") {
-        result.reject(softmax, "no BatchMatMul (QK^T) before it through Div/Mul/Add/CausalMask");
+        result.reject(softmax,
+                      "no BatchMatMul (QK^T) before it through Div/Mul/Add/CausalMask/Reshape");
         continue;
       }
       const DType low = graph.type(graph.node(scores).inputs[0]).dtype;

@@ -1,10 +1,10 @@
 #include "passes/precision/setting_matches.h"
 
-#include <charconv>
 #include <cstdlib>
 #include <map>
 #include <set>
 
+#include "ir/layer_scope.h"
 #include "ir/name_suggest.h"
 
 namespace kiln::passes {
@@ -27,18 +27,7 @@ std::string layerList(const std::set<int64_t> &layers) {
 
 } // namespace
 
-int64_t modelLayerOf(std::string_view name) {
-  constexpr std::string_view kPrefix = "transformer.h.";
-  const size_t at = name.find(kPrefix);
-  if (at == std::string_view::npos)
-    return -1;
-  const char *begin = name.data() + at + kPrefix.size(), *end = name.data() + name.size();
-  int64_t layer = -1;
-  auto [ptr, ec] = std::from_chars(begin, end, layer);
-  if (ec != std::errc() || ptr == begin || (ptr != end && *ptr != '.'))
-    return -1;
-  return layer;
-}
+int64_t modelLayerOf(std::string_view name) { return layerWithin(name); }
 
 Expected<std::vector<SettingMatch>> matchPrecisionSettings(const Graph &graph,
                                                            const PrecisionSettings &settings) {

@@ -16,7 +16,8 @@
 
 namespace kiln::passes {
 
-// The i of a node named "...transformer.h.<i>....", or -1.
+// The i of a node named "...transformer.h.<i>...." or "...model.layers.<i>....",
+// or -1 (ir/layer_scope.h).
 int64_t modelLayerOf(std::string_view node_name);
 
 Expected<std::vector<SettingMatch>> matchPrecisionSettings(const Graph &graph,

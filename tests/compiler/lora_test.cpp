@@ -9,8 +9,8 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/frontend/lora_adapter.h"
-#include "compiler/frontend/qwen_init.h"
-#include "compiler/frontend/qwen_model.h"
+#include "compiler/frontend/decoder_init.h"
+#include "compiler/frontend/decoder_model.h"
 #include "ops/interpreter.h"
 #include "tests/support/random.h"
 #include "tests/support/reference_qwen.h"
@@ -18,13 +18,13 @@
 namespace kiln::frontend {
 namespace {
 
-QwenConfig tinyConfig() {
-  auto config = readQwenConfig(std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json");
+DecoderConfig tinyConfig() {
+  auto config = readDecoderConfig(std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json");
   EXPECT_TRUE(config.isOk()) << config.message();
-  return config.isOk() ? *config : QwenConfig{};
+  return config.isOk() ? *config : DecoderConfig{};
 }
 
-LoraConfig rank(int64_t r, std::vector<std::string> targets = kQwenLoraTargets) {
+LoraConfig rank(int64_t r, std::vector<std::string> targets = {"c_attn", "c_proj", "w1", "w2"}) {
   LoraConfig lora;
   lora.rank = r;
   lora.alpha = 16;
@@ -94,7 +94,7 @@ TEST(LoraConfigTest, AdapterConfigRoundTripsAndRefusesWhatKilnCannotApply) {
 }
 
 TEST(LoraParametersTest, ShapesAndSplitsFollowTheBaseWeights) {
-  QwenConfig config = tinyConfig();
+  DecoderConfig config = tinyConfig();
   auto params = loraParameters(config, rank(4));
   ASSERT_TRUE(params.isOk()) << params.message();
   // Five linears per layer, A and B of each.
@@ -130,7 +130,7 @@ TEST(LoraParametersTest, ShapesAndSplitsFollowTheBaseWeights) {
 TEST(LoraGraphTest, BaseIsFrozenAndAdaptersAreF32Parameters) {
   ModelOptions options{2, 8, DType::F16};
   options.lora = rank(4, {"c_attn"});
-  auto graph = buildQwenForward(tinyConfig(), options);
+  auto graph = buildDecoderForward(tinyConfig(), options);
   ASSERT_TRUE(graph.isOk()) << graph.message();
   int adapters = 0;
   for (const GraphInput &in : graph->inputs()) {
@@ -150,13 +150,13 @@ TEST(LoraGraphTest, BaseIsFrozenAndAdaptersAreF32Parameters) {
 // gradient equals the float64 model's central difference, and the base
 // gets none.
 TEST(LoraGraphTest, ForwardAndAdapterGradientsMatchAFloat64Model) {
-  QwenConfig config = tinyConfig();
+  DecoderConfig config = tinyConfig();
   const LoraConfig lora = rank(4);
   std::map<std::string, Tensor> weights = testing::largeRandomQwenWeights(config, lora);
   const Tensor ids = testing::randomIndices(TensorType{DType::I64, {2, 7}}, 5, config.vocab_size);
   ModelOptions options{2, 7, DType::F32};
   options.lora = lora;
-  auto forward = buildQwenForward(config, options);
+  auto forward = buildDecoderForward(config, options);
   ASSERT_TRUE(forward.isOk()) << forward.message();
   autodiff::TrainingStepOptions step;
   step.optimizer = false;
@@ -203,7 +203,7 @@ protected:
 };
 
 TEST_F(LoraAdapterTest, FolderRoundTripsAndIsCheckedAgainstTheModel) {
-  QwenConfig config = tinyConfig();
+  DecoderConfig config = tinyConfig();
   auto fresh = startingAdapter(config, "", rank(4, {"w1", "w2"}), 3);
   ASSERT_TRUE(fresh.isOk()) << fresh.message();
   ASSERT_EQ(fresh->tensors.size(), 8u);
@@ -239,7 +239,7 @@ TEST_F(LoraAdapterTest, FolderRoundTripsAndIsCheckedAgainstTheModel) {
 // The merge is W + (alpha / r) B A, element by element, in W's dtype; the
 // merged model without adapters gives the adapted model's loss.
 TEST_F(LoraAdapterTest, MergeIsTheBasePlusScaledProduct) {
-  QwenConfig config = tinyConfig();
+  DecoderConfig config = tinyConfig();
   const LoraConfig lora = rank(4, {"c_attn", "mlp.c_proj"});
   std::map<std::string, Tensor> weights = testing::largeRandomQwenWeights(config, lora);
   LoraAdapter adapter{lora, {}};

@@ -8,16 +8,16 @@
 #include <gtest/gtest.h>
 
 #include "compiler/driver/training.h"
-#include "compiler/frontend/qwen_model.h"
+#include "compiler/frontend/decoder_model.h"
 
 namespace kiln::parallel {
 namespace {
 
-frontend::QwenConfig configOf(const std::string &name) {
+frontend::DecoderConfig configOf(const std::string &name) {
   auto config =
-      frontend::readQwenConfig(std::string(KILN_SOURCE_DIR) + "/examples/" + name + "/config.json");
+      frontend::readDecoderConfig(std::string(KILN_SOURCE_DIR) + "/examples/" + name + "/config.json");
   EXPECT_TRUE(config.isOk()) << config.message();
-  return config.isOk() ? *config : frontend::QwenConfig{};
+  return config.isOk() ? *config : frontend::DecoderConfig{};
 }
 
 ParallelConfig layout(int dp, int tp, int zero) {
@@ -30,7 +30,7 @@ ParallelConfig layout(int dp, int tp, int zero) {
 }
 
 TEST(MemoryFormula, Qwen14BAsZeroAndKorthikantiCountIt) {
-  const frontend::QwenConfig config = configOf("qwen-14b");
+  const frontend::DecoderConfig config = configOf("qwen-14b");
   const double psi = 14167290880.0;
   // Mixed-precision Adam: 16 bytes a parameter; ZeRO-1 over 8: 4 + 12 / 8.
   EXPECT_EQ(memoryFormula(config, {}, layout(1, 8, 0), 1, 2048, DType::F16).model_states,

@@ -12,7 +12,7 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/frontend/model_loader.h"
-#include "compiler/frontend/qwen_init.h"
+#include "compiler/frontend/decoder_init.h"
 #include "compiler/parallel/pipeline_partition.h"
 #include "compiler/parallel/pipeline_schedule.h"
 #include "ops/interpreter.h"
@@ -52,7 +52,7 @@ Step tinyStep(int layers, bool tied = false) {
   auto graph = autodiff::buildTrainingStep(model->graph, train);
   EXPECT_TRUE(graph) << graph.message();
   Step step{std::move(*graph), {}};
-  auto weights = frontend::initQwenWeights(*model->config, 7);
+  auto weights = frontend::initDecoderWeights(*model->config, 7);
   for (const GraphInput &in : step.graph.inputs()) {
     const TensorType &type = step.graph.type(in.value);
     if (isWeight(in.role))

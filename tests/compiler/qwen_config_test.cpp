@@ -1,5 +1,5 @@
 // Tests of the QWenLMHeadModel config.json parser: the example files and every bad case.
-#include "compiler/frontend/qwen_config.h"
+#include "compiler/frontend/decoder_config.h"
 
 #include <filesystem>
 #include <unistd.h>
@@ -23,20 +23,20 @@ nlohmann::json tinyJson() {
 
 // The Qwen-14B values published on the HF hub (reference/ascend-facts.md).
 TEST(QwenConfigTest, ParsesQwen14B) {
-  auto config = readQwenConfig(sourcePath("examples/qwen-14b/config.json"));
+  auto config = readDecoderConfig(sourcePath("examples/qwen-14b/config.json"));
   ASSERT_TRUE(config.isOk()) << config.message();
   EXPECT_EQ(config->architectures, std::vector<std::string>{"QWenLMHeadModel"});
   EXPECT_EQ(config->hidden_size, 5120);
   EXPECT_EQ(config->intermediate_size, 27392);
   EXPECT_EQ(config->mlpWidth(), 13696);
   EXPECT_EQ(config->num_attention_heads, 40);
-  EXPECT_EQ(config->kv_channels, 128);
+  EXPECT_EQ(config->head_dim, 128);
   EXPECT_EQ(config->num_hidden_layers, 40);
   EXPECT_EQ(config->vocab_size, 152064);
   EXPECT_EQ(config->seq_length, 2048);
   EXPECT_EQ(config->max_position_embeddings, 8192);
-  EXPECT_DOUBLE_EQ(config->layer_norm_epsilon, 1e-6);
-  EXPECT_DOUBLE_EQ(config->rotary_emb_base, 10000.0);
+  EXPECT_DOUBLE_EQ(config->rms_norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(config->rope_theta, 10000.0);
   EXPECT_DOUBLE_EQ(config->rotary_pct, 1.0);
   EXPECT_EQ(config->rotaryDim(), 128);
   EXPECT_TRUE(config->no_bias);
@@ -51,11 +51,11 @@ TEST(QwenConfigTest, ParsesQwen14B) {
 }
 
 TEST(QwenConfigTest, ParsesTiny) {
-  auto config = readQwenConfig(sourcePath("examples/qwen-tiny/config.json"));
+  auto config = readDecoderConfig(sourcePath("examples/qwen-tiny/config.json"));
   ASSERT_TRUE(config.isOk()) << config.message();
   EXPECT_EQ(config->hidden_size, 64);
   EXPECT_EQ(config->num_attention_heads, 4);
-  EXPECT_EQ(config->kv_channels, 16);
+  EXPECT_EQ(config->head_dim, 16);
   EXPECT_EQ(config->num_hidden_layers, 2);
   EXPECT_EQ(config->intermediate_size, 256);
   EXPECT_EQ(config->mlpWidth(), 128);
@@ -73,7 +73,7 @@ TEST(QwenConfigTest, OptionalFieldsDefaultAndUnknownFieldsAreIgnored) {
   doc.erase("fp32");
   doc["some_future_field"] = {{"nested", "whatever"}};
   doc["use_flash_attn"] = "auto";
-  auto config = parseQwenConfig(doc, "inline.json");
+  auto config = parseDecoderConfig(doc, "inline.json");
   ASSERT_TRUE(config.isOk()) << config.message();
   EXPECT_DOUBLE_EQ(config->initializer_range, 0.02);
   EXPECT_FALSE(config->softmax_in_fp32);
@@ -87,7 +87,7 @@ TEST(QwenConfigTest, ReadsOptionalFieldsWhenPresent) {
   doc["initializer_range"] = 0.01;
   doc["softmax_in_fp32"] = true;
   doc["bf16"] = true;
-  auto config = parseQwenConfig(doc, "inline.json");
+  auto config = parseDecoderConfig(doc, "inline.json");
   ASSERT_TRUE(config.isOk()) << config.message();
   EXPECT_DOUBLE_EQ(config->initializer_range, 0.01);
   EXPECT_TRUE(config->softmax_in_fp32);
@@ -97,7 +97,7 @@ TEST(QwenConfigTest, ReadsOptionalFieldsWhenPresent) {
 TEST(QwenConfigTest, PartialRotaryDimension) {
   nlohmann::json doc = tinyJson();
   doc["rotary_pct"] = 0.5;
-  auto config = parseQwenConfig(doc, "inline.json");
+  auto config = parseDecoderConfig(doc, "inline.json");
   ASSERT_TRUE(config.isOk()) << config.message();
   EXPECT_EQ(config->rotaryDim(), 8);
 }
@@ -114,7 +114,7 @@ class BadConfigFileTest : public ::testing::TestWithParam<BadFile> {};
 TEST_P(BadConfigFileTest, NamesFileAndField) {
   const BadFile &bad = GetParam();
   const std::string path = sourcePath(std::string("tests/compiler/data/") + bad.file);
-  auto config = readQwenConfig(path);
+  auto config = readDecoderConfig(path);
   ASSERT_FALSE(config.isOk()) << bad.file << " should be rejected";
   const std::string &msg = config.message();
   EXPECT_EQ(msg.rfind(path + ": field '" + bad.field + "': expected ", 0), 0u) << msg;
@@ -137,13 +137,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(QwenConfigTest, InvalidJsonNamesFile) {
   const std::string path = sourcePath("tests/compiler/data/qwen_invalid_json.json");
-  auto config = readQwenConfig(path);
+  auto config = readDecoderConfig(path);
   ASSERT_FALSE(config.isOk());
   EXPECT_EQ(config.message().rfind(path + ": invalid JSON", 0), 0u) << config.message();
 }
 
 TEST(QwenConfigTest, MissingFileNamesFile) {
-  auto config = readQwenConfig("no/such/config.json");
+  auto config = readDecoderConfig("no/such/config.json");
   ASSERT_FALSE(config.isOk());
   EXPECT_NE(config.message().find("no/such/config.json"), std::string::npos);
 }
@@ -170,7 +170,7 @@ TEST(QwenConfigTest, RejectsIllTypedAndOutOfRangeValues) {
   for (const Case &c : cases) {
     nlohmann::json doc = tinyJson();
     doc[c.field] = c.value;
-    auto config = parseQwenConfig(doc, "inline.json");
+    auto config = parseDecoderConfig(doc, "inline.json");
     ASSERT_FALSE(config.isOk()) << c.field << " = " << c.value.dump();
     const std::string &msg = config.message();
     EXPECT_EQ(msg.rfind(std::string("inline.json: field '") + c.field + "': expected ", 0), 0u)
@@ -182,11 +182,11 @@ TEST(QwenConfigTest, RejectsIllTypedAndOutOfRangeValues) {
 TEST(QwenConfigTest, RejectsMissingArchitecturesAndNonObjects) {
   nlohmann::json doc = tinyJson();
   doc.erase("architectures");
-  auto missing = parseQwenConfig(doc, "a.json");
+  auto missing = parseDecoderConfig(doc, "a.json");
   ASSERT_FALSE(missing.isOk());
   EXPECT_NE(missing.message().find("a.json: field 'architectures'"), std::string::npos);
 
-  auto array = parseQwenConfig(nlohmann::json::array(), "b.json");
+  auto array = parseDecoderConfig(nlohmann::json::array(), "b.json");
   ASSERT_FALSE(array.isOk());
   EXPECT_EQ(array.message().rfind("b.json: expected a JSON object", 0), 0u) << array.message();
 }
@@ -214,7 +214,7 @@ TEST(QwenConfigTest, RefusesAbsurdSizes) {
   for (const Case &c : cases) {
     nlohmann::json doc = tinyJson();
     doc.update(c.changes);
-    auto config = parseQwenConfig(doc, "inline.json");
+    auto config = parseDecoderConfig(doc, "inline.json");
     ASSERT_FALSE(config.isOk()) << c.changes.dump();
     const std::string &msg = config.message();
     EXPECT_EQ(msg.rfind(std::string("inline.json: field '") + c.field + "': expected ", 0), 0u)
@@ -223,7 +223,7 @@ TEST(QwenConfigTest, RefusesAbsurdSizes) {
   }
   nlohmann::json doc = tinyJson();
   doc["num_hidden_layers"] = 1024;
-  EXPECT_TRUE(parseQwenConfig(doc, "inline.json").isOk());
+  EXPECT_TRUE(parseDecoderConfig(doc, "inline.json").isOk());
 }
 
 // Found by tests/fuzz: a config nested 10^5 deep overflowed the stack while
@@ -234,19 +234,19 @@ TEST(QwenConfigTest, DeeplyNestedFileIsRefused) {
                                .string();
   const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
   ASSERT_TRUE(writeFileAtomic(path, R"({"architectures": )" + deep + "}"));
-  auto config = readQwenConfig(path);
+  auto config = readDecoderConfig(path);
   std::filesystem::remove(path);
   ASSERT_FALSE(config.isOk());
   EXPECT_EQ(config.message().rfind(path + ": invalid JSON", 0), 0u) << config.message();
 }
 
 TEST(QwenConfigTest, ValidatesConfigsBuiltInCode) {
-  auto config = parseQwenConfig(tinyJson(), "inline.json");
+  auto config = parseDecoderConfig(tinyJson(), "inline.json");
   ASSERT_TRUE(config.isOk()) << config.message();
-  QwenConfig c = *config;
-  EXPECT_TRUE(validateQwenConfig(c, "code").isOk());
+  DecoderConfig c = *config;
+  EXPECT_TRUE(validateDecoderConfig(c, "code").isOk());
   c.num_attention_heads = 8;
-  Status s = validateQwenConfig(c, "code");
+  Status s = validateDecoderConfig(c, "code");
   ASSERT_FALSE(s.isOk());
   EXPECT_EQ(s.message().rfind("code: field 'kv_channels'", 0), 0u) << s.message();
 }

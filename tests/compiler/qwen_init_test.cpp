@@ -1,19 +1,19 @@
 // Tests of Qwen weight initialisation: names, shapes, distributions, determinism.
-#include "compiler/frontend/qwen_init.h"
+#include "compiler/frontend/decoder_init.h"
 
 #include <cmath>
 
 #include <gtest/gtest.h>
 
-#include "compiler/frontend/qwen_model.h"
+#include "compiler/frontend/decoder_model.h"
 
 namespace kiln::frontend {
 namespace {
 
-QwenConfig tinyConfig() {
-  auto config = readQwenConfig(std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json");
+DecoderConfig tinyConfig() {
+  auto config = readDecoderConfig(std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json");
   EXPECT_TRUE(config.isOk()) << config.message();
-  return config.isOk() ? *config : QwenConfig{};
+  return config.isOk() ? *config : DecoderConfig{};
 }
 
 struct Moments {
@@ -35,9 +35,9 @@ Moments moments(const Tensor &t) {
 }
 
 TEST(QwenInitTest, OneF32TensorPerGraphParameter) {
-  QwenConfig config = tinyConfig();
-  auto weights = initQwenWeights(config, 0);
-  auto graph = buildQwenForward(config, ModelOptions{1, 4, DType::BF16});
+  DecoderConfig config = tinyConfig();
+  auto weights = initDecoderWeights(config, 0);
+  auto graph = buildDecoderForward(config, ModelOptions{1, 4, DType::BF16});
   ASSERT_TRUE(graph.isOk()) << graph.message();
   size_t params = 0;
   for (const GraphInput &in : graph->inputs()) {
@@ -52,9 +52,9 @@ TEST(QwenInitTest, OneF32TensorPerGraphParameter) {
 }
 
 TEST(QwenInitTest, DistributionsFollowInitWeights) {
-  QwenConfig config = tinyConfig();
+  DecoderConfig config = tinyConfig();
   config.no_bias = false;
-  auto weights = initQwenWeights(config, 3);
+  auto weights = initDecoderWeights(config, 3);
   // modeling_qwen.py: std 0.02, c_proj 0.02 / sqrt(2 * layers) = 0.01 with two layers.
   const double proj_std = 0.02 / std::sqrt(2.0 * 2);
   for (const auto &[name, t] : weights) {
@@ -77,10 +77,10 @@ TEST(QwenInitTest, DistributionsFollowInitWeights) {
 }
 
 TEST(QwenInitTest, DeterministicPerSeed) {
-  QwenConfig config = tinyConfig();
-  auto a = initQwenWeights(config, 42);
-  auto b = initQwenWeights(config, 42);
-  auto c = initQwenWeights(config, 43);
+  DecoderConfig config = tinyConfig();
+  auto a = initDecoderWeights(config, 42);
+  auto b = initDecoderWeights(config, 42);
+  auto c = initDecoderWeights(config, 43);
   EXPECT_EQ(a, b);
   EXPECT_FALSE(a.at("transformer.wte.weight") == c.at("transformer.wte.weight"));
   // Parameters of one seed draw from unrelated streams.
@@ -88,11 +88,11 @@ TEST(QwenInitTest, DeterministicPerSeed) {
 }
 
 TEST(QwenInitTest, AddingParametersLeavesOthersUnchanged) {
-  QwenConfig config = tinyConfig();
-  auto base = initQwenWeights(config, 9);
+  DecoderConfig config = tinyConfig();
+  auto base = initDecoderWeights(config, 9);
   config.no_bias = false;            // adds biases
   config.tie_word_embeddings = true; // removes lm_head
-  auto changed = initQwenWeights(config, 9);
+  auto changed = initDecoderWeights(config, 9);
   EXPECT_EQ(changed.count("lm_head.weight"), 0u);
   size_t shared = 0;
   for (const auto &[name, t] : changed) {

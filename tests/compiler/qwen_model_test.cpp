@@ -1,13 +1,13 @@
 // Tests of the Qwen forward graph: HF parameter names and shapes, node names,
 // and numerics on the reference interpreter against a plain-loop transcription
 // of modeling_qwen.py.
-#include "compiler/frontend/qwen_model.h"
+#include "compiler/frontend/decoder_model.h"
 
 #include <cmath>
 
 #include <gtest/gtest.h>
 
-#include "compiler/frontend/qwen_init.h"
+#include "compiler/frontend/decoder_init.h"
 #include "ops/interpreter.h"
 #include "ops/op_verifier.h"
 #include "tests/support/random.h"
@@ -16,14 +16,14 @@
 namespace kiln::frontend {
 namespace {
 
-QwenConfig loadConfig(const std::string &name) {
-  auto config = readQwenConfig(std::string(KILN_SOURCE_DIR) + "/examples/" + name + "/config.json");
+DecoderConfig loadConfig(const std::string &name) {
+  auto config = readDecoderConfig(std::string(KILN_SOURCE_DIR) + "/examples/" + name + "/config.json");
   EXPECT_TRUE(config.isOk()) << config.message();
-  return config.isOk() ? *config : QwenConfig{};
+  return config.isOk() ? *config : DecoderConfig{};
 }
 
-Graph build(const QwenConfig &config, const ModelOptions &options) {
-  auto graph = buildQwenForward(config, options);
+Graph build(const DecoderConfig &config, const ModelOptions &options) {
+  auto graph = buildDecoderForward(config, options);
   EXPECT_TRUE(graph.isOk()) << graph.message();
   return graph.isOk() ? std::move(graph).value() : Graph();
 }
@@ -103,7 +103,7 @@ TEST(QwenModelTest, NodeNamesFollowHuggingFacePaths) {
 
 // Casts appear only where the dtype changes.
 TEST(QwenModelTest, CastsOnlyWhereTheDtypeChanges) {
-  QwenConfig config = loadConfig("qwen-tiny");
+  DecoderConfig config = loadConfig("qwen-tiny");
   Graph f32 = build(config, ModelOptions{1, 8, DType::F32});
   for (const Node &n : f32.nodes())
     EXPECT_NE(n.op, "Cast") << n.name;
@@ -129,7 +129,7 @@ TEST(QwenModelTest, CastsOnlyWhereTheDtypeChanges) {
 }
 
 TEST(QwenModelTest, BiasesAndTiedEmbeddings) {
-  QwenConfig config = loadConfig("qwen-tiny");
+  DecoderConfig config = loadConfig("qwen-tiny");
   config.no_bias = false;
   config.tie_word_embeddings = true;
   Graph g = build(config, ModelOptions{1, 4, DType::BF16});
@@ -154,12 +154,12 @@ TEST(QwenModelTest, BiasesAndTiedEmbeddings) {
 }
 
 TEST(QwenModelTest, SequenceLengthAndOptionsAreChecked) {
-  QwenConfig config = loadConfig("qwen-tiny");
+  DecoderConfig config = loadConfig("qwen-tiny");
   Graph g = build(config, ModelOptions{3, 0, DType::F32});
   EXPECT_EQ(g.type(g.findInput("input_ids")->value).shape, (Shape{3, 32}));
 
   auto expectError = [&](ModelOptions options, const std::string &fragment) {
-    auto result = buildQwenForward(config, options);
+    auto result = buildDecoderForward(config, options);
     ASSERT_FALSE(result.isOk()) << fragment;
     EXPECT_NE(result.message().find(fragment), std::string::npos) << result.message();
   };
@@ -169,7 +169,7 @@ TEST(QwenModelTest, SequenceLengthAndOptionsAreChecked) {
   expectError({1, 8, DType::I64}, "dtype i64");
   config.seq_length = 100; // the default exceeds max_position_embeddings
   expectError({1, 0, DType::F32}, "sequence length 100");
-  config.kv_channels = 8;
+  config.head_dim = 8;
   expectError({1, 8, DType::F32}, "field 'kv_channels'");
 }
 
@@ -188,8 +188,8 @@ Tensor randomIds(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed) {
 }
 
 TEST(QwenModelTest, TinyFreshInitLossIsLogVocab) {
-  QwenConfig config = loadConfig("qwen-tiny");
-  auto weights = initQwenWeights(config, 7);
+  DecoderConfig config = loadConfig("qwen-tiny");
+  auto weights = initDecoderWeights(config, 7);
   Tensor ids = randomIds(2, 32, 512, 11);
   double f32_loss = 0;
   for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
@@ -219,7 +219,7 @@ class QwenReferenceTest : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(QwenReferenceTest, MatchesPlainLoopForward) {
   const Variant &v = GetParam();
-  QwenConfig config = loadConfig("qwen-tiny");
+  DecoderConfig config = loadConfig("qwen-tiny");
   config.rotary_pct = v.rotary_pct;
   config.no_bias = v.no_bias;
   config.tie_word_embeddings = v.tie;

@@ -6,7 +6,7 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/frontend/model_loader.h"
-#include "compiler/frontend/qwen_init.h"
+#include "compiler/frontend/decoder_init.h"
 #include "ops/interpreter.h"
 #include "tests/support/random.h"
 
@@ -17,7 +17,7 @@ const std::string kTinyConfig = std::string(KILN_SOURCE_DIR) + "/examples/qwen-t
 
 struct TinyQwen {
   Graph forward;
-  frontend::QwenConfig config;
+  frontend::DecoderConfig config;
   ops::TensorMap feed; // weights, input_ids and labels
 };
 
@@ -28,7 +28,7 @@ TinyQwen makeTinyQwen(int64_t batch, int64_t seq) {
   auto model = frontend::loadModel(kTinyConfig, options);
   EXPECT_TRUE(model) << model.message();
   TinyQwen tiny{std::move(model->graph), *model->config, {}};
-  for (auto &[name, t] : frontend::initQwenWeights(tiny.config, 7))
+  for (auto &[name, t] : frontend::initDecoderWeights(tiny.config, 7))
     tiny.feed[name] = t;
   tiny.feed["input_ids"] =
       kiln::testing::randomIndices(TensorType{DType::I64, {batch, seq}}, 3, tiny.config.vocab_size);

@@ -35,7 +35,7 @@ class LoraCli : public Cli {
 protected:
   void SetUp() override {
     Cli::SetUp();
-    auto config = frontend::readQwenConfig(kTiny);
+    auto config = frontend::readDecoderConfig(kTiny);
     ASSERT_TRUE(config.isOk());
     config_ = *config;
     writeLearnableTokens("train.bin");
@@ -62,7 +62,7 @@ protected:
     return logLines(name + ".jsonl");
   }
 
-  frontend::QwenConfig config_;
+  frontend::DecoderConfig config_;
 };
 
 TEST_F(LoraCli, RunTrainingGivesTheAdapterGradientsOfAFloat64Model) {

@@ -8,7 +8,7 @@
 #include "compiler/autodiff/training_step.h"
 #include "compiler/codegen/kernel_compiler.h"
 #include "compiler/frontend/model_loader.h"
-#include "compiler/frontend/qwen_init.h"
+#include "compiler/frontend/decoder_init.h"
 #include "ops/interpreter.h"
 #include "ops/op_builder.h"
 #include "runtime/executor.h"
@@ -56,7 +56,7 @@ TEST_P(TensorParallel, ShardedStepGivesTheLossAndGradientsOfTheWholeModel) {
   frontend::ModelOptions probe;
   auto config = *frontend::loadModel(kTinyConfig, probe)->config;
   ops::TensorMap feed;
-  for (auto &[name, t] : frontend::initQwenWeights(config, 11))
+  for (auto &[name, t] : frontend::initDecoderWeights(config, 11))
     feed[name] = t;
   feed["input_ids"] =
       testing::randomIndices(TensorType{DType::I64, {kBatch, kSeq}}, 5, config.vocab_size);

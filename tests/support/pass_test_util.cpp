@@ -4,8 +4,8 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/frontend/model_loader.h"
-#include "compiler/frontend/qwen_config.h"
-#include "compiler/frontend/qwen_init.h"
+#include "compiler/frontend/decoder_config.h"
+#include "compiler/frontend/decoder_init.h"
 #include "ops/op_builder.h"
 #include "ops/op_verifier.h"
 #include "tests/support/random.h"
@@ -25,7 +25,7 @@ TinyTrainingStep tinyTrainingStep(DType dtype, int64_t batch, int64_t seq) {
   EXPECT_TRUE(train) << train.message();
 
   TinyTrainingStep step{std::move(*train), {}};
-  auto weights = frontend::initQwenWeights(*model->config, 11);
+  auto weights = frontend::initDecoderWeights(*model->config, 11);
   uint64_t seed = 100;
   for (const GraphInput &in : step.graph.inputs()) {
     const TensorType &type = step.graph.type(in.value);
@@ -47,7 +47,7 @@ TinyTrainingStep tinyTrainingStep(DType dtype, int64_t batch, int64_t seq) {
 
 int64_t tinyQwenLayers() {
   auto c =
-      frontend::readQwenConfig(std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json");
+      frontend::readDecoderConfig(std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json");
   EXPECT_TRUE(c) << c.message();
   return c ? c->num_hidden_layers : 0;
 }

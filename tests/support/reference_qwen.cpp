@@ -5,14 +5,14 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/frontend/qwen_model.h"
+#include "compiler/frontend/decoder_model.h"
 #include "tests/support/random.h"
 
 namespace kiln::testing {
 
-std::map<std::string, Tensor> largeRandomQwenWeights(const frontend::QwenConfig &config,
+std::map<std::string, Tensor> largeRandomQwenWeights(const frontend::DecoderConfig &config,
                                                      const frontend::LoraConfig &lora) {
-  std::vector<frontend::ParamSpec> params = frontend::qwenParameters(config);
+  std::vector<frontend::ParamSpec> params = frontend::decoderParameters(config);
   if (lora.enabled()) {
     auto adapters = frontend::loraParameters(config, lora);
     EXPECT_TRUE(adapters.isOk()) << adapters.message();
@@ -122,7 +122,7 @@ ReferenceQwen::Mat ReferenceQwen::rmsNorm(const Mat &x, const std::string &weigh
     double ms = 0;
     for (int64_t h = 0; h < H; ++h)
       ms += x[r * H + h] * x[r * H + h];
-    double inv = 1.0 / std::sqrt(ms / H + c_.layer_norm_epsilon);
+    double inv = 1.0 / std::sqrt(ms / H + c_.rms_norm_eps);
     for (int64_t h = 0; h < H; ++h)
       y[r * H + h] = x[r * H + h] * inv * w(weight)[h];
   }
@@ -134,7 +134,7 @@ void ReferenceQwen::rotate(double *v, int64_t s) const {
   const int64_t D = c_.rotaryDim(), half = D / 2;
   std::vector<double> out(D);
   for (int64_t d = 0; d < D; ++d) {
-    double angle = s * std::pow(c_.rotary_emb_base, -2.0 * (d % half) / D);
+    double angle = s * std::pow(c_.rope_theta, -2.0 * (d % half) / D);
     double rotated = d < half ? -v[d + half] : v[d - half];
     out[d] = v[d] * std::cos(angle) + rotated * std::sin(angle);
   }
@@ -143,7 +143,7 @@ void ReferenceQwen::rotate(double *v, int64_t s) const {
 
 // qkv [B*S, 3H] -> context [B*S, H], causal, per head.
 ReferenceQwen::Mat ReferenceQwen::attention(Mat qkv) const {
-  const int64_t H = c_.hidden_size, hd = c_.kv_channels;
+  const int64_t H = c_.hidden_size, hd = c_.head_dim;
   auto at = [&](int64_t b, int64_t s, int64_t part, int64_t head) {
     return &qkv[(b * S_ + s) * 3 * H + part * H + head * hd];
   };

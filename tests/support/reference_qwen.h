@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "compiler/frontend/lora_config.h"
-#include "compiler/frontend/qwen_config.h"
+#include "compiler/frontend/decoder_config.h"
 #include "ir/tensor.h"
 
 namespace kiln::testing {
@@ -18,7 +18,7 @@ namespace kiln::testing {
 // Weights large enough that attention, rotary and the gate all shape the
 // output (f32, by HF name); with `lora`, also its adapters, B non-zero so
 // that every adapter gradient is.
-std::map<std::string, Tensor> largeRandomQwenWeights(const frontend::QwenConfig &config,
+std::map<std::string, Tensor> largeRandomQwenWeights(const frontend::DecoderConfig &config,
                                                      const frontend::LoraConfig &lora = {});
 
 class ReferenceQwen {
@@ -28,7 +28,7 @@ public:
   // `weights` by Hugging Face name; with a LoRA config, `weights` also holds
   // the adapters by PEFT name and every targeted linear adds
   // (alpha / r) x A^T B^T (no dropout).
-  ReferenceQwen(const frontend::QwenConfig &config, const std::map<std::string, Tensor> &weights,
+  ReferenceQwen(const frontend::DecoderConfig &config, const std::map<std::string, Tensor> &weights,
                 frontend::LoraConfig lora = {})
       : c_(config), w_(weights), lora_(std::move(lora)) {}
 
@@ -48,7 +48,7 @@ private:
   void rotate(double *v, int64_t s) const;
   Mat attention(Mat qkv) const;
 
-  const frontend::QwenConfig &c_;
+  const frontend::DecoderConfig &c_;
   const std::map<std::string, Tensor> &w_;
   frontend::LoraConfig lora_;
   int64_t B_ = 0, S_ = 0;

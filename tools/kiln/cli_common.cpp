@@ -164,7 +164,7 @@ CLI::Option *addOptionalOverflowFlag(CLI::App &app, std::optional<OverflowMode> 
 
 void addModelArgument(CLI::App &cmd, std::string &model, ModelArgument kind,
                       const std::string &also) {
-  std::string what = kind == ModelArgument::Qwen
+  std::string what = kind == ModelArgument::Decoder
                          ? "config.json or a folder holding it"
                          : "config.json, a folder holding it" +
                                std::string(also.empty() ? ", or a kiln graph JSON"
@@ -172,12 +172,13 @@ void addModelArgument(CLI::App &cmd, std::string &model, ModelArgument kind,
   cmd.add_option("MODEL", model, what)->required();
 }
 
-Expected<frontend::QwenConfig> qwenConfigOf(const std::string &model, const std::string &command) {
+Expected<frontend::DecoderConfig> decoderConfigOf(const std::string &model, const std::string &command) {
   frontend::ModelOptions probe;
   probe.seq = 2; // the config only
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel loaded, frontend::loadModel(model, probe));
   if (!loaded.config)
-    return Error(model + ": " + command + " needs a Hugging Face config.json (a Qwen model)");
+    return Error(model + ": " + command + " needs a Hugging Face config.json (one of " +
+                 frontend::supportedArchitectures() + ")");
   return *loaded.config;
 }
 

@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "compiler/frontend/qwen_config.h"
+#include "compiler/frontend/decoder_config.h"
 #include "ir/dtype.h"
 #include "ir/error.h"
 
@@ -68,14 +68,14 @@ std::string suggestFlag(const CLI::App &command, const std::string &flag);
 // --disable-pass?)". Call after all of the command's options are added.
 void suggestOnUnknownArguments(CLI::App &command);
 
-// The MODEL argument every model command takes, required. A Qwen model
+// The MODEL argument every model command takes, required. A decoder
 // (kiln train, plan, merge) is a config.json or a folder holding it; any
 // model may also be a kiln graph JSON; `also` names what else the command
 // takes ("or an artifact ...").
-enum class ModelArgument { Qwen, AnyModel };
+enum class ModelArgument { Decoder, AnyModel };
 // MODEL's Hugging Face config; a kiln graph JSON is an error saying that
-// `command` ("kiln train") needs a Qwen config.json.
-Expected<frontend::QwenConfig> qwenConfigOf(const std::string &model, const std::string &command);
+// `command` ("kiln train") needs a decoder's config.json.
+Expected<frontend::DecoderConfig> decoderConfigOf(const std::string &model, const std::string &command);
 // The value of size flag `flag` ("--device-memory 32GiB"): above zero and at
 // most INT64_MAX bytes, or an error naming the flag.
 Expected<int64_t> parseSizeFlag(const std::string &flag, const std::string &value);

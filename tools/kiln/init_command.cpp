@@ -1,8 +1,8 @@
-// `kiln init`: write freshly initialised weights: a Qwen config's with their
+// `kiln init`: write freshly initialised weights: a decoder config's with their
 // HF names, or random ones for every parameter input of a graph JSON.
 
 #include "compiler/frontend/model_loader.h"
-#include "compiler/frontend/qwen_init.h"
+#include "compiler/frontend/decoder_init.h"
 #include "compiler/frontend/random_init.h"
 #include "ir/byte_size.h"
 #include "ir/safetensors.h"
@@ -34,7 +34,7 @@ int runInit(const InitOptions &opts) {
     return fail(model.error());
   SafetensorsFile file;
   try {
-    file.tensors = model->config ? frontend::initQwenWeights(*model->config, opts.seed)
+    file.tensors = model->config ? frontend::initDecoderWeights(*model->config, opts.seed)
                                  : frontend::randomGraphInputs(model->graph, InputRole::Parameter,
                                                                opts.seed, opts.std_dev);
   } catch (const std::bad_alloc &) {
@@ -73,8 +73,8 @@ int runInit(const InitOptions &opts) {
 void registerInitCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<InitOptions>();
   CLI::App *cmd = app.add_subcommand(
-      "init", "Initialise weights to safetensors: a Qwen config's (normal 0.02, c_proj "
-              "0.02/sqrt(2*layers)), or a graph JSON's parameters (normal --std)");
+      "init", "Initialise weights to safetensors: a Hugging Face config's (normal 0.02; Qwen "
+              "v1's c_proj 0.02/sqrt(2*layers)), or a graph JSON's parameters (normal --std)");
   addModelArgument(*cmd, opts->model, ModelArgument::AnyModel);
   cmd->add_option("-o,--output", opts->output, "the safetensors file to write")->required();
   cmd->add_option("--seed", opts->seed, "random seed (default 0)");

@@ -149,8 +149,8 @@ passes::Instrumentation instrumentationOf(const JobFlags &flags) {
 void addModelFlags(CLI::App &cmd, driver::ModelRequest &model) {
   addModelArgument(cmd, model.model, ModelArgument::AnyModel);
   cmd.add_flag("--training", model.training, "the whole training step");
-  cmd.add_option("--batch", model.batch, "batch size (a Qwen config)")->check(PositiveInteger);
-  cmd.add_option("--seq", model.seq, "sequence length (a Qwen config)")->check(PositiveInteger);
+  cmd.add_option("--batch", model.batch, "batch size (a Hugging Face config)")->check(PositiveInteger);
+  cmd.add_option("--seq", model.seq, "sequence length (a Hugging Face config)")->check(PositiveInteger);
 }
 
 void addKernelFlags(CLI::App &cmd, driver::KernelSettings &settings) {

@@ -12,8 +12,9 @@ void addLoraShapeFlags(CLI::App &cmd, frontend::LoraConfig &lora) {
                  "LoRA's alpha: the update is scaled by alpha / rank (default 16)")
       ->check(FinitePositive);
   cmd.add_option("--lora-targets", lora.targets,
-                 "comma-separated modules to adapt, matched as PEFT does by suffix (default "
-                 "c_attn,c_proj,w1,w2)")
+                 "comma-separated modules to adapt, matched as PEFT does by suffix, or all-linear "
+                 "(default: the family's recipe: c_attn,c_proj,w1,w2 for Qwen v1, q_proj,v_proj "
+                 "for the others)")
       ->delimiter(',');
 }
 
@@ -30,7 +31,7 @@ void addLoraFlags(CLI::App &cmd, LoraFlags &flags, bool new_adapters) {
 }
 
 Expected<std::optional<frontend::LoraAdapter>> resolveLoraFlags(const LoraFlags &flags,
-                                                                const frontend::QwenConfig &config,
+                                                                const frontend::DecoderConfig &config,
                                                                 uint64_t seed, bool initialise) {
   const bool fresh = flags.fresh.rank > 0;
   if (!fresh && flags.dir.empty())

@@ -29,7 +29,7 @@ void addLoraFlags(CLI::App &cmd, LoraFlags &flags, bool new_adapters);
 // given; a folder and a rank together are an error. Without `initialise`,
 // new adapters come without tensors (a plan needs only their shapes).
 Expected<std::optional<frontend::LoraAdapter>> resolveLoraFlags(const LoraFlags &flags,
-                                                                const frontend::QwenConfig &config,
+                                                                const frontend::DecoderConfig &config,
                                                                 uint64_t seed,
                                                                 bool initialise = true);
 

@@ -19,7 +19,7 @@ int runMerge(const MergeOptions &opts) {
   auto shard_bytes = parseSizeFlag("--shard-size", opts.shard_size);
   if (!shard_bytes)
     return fail(shard_bytes.error());
-  auto qwen = qwenConfigOf(opts.model, "kiln merge");
+  auto qwen = decoderConfigOf(opts.model, "kiln merge");
   if (!qwen)
     return fail(qwen.error());
   auto config = frontend::modelFile(opts.model);
@@ -64,7 +64,7 @@ void registerMergeCommand(CLI::App &app, Action &action) {
   CLI::App *cmd = app.add_subcommand(
       "merge", "Merge a LoRA adapter into its base weights (W + alpha/r * B A, in the base "
                "dtype) and write a Hugging Face model folder");
-  addModelArgument(*cmd, opts->model, ModelArgument::Qwen);
+  addModelArgument(*cmd, opts->model, ModelArgument::Decoder);
   cmd->add_option("--weights", opts->weights,
                   "the base weights: a safetensors file, a sharded checkpoint's index, or the "
                   "model folder")

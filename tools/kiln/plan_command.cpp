@@ -35,7 +35,7 @@ int runPlan(PlanOptions opts) {
   if (r.devices > parallel::kMaxDevices)
     return fail("--devices " + std::to_string(r.devices) + ": at most " +
                 std::to_string(parallel::kMaxDevices));
-  auto config = qwenConfigOf(r.model.model, "kiln plan");
+  auto config = decoderConfigOf(r.model.model, "kiln plan");
   if (!config)
     return fail(config.error());
   if (r.model.seq == 0)
@@ -65,10 +65,10 @@ int runPlan(PlanOptions opts) {
 void registerPlanCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<PlanOptions>();
   CLI::App *cmd = app.add_subcommand(
-      "plan", "Find the layouts of N devices that fit a Qwen training job, ranked by predicted "
+      "plan", "Find the layouts of N devices that fit a decoder training job, ranked by predicted "
               "tokens/s per device, and the kiln train command for the best");
   driver::PlanRequest &r = opts->request;
-  addModelArgument(*cmd, r.model.model, ModelArgument::Qwen);
+  addModelArgument(*cmd, r.model.model, ModelArgument::Decoder);
   cmd->add_option("--devices", r.devices, "devices in all (default 8)")->check(PositiveInteger);
   cmd->add_option("--nodes", r.nodes,
                   "nodes they sit in (default: devices over the target's devices per node)")
@@ -82,7 +82,7 @@ void registerPlanCommand(CLI::App &app, Action &action) {
   cmd->add_option("--seq", r.model.seq, "sequence length (default: the config's)")
       ->check(PositiveInteger);
   cmd->add_option("--lora-rank", opts->lora.rank,
-                  "plan a LoRA fine-tune of this rank (Qwen's targets: c_attn, c_proj, w1, w2)")
+                  "plan a LoRA fine-tune of this rank (the family's default targets)")
       ->check(PositiveInteger);
   cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--top", opts->top,

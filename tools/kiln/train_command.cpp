@@ -9,7 +9,7 @@
 
 #include "compiler/driver/plan_report.h"
 #include "compiler/driver/training.h"
-#include "compiler/frontend/qwen_init.h"
+#include "compiler/frontend/decoder_init.h"
 #include "ir/hf_checkpoint.h"
 #include "runtime/checkpoint_lock.h"
 #include "runtime/mpi_communicator.h"
@@ -47,7 +47,7 @@ std::string number(double v) {
 }
 
 // What a checkpoint records of the run and a resumed run must share.
-std::map<std::string, std::string> runSettings(const frontend::QwenConfig &c,
+std::map<std::string, std::string> runSettings(const frontend::DecoderConfig &c,
                                                const TrainOptions &opts,
                                                const parallel::ParallelConfig &layout,
                                                DType dtype) {
@@ -55,9 +55,12 @@ std::map<std::string, std::string> runSettings(const frontend::QwenConfig &c,
   const std::filesystem::path data = std::filesystem::weakly_canonical(opts.data, ec);
   std::map<std::string, std::string> settings = {
       {"model",
-       "qwen hidden " + std::to_string(c.hidden_size) + ", " + std::to_string(c.num_hidden_layers) +
-           " layers, " + std::to_string(c.num_attention_heads) + " heads of " +
-           std::to_string(c.kv_channels) + ", ffn " + std::to_string(c.intermediate_size) +
+       std::string(c.family->name) + " hidden " + std::to_string(c.hidden_size) + ", " +
+           std::to_string(c.num_hidden_layers) + " layers, " +
+           std::to_string(c.num_attention_heads) + " heads of " + std::to_string(c.head_dim) +
+           (c.groupSize() > 1 ? " sharing " + std::to_string(c.kvHeads()) + " key/value heads"
+                              : "") +
+           ", ffn " + std::to_string(c.intermediate_size) +
            ", vocab " + std::to_string(c.vocab_size) + ", seq " + std::to_string(opts.model.seq)},
       {"layout", layout.toString()},
       {"batch", std::to_string(opts.model.batch)},
@@ -110,7 +113,7 @@ Status resolveTrainerOptions(TrainOptions &opts, const driver::ResolvedJob &job)
 // with the LoRA adapters; a LoRA run also writes a PEFT folder beside each
 // checkpoint.
 Expected<std::map<std::string, Tensor>>
-startingWeights(TrainOptions &opts, const frontend::QwenConfig &config,
+startingWeights(TrainOptions &opts, const frontend::DecoderConfig &config,
                 const std::optional<frontend::LoraAdapter> &adapter) {
   runtime::TrainerOptions &t = opts.trainer;
   std::map<std::string, Tensor> weights;
@@ -120,7 +123,7 @@ startingWeights(TrainOptions &opts, const frontend::QwenConfig &config,
       return file.error();
     weights = std::move(*file);
   } else {
-    weights = frontend::initQwenWeights(config, t.seed);
+    weights = frontend::initDecoderWeights(config, t.seed);
   }
   if (adapter) {
     // A LoRA run's checkpoints hold the adapters only; each is also written
@@ -271,7 +274,7 @@ int runTrain(TrainOptions opts) {
   if (!data_dtype)
     return fail(data_dtype.error());
 
-  auto config = qwenConfigOf(opts.model.model, "kiln train");
+  auto config = decoderConfigOf(opts.model.model, "kiln train");
   if (!config)
     return fail(config.error());
   if (opts.model.seq == 0)
@@ -328,10 +331,10 @@ int runTrain(TrainOptions opts) {
 void registerTrainCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<TrainOptions>();
   CLI::App *cmd = app.add_subcommand(
-      "train", "Train a Qwen model on N simulated devices: the step compiled ahead of time, data, "
+      "train", "Train a decoder (Qwen, Qwen2, Qwen3, Llama) on N simulated devices: the step compiled ahead of time, data, "
                "tensor and pipeline parallel (ZeRO-1 to -3 optional), loss scaling, clipping, "
                "checkpoints");
-  addModelArgument(*cmd, opts->model.model, ModelArgument::Qwen);
+  addModelArgument(*cmd, opts->model.model, ModelArgument::Decoder);
   cmd->add_option("--data", opts->data,
                   "pre-tokenised data: a flat token file (nanoGPT's train.bin) or safetensors "
                   "with input_ids");

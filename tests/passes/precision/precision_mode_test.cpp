@@ -10,7 +10,7 @@
 
 #include "compiler/driver/compile.h"
 #include "compiler/driver/job.h"
-#include "compiler/frontend/qwen_init.h"
+#include "compiler/frontend/decoder_init.h"
 #include "tests/support/pass_test_util.h"
 
 namespace kiln::driver {

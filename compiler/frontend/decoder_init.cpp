@@ -1,5 +1,5 @@
-// Deterministic, per-parameter-seeded initialisation of Qwen weights.
-#include "compiler/frontend/qwen_init.h"
+// Deterministic, per-parameter-seeded initialisation of decoder weights.
+#include "compiler/frontend/decoder_init.h"
 
 #include <fnmatch.h>
 
@@ -8,14 +8,14 @@
 #include <random>
 #include <string_view>
 
-#include "compiler/frontend/qwen_model.h"
+#include "compiler/frontend/decoder_model.h"
 #include "compiler/frontend/random_init.h"
 
 namespace kiln::frontend {
 
 namespace {
 
-Tensor initialValue(const ParamSpec &p, const QwenConfig &config, uint64_t seed) {
+Tensor initialValue(const ParamSpec &p, const DecoderConfig &config, uint64_t seed) {
   Tensor t(TensorType{DType::F32, p.shape});
   float *data = t.dataAs<float>();
   const int64_t n = t.numElements();
@@ -32,7 +32,7 @@ Tensor initialValue(const ParamSpec &p, const QwenConfig &config, uint64_t seed)
     const double proj_std =
         config.initializer_range / std::sqrt(2.0 * static_cast<double>(config.num_hidden_layers));
     std::normal_distribution<double> dist(
-        0.0, p.name.ends_with("c_proj.weight") ? proj_std : config.initializer_range);
+        0.0, config.family->scaled_output_init && p.name.ends_with("c_proj.weight") ? proj_std : config.initializer_range);
     for (int64_t i = 0; i < n; ++i)
       data[i] = static_cast<float>(dist(rng));
     break;
@@ -51,14 +51,14 @@ Tensor initialValue(const ParamSpec &p, const QwenConfig &config, uint64_t seed)
 
 } // namespace
 
-std::map<std::string, Tensor> initQwenWeights(const QwenConfig &config, uint64_t seed) {
+std::map<std::string, Tensor> initDecoderWeights(const DecoderConfig &config, uint64_t seed) {
   std::map<std::string, Tensor> weights;
-  for (const ParamSpec &p : qwenParameters(config))
+  for (const ParamSpec &p : decoderParameters(config))
     weights.emplace(p.name, initialValue(p, config, seed));
   return weights;
 }
 
-Expected<std::map<std::string, Tensor>> initLoraWeights(const QwenConfig &config,
+Expected<std::map<std::string, Tensor>> initLoraWeights(const DecoderConfig &config,
                                                         const LoraConfig &lora, uint64_t seed) {
   KILN_ASSIGN_OR_RETURN(std::vector<ParamSpec> adapters, loraParameters(config, lora));
   std::map<std::string, Tensor> weights;

@@ -1,4 +1,5 @@
-// The Qwen (QWenLMHeadModel) forward graph with its loss, as modeling_qwen.py computes it.
+// The forward graph with its loss of every decoder family kiln builds
+// (decoder_family.h), as the families' Hugging Face modeling files compute it.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +8,7 @@
 #include <vector>
 
 #include "compiler/frontend/lora_config.h"
-#include "compiler/frontend/qwen_config.h"
+#include "compiler/frontend/decoder_config.h"
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "ir/graph.h"
@@ -38,10 +39,11 @@ struct ParamSpec {
   std::string name; // the Hugging Face state-dict name
   Shape shape;      // PyTorch layout: [out, in] for linear weights
   ParamKind kind;
-  // How tensor parallelism splits it: c_attn, w1 and w2 column-parallel (by
-  // rows, c_attn's q, k and v each), the c_projs row-parallel (by columns),
-  // wte and lm_head by vocabulary rows (Megatron's vocab-parallel layers),
-  // the norms and c_proj biases replicated.
+  // How tensor parallelism splits it: the q/k/v projections (Qwen v1's
+  // c_attn by q, k and v each) and the MLP's up and gate column-parallel (by
+  // rows), the attention output and MLP down projections row-parallel (by
+  // columns), the embedding and lm_head by vocabulary rows (Megatron's
+  // vocab-parallel layers), the norms and the row-parallel biases replicated.
   TensorSplit split;
 };
 
@@ -54,20 +56,26 @@ inline constexpr const char *kLoraDropoutSeedName = "lora.dropout_seed";
 // find their shard of the vocabulary by it.
 inline constexpr const char *kTensorParallelRankName = "tensor_parallel.rank";
 
-// Every parameter of the model in Hugging Face order (wte, the layers, ln_f,
-// lm_head unless tied). Biases of attn.c_proj and the MLP exist only when
-// no_bias is false; c_attn always has one.
-std::vector<ParamSpec> qwenParameters(const QwenConfig &config);
+// Every parameter of the model in Hugging Face order (the embedding, the
+// layers, the final norm, lm_head unless tied). Which linears carry a bias
+// is the family's rule (Qwen v1: c_attn always, the others unless no_bias;
+// Qwen2: q, k and v; Llama: attention_bias and mlp_bias).
+std::vector<ParamSpec> decoderParameters(const DecoderConfig &config);
+
+// `lora` with its targets, when it names none, the family's default ones.
+LoraConfig withDefaultTargets(const DecoderConfig &config, LoraConfig lora);
 
 // The LoRA adapters of every linear layer `lora` targets, in model order (A
 // then B of each; PEFT's names). Tensor parallelism splits them with their
 // base weight: a column-parallel layer's B by rows as its weight, a
 // row-parallel layer's A by columns, the other factor replicated. A target
 // that matches no linear layer is an error (lm_head is not adaptable).
-Expected<std::vector<ParamSpec>> loraParameters(const QwenConfig &config, const LoraConfig &lora);
+// "all-linear" (PEFT's) targets every linear of every layer.
+Expected<std::vector<ParamSpec>> loraParameters(const DecoderConfig &config,
+                                                const LoraConfig &lora);
 
 // Inputs: "input_ids" and "labels" (i64 [B,S], data), then every parameter of
-// qwenParameters() in options.dtype (with tensor_parallel > 1, each rank's
+// decoderParameters() in options.dtype (with tensor_parallel > 1, each rank's
 // piece of it; a TensorParallelCopy feeds every column-parallel layer and a
 // TensorParallelReduce follows every row-parallel one; the embedding is a
 // masked Gather of the rank's vocabulary rows summed over the ranks, and the
@@ -79,8 +87,8 @@ Expected<std::vector<ParamSpec>> loraParameters(const QwenConfig &config, const 
 // number in the model), seeded by the input kLoraDropoutSeedName. Outputs:
 // "logits" (f32 [B,S,V], each rank's V/t columns under tensor parallelism) and
 // "loss" (f32 [], next-token cross entropy). Node names are the Hugging Face
-// module paths ("transformer.h.3.attn.softmax"). Builds types only; no tensor
-// is allocated.
-Expected<Graph> buildQwenForward(const QwenConfig &config, const ModelOptions &options);
+// module paths ("transformer.h.3.attn.softmax", "model.layers.3.self_attn.
+// softmax"). Builds types only; no tensor is allocated.
+Expected<Graph> buildDecoderForward(const DecoderConfig &config, const ModelOptions &options);
 
 } // namespace kiln::frontend

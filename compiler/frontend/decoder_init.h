@@ -1,4 +1,5 @@
-// Fresh Qwen weights initialised as QWenPreTrainedModel._init_weights does.
+// Fresh decoder weights initialised as the family's _init_weights does
+// (QWenPreTrainedModel, Qwen2PreTrainedModel, LlamaPreTrainedModel, ...).
 #pragma once
 
 #include <cstdint>
@@ -6,24 +7,24 @@
 #include <string>
 
 #include "compiler/frontend/lora_config.h"
-#include "compiler/frontend/qwen_config.h"
+#include "compiler/frontend/decoder_config.h"
 #include "ir/error.h"
 #include "ir/tensor.h"
 
 namespace kiln::frontend {
 
-// One f32 tensor per parameter of qwenParameters(), by Hugging Face name:
-// embeddings and linear weights normal(0, initializer_range), every
-// "c_proj.weight" normal(0, initializer_range / sqrt(2 * num_hidden_layers)),
+// One f32 tensor per parameter of decoderParameters(), by Hugging Face name:
+// embeddings and linear weights normal(0, initializer_range) (Qwen v1's
+// "c_proj.weight"s normal(0, initializer_range / sqrt(2 * num_hidden_layers))),
 // RMSNorm weights 1, biases 0. Each tensor draws from its own generator seeded
 // by `seed` and its name, so adding or removing a parameter leaves the others
 // unchanged.
-std::map<std::string, Tensor> initQwenWeights(const QwenConfig &config, uint64_t seed);
+std::map<std::string, Tensor> initDecoderWeights(const DecoderConfig &config, uint64_t seed);
 
 // Fresh LoRA adapters for the linears `lora` targets, as PEFT initialises
 // them: A Kaiming-uniform (U(-1/sqrt(in), 1/sqrt(in))), B zero, so training
 // starts from the base model's outputs. f32, seeded per tensor as above.
-Expected<std::map<std::string, Tensor>> initLoraWeights(const QwenConfig &config,
+Expected<std::map<std::string, Tensor>> initLoraWeights(const DecoderConfig &config,
                                                         const LoraConfig &lora, uint64_t seed);
 
 // Multiplies every tensor whose name matches the glob `pattern` (fnmatch:

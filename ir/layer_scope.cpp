@@ -16,7 +16,7 @@ int64_t layerAt(std::string_view name, size_t at, std::string_view scope, size_t
   const char *begin = name.data() + at + scope.size(), *last = name.data() + name.size();
   int64_t layer = -1;
   auto [ptr, ec] = std::from_chars(begin, last, layer);
-  if (ec != std::errc() || ptr == begin || ptr == last || *ptr != '.')
+  if (ec != std::errc() || ptr == begin || (ptr != last && *ptr != '.'))
     return -1;
   if (end)
     *end = static_cast<size_t>(ptr - name.data());
@@ -49,6 +49,8 @@ std::string_view layerModuleOf(std::string_view name) {
   if (findLayer(name, true, &end) < 0)
     return {};
   // "<...>.layers.<i>" ends at `end`; the module is the next component.
+  if (end + 1 >= name.size())
+    return {};
   const size_t next = name.find('.', end + 1);
   if (next == std::string_view::npos)
     return {};

@@ -10,7 +10,8 @@
 
 namespace kiln {
 
-// The layer of a name that starts with a layer scope, or -1.
+// The layer of a name that starts with a layer scope ("model.layers.3.mlp",
+// or the layer itself, "model.layers.3"), or -1.
 int64_t layerAtStart(std::string_view name);
 
 // The layer of a name holding a layer scope anywhere (a gradient

@@ -54,8 +54,9 @@ struct DecoderConfig {
   bool use_logn_attn = false;    // Qwen v1, read but only used past seq_length
   bool use_dynamic_ntk = false;  // Qwen v1, likewise
   bool scale_attn_weights = true;
-  // Qwen v1's flag; the other families always take the softmax in f32.
-  bool softmax_in_fp32 = true;
+  // Qwen v1's flag (default false); the other families always take the
+  // softmax in f32.
+  bool softmax_in_fp32 = false;
   double initializer_range = 0.02;
   // Informational precision flags of a Qwen v1 checkpoint; absent when the file has none.
   std::optional<bool> fp16;

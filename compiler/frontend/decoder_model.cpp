@@ -297,8 +297,14 @@ private:
     // Heads, Qwen3's per-head norm, then the rotary embedding.
     auto heads = [&](ValueId x, int64_t n, std::string_view which, std::string_view norm) {
       x = reshape(x, {B_, S_, n, hd_}, std::string(which) + "_heads");
-      if (!norm.empty())
-        x = rmsNorm(x, param(p + std::string(norm) + ".weight"), norm, 3);
+      if (!norm.empty()) {
+        // Each rank normalises its own heads with the whole (replicated)
+        // weight, so its gradient is partial: Megatron's f sums it over the
+        // ranks in the backward.
+        ValueId weight = tensorParallel("TensorParallelCopy", param(p + std::string(norm) + ".weight"),
+                                        std::string(norm) + ".tp_copy");
+        x = rmsNorm(x, weight, norm, 3);
+      }
       return x;
     };
     ValueId q = rotary(heads(qkv[0], heads_, "q", fam_.q_norm), "rotary_q", heads_);

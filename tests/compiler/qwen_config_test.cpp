@@ -132,8 +132,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"qwen_heads_mismatch.json", "kv_channels", "equal hidden_size (64)", "4 * 15 = 60"},
         BadFile{"qwen_odd_rotary.json", "rotary_pct", "even rotary dimension", "16 * 0.5625 = 9"},
         BadFile{"qwen_odd_intermediate.json", "intermediate_size", "an even number", "255"},
-        BadFile{"qwen_bad_architecture.json", "architectures", "\"QWenLMHeadModel\"",
-                "the array [\"LlamaForCausalLM\"]"}));
+        BadFile{"qwen_bad_architecture.json", "architectures", "QWenLMHeadModel, Qwen2ForCausalLM",
+                "the array [\"MistralForCausalLM\"]"}));
 
 TEST(QwenConfigTest, InvalidJsonNamesFile) {
   const std::string path = sourcePath("tests/compiler/data/qwen_invalid_json.json");

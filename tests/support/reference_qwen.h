@@ -30,7 +30,11 @@ public:
   // (alpha / r) x A^T B^T (no dropout).
   ReferenceQwen(const frontend::DecoderConfig &config, const std::map<std::string, Tensor> &weights,
                 frontend::LoraConfig lora = {})
-      : c_(config), w_(weights), lora_(std::move(lora)) {}
+      : c_(config), w_(weights), lora_(std::move(lora)) {
+    // PEFT's config for Qwen's own recipe when none is named.
+    if (lora_.targets.empty())
+      lora_.targets = {"c_attn", "c_proj", "w1", "w2"};
+  }
 
   // Logits [B*S, V] and the shifted cross-entropy loss.
   std::pair<Mat, double> forward(const Tensor &ids);

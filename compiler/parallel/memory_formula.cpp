@@ -57,7 +57,12 @@ MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const fronten
   const double tp = layout.tp;
   const double attention_core =
       recompute == passes::RecomputeMode::None ? 5 * heads * s / (h * tp) : 0;
-  const double kept = recompute == passes::RecomputeMode::Full ? 2 : 10 + 24 / tp + attention_core;
+  // Of the 24 tensor-parallel sbh, K and V hold 2 each; with grouped-query
+  // attention they shrink to kv_heads / heads of that.
+  const double kv_share = static_cast<double>(config.kvHeads()) / heads;
+  const double split = 20 + 4 * kv_share;
+  const double kept =
+      recompute == passes::RecomputeMode::Full ? 2 : 10 + split / tp + attention_core;
   const double per_layer = s * b * h * kept * (w / 2);
   MemoryFormula f;
   f.model_states = static_cast<int64_t>(states);

@@ -30,7 +30,9 @@ struct MemoryFormula {
 // (2 + 14/N), ZeRO-3 the weight too (16/N). With LoRA the base is 2 (or 4)
 // bytes per parameter and only the adapters count the rest. Activations per
 // layer: sbh(34 + 5as/h) bytes at 16 bits, sbh(10 + 24/t + 5as/(ht)) with
-// tensor parallelism (sequence s, micro-batch b, hidden h, heads a);
+// tensor parallelism (sequence s, micro-batch b, hidden h, heads a); with
+// grouped-query attention K and V (4 of the 24) shrink by kv_heads / a, so
+// 24 becomes 20 + 4 kv_heads / a;
 // selective recomputation drops the 5as/(ht) term, full recomputation keeps
 // only the layer's input, 2sbh; twice that in f32. The embedding, the logits
 // and the loss are not counted. P pipeline stages divide the model states

@@ -122,6 +122,12 @@ void Partitioner::assignStages() {
       }
       if (single && terms > 1)
         s = only;
+      // Gradients flow up the pipeline only: a backward node reading the
+      // gradient of an earlier stage runs there (the sum of a tied
+      // embedding's terms, on the embedding's stage).
+      for (ValueId in : n.inputs)
+        if (fromBackward(in) && valueStage(in) != kFree)
+          s = std::min(s, valueStage(in));
     }
     stage_[id] = s;
   }
@@ -145,18 +151,19 @@ Status Partitioner::collect(int part) {
       continue;
     seen[v] = true;
     const NodeId producer = g_.value(v).producer;
+    StageProgram from{kFree, true};
     if (producer == kNoNode) {
       const GraphInput &in = g_.inputs()[g_.value(v).index];
-      if (isWeight(in.role) && valueStage(v) != me.stage)
-        return Error("pipeline: weight '" + in.name + "' lives on stage " +
-                     std::to_string(valueStage(v)) + " but " + programName(me) +
-                     " reads it; a weight shared by two stages (tied embeddings) is not "
-                     "supported");
-      continue;
+      if (!isWeight(in.role) || valueStage(v) == me.stage)
+        continue;
+      // A weight another stage reads (the tied embedding the last stage's
+      // head reads) is sent down by its own stage's forward as an
+      // activation is; its gradient terms come back up and are summed there.
+      from = {valueStage(v), true};
+    } else {
+      from = {stage_[producer], static_cast<bool>(forward_[producer])};
     }
-    const int s = stage_[producer];
-    const StageProgram from{s, static_cast<bool>(forward_[producer])};
-    if (s == kFree || from == me) {
+    if (producer != kNoNode && (from.stage == kFree || from == me)) {
       if (!p.nodes[producer]) {
         p.nodes[producer] = true;
         for (ValueId in : g_.node(producer).inputs)
@@ -195,6 +202,10 @@ Graph Partitioner::build(int part) const {
         read[in] = true;
   for (size_t o : p.outputs)
     read[g_.outputs()[o].value] = true;
+  for (ValueId v : p.sends) // a weight sent to another stage
+    read[v] = true;
+  for (ValueId v : p.receives) // a weight received from its stage
+    read[v] = false;
   for (const GraphInput &in : g_.inputs())
     if (read[in.value])
       map[in.value] = out.addInput(in.name, g_.type(in.value), in.role);

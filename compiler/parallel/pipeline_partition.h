@@ -64,9 +64,11 @@ int weightStage(const std::string &name, const std::vector<int> &layer_stage, in
 // recomputation already applied) into `stages` stages. The forward is what
 // "loss" needs; a backward node belongs to the stage of the forward node it
 // differentiates (its provenance), a sum of gradients to the stage that
-// produced its terms. Errors when a weight feeds two stages (tied
-// embeddings), when the model has fewer layers than stages, or when a
-// value would flow against the schedule (a gradient up the pipeline).
+// produced its terms. A weight another stage reads (a tied embedding, read
+// by the last stage's head) is sent down by its own stage's forward, and
+// the gradient terms of it come back up to be summed on its stage. Errors
+// when the model has fewer layers than stages, or when a value would flow
+// against the schedule (a gradient down the pipeline).
 Expected<PipelinePartition> partitionPipeline(const Graph &step, int stages);
 
 } // namespace kiln::parallel

@@ -162,9 +162,27 @@ TEST(PipelinePartition, RefusesWhatItCannotCut) {
   ASSERT_FALSE(few);
   EXPECT_NE(few.message().find("2 transformer layers, fewer than the stages"), std::string::npos)
       << few.message();
-  auto tied = partitionPipeline(tinyStep(2, true).graph, 2);
-  ASSERT_FALSE(tied);
-  EXPECT_NE(tied.message().find("tied embeddings"), std::string::npos) << tied.message();
+}
+
+// A tied embedding lives on the first stage; the last stage's head reads it
+// as a transfer down the pipeline, and the head's gradient term goes back up
+// to be summed with the embedding's on the first stage.
+TEST(PipelinePartition, TiedEmbeddingsAreSentToTheHeadAndTheirGradientSummedOnTheFirstStage) {
+  Step step = tinyStep(4, true);
+  const ops::TensorMap whole = interpretOk(step.graph, step.feed);
+  for (int stages : {2, 4}) {
+    auto p = partitionPipeline(step.graph, stages);
+    ASSERT_TRUE(p) << p.message();
+    expectSameBits(whole, runStages(*p, step.feed), "tied pp " + std::to_string(stages));
+    EXPECT_NE(p->forward[0].findInput("transformer.wte.weight"), nullptr);
+    EXPECT_EQ(p->forward[stages - 1].findInput("transformer.wte.weight"), nullptr)
+        << "received, not read as the last stage's own weight";
+    EXPECT_NE(p->backward[0].findOutput("grad.transformer.wte.weight"), nullptr);
+    int weight_sends = 0;
+    for (const StageTransfer &t : p->transfers)
+      weight_sends += t.name.find("transformer.wte.weight") != std::string::npos;
+    EXPECT_EQ(weight_sends, 1) << "one transfer of the weight, read by the last stage";
+  }
 }
 
 TEST(PipelineSchedule, OneForwardOneBackwardWithinItsBounds) {

@@ -110,6 +110,38 @@ TEST_F(FamiliesCli, GroupedQueryAttentionTrainsInEveryLayoutAsOnOneDevice) {
   }
 }
 
+// Qwen3 (grouped-query attention, q/k norms, a tied embedding) across MPI
+// processes equals one process bit for bit, and resuming is bit-exact.
+TEST_F(FamiliesCli, MpiEqualsOneProcessAndResumeIsExact) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "OpenMPI's mpirun is not installed";
+  writeLearnableTokens("train.bin");
+  const std::string mpirun = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
+                             "--oversubscribe -np 2 " +
+                             kiln_ + " ";
+  const std::string train = "train " + example("qwen3-tiny") +
+                            " --data train.bin --batch 4 --seq 16 --lr 1e-2 --steps 4 "
+                            "--checkpoint-every 2 --devices 4 --tp 2 --pp 2 --micro-batches 2 ";
+  ASSERT_EQ(run(train + "--log-json one.jsonl --checkpoint-dir one").exit_code, 0);
+  Result mpi = shell(mpirun + train +
+                     "--devices-per-process 2 --log-json mpi.jsonl --checkpoint-dir mpi");
+  if (mpi.exit_code != 0 && mpi.err.find("built without MPI") != std::string::npos)
+    GTEST_SKIP() << "kiln was built without MPI";
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  const std::vector<json> one = logLines("one.jsonl"), two = logLines("mpi.jsonl");
+  ASSERT_EQ(two.size(), one.size());
+  for (size_t i = 0; i < one.size(); ++i)
+    EXPECT_EQ(two[i]["loss"], one[i]["loss"]) << "step " << i + 1;
+  expectSameTensors("one/step-000004.safetensors", "mpi/step-000004.safetensors");
+
+  fs::create_directories(dir_ / "resumed");
+  fs::copy_file(dir_ / "one" / "step-000002.safetensors",
+                dir_ / "resumed" / "step-000002.safetensors");
+  Result resumed = run(train + "--checkpoint-dir resumed --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  expectSameTensors("one/step-000004.safetensors", "resumed/step-000004.safetensors");
+}
+
 TEST_F(FamiliesCli, LoraOnQwen2WritesPeftNamesAndMergesBack) {
   writeLearnableTokens("train.bin");
   Result r = run("train " + example("qwen2-tiny") +

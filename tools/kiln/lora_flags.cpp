@@ -1,5 +1,6 @@
 #include "tools/kiln/lora_flags.h"
 
+#include "compiler/frontend/decoder_model.h"
 #include "tools/kiln/cli_common.h"
 
 namespace kiln::cli {
@@ -42,7 +43,8 @@ Expected<std::optional<frontend::LoraAdapter>> resolveLoraFlags(const LoraFlags 
   if (fresh) {
     KILN_RETURN_IF_ERROR(frontend::validateLoraConfig(flags.fresh, "--lora-*"));
     if (!initialise) {
-      return std::optional<frontend::LoraAdapter>(frontend::LoraAdapter{flags.fresh, {}});
+      return std::optional<frontend::LoraAdapter>(
+          frontend::LoraAdapter{frontend::withDefaultTargets(config, flags.fresh), {}});
     }
   }
   KILN_ASSIGN_OR_RETURN(frontend::LoraAdapter adapter,

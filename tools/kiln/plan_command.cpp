@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "compiler/driver/layout_plan_report.h"
+#include "compiler/frontend/decoder_model.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 #include "tools/kiln/lora_flags.h"
@@ -43,7 +44,7 @@ int runPlan(PlanOptions opts) {
   if (opts.lora.rank > 0) {
     if (Status ok = frontend::validateLoraConfig(opts.lora, "--lora-rank"); !ok)
       return fail(ok.error());
-    r.model.lora = opts.lora;
+    r.model.lora = frontend::withDefaultTargets(*config, opts.lora);
   }
   // A recomputation mode the job gives is the only one planned.
   const driver::JobSpec &spec = job->spec;

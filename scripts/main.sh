@@ -5,7 +5,9 @@
 # compiled kernels and on the reference interpreter, the fp16 attention
 # overflow with its fix, the Qwen-14B per-device memory plans and the layout
 # kiln plan recommends for 8 x 32 GB, and the tiny
-# Qwen trained across 8 simulated devices (data, then tensor parallel).
+# Qwen trained across 8 simulated devices (data, then tensor parallel), a LoRA
+# fine-tune merged back, and a second family: Qwen2.5-14B planned, a tiny
+# Qwen2 (grouped-query attention) trained and LoRA-tuned.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -106,3 +108,22 @@ echo "   folder beside each checkpoint, then the adapters merged into a Hugging 
 ls "$work/lora" "$work/lora/step-000060-adapter"
 "$kiln" merge examples/qwen-tiny/config.json --weights "$work/ckpt/step-000100.safetensors" \
   --lora "$work/lora/step-000060-adapter" -o "$work/merged"
+echo "== Qwen2.5-14B (Qwen2ForCausalLM: 40 query heads sharing 8 key/value heads): its parameter"
+echo "   count and its full fine-tune planned on 8 x ascend910b (64 GB), bf16"
+"$kiln" graph examples/qwen2.5-14b --seq 16 --format stats | grep '"parameter_count"'
+"$kiln" train examples/qwen2.5-14b --compile-only --devices 8 --tp 2 --zero 2 \
+  --recompute selective --batch 16 --grad-accum 4 --seq 2048 --dtype bf16 --target ascend910b |
+  head -6
+echo "== a tiny Qwen2 (grouped-query attention) trained on 8 devices, 2-way tensor parallel (the"
+echo "   key/value heads split too) x 4 replicas, then a LoRA fine-tune of every linear"
+echo "   (PEFT's all-linear) to the second token rule"
+"$kiln" init examples/qwen2-tiny -o "$work/q2.safetensors" --seed 0
+"$kiln" train examples/qwen2-tiny --data "$work/train.bin" --steps 60 --batch 32 --seq 64 \
+  --devices 8 --tp 2 --zero 1 --dtype bf16 --lr 3e-3 --warmup 5 --clip-grad-norm 1.0 \
+  --weights "$work/q2.safetensors" --checkpoint-dir "$work/q2" --checkpoint-every 60 |
+  awk 'NR <= 2 || NR % 20 == 1'
+"$kiln" train examples/qwen2-tiny --data "$work/task.bin" --steps 30 --batch 32 --seq 64 \
+  --devices 8 --tp 2 --dtype bf16 --lr 1e-2 --weights "$work/q2/step-000060.safetensors" \
+  --lora-rank 8 --lora-targets all-linear --checkpoint-dir "$work/q2-lora" \
+  --checkpoint-every 30 | awk 'NR <= 2 || NR % 10 == 1'
+ls "$work/q2-lora/step-000030-adapter"

@@ -24,6 +24,8 @@ struct SafetensorsFile {
 
 // `source` names the file in error messages.
 Expected<SafetensorsFile> parseSafetensors(std::string_view bytes, std::string_view source);
+// Reads a file with SafetensorsReader: pread, never a mapping, so a file
+// truncated while it is read is an error naming it, not a SIGBUS.
 Expected<SafetensorsFile> readSafetensors(const std::string &path);
 
 std::string serializeSafetensors(const SafetensorsFile &file);

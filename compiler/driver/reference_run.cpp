@@ -9,6 +9,7 @@
 #include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/model_loader.h"
 #include "ir/hf_checkpoint.h"
+#include "ops/index_inputs.h"
 
 namespace kiln::driver {
 
@@ -36,6 +37,13 @@ Expected<ops::TensorMap> bindModelInputs(const Graph &graph, const ops::TensorMa
       return Error(source + ": tensor '" + it->first + "' is " + std::string(dtypeName(t.dtype())) +
                    ", the model needs " + std::string(dtypeName(want.dtype)));
     bound[in.name] = t.dtype() == want.dtype ? t : t.castTo(want.dtype, overflow);
+    if (!is_param) {
+      // The compiled kernels clamp an index; refuse it here, as the reference kernels
+      // do. The file's values, before a cast to the graph's integer type could wrap them.
+      Status in_range = ops::checkIndexInput(graph, in, t, it->first);
+      if (!in_range)
+        return in_range.error().withContext(source);
+    }
   }
   for (const auto &[name, t] : weights)
     if (!graph.findInput(name))

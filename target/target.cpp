@@ -23,6 +23,10 @@ bool Target::supports(OverflowMode mode) const {
   return std::find(overflow_modes.begin(), overflow_modes.end(), mode) != overflow_modes.end();
 }
 
+bool Target::hasFusedOp(std::string_view op) const {
+  return std::find(fused_ops.begin(), fused_ops.end(), op) != fused_ops.end();
+}
+
 bool Target::fixpipeApplies(std::string_view op) const {
   return fixpipe.present && std::find(fixpipe.epilogue_ops.begin(), fixpipe.epilogue_ops.end(),
                                       op) != fixpipe.epilogue_ops.end();
@@ -145,6 +149,9 @@ Status parseOptionalFacts(const JsonReader &r, const json &doc, Target &t) {
   if (doc.contains("unconfirmed")) {
     KILN_ASSIGN_OR_RETURN(t.unconfirmed, r.stringList(doc["unconfirmed"], "$.unconfirmed"));
   }
+  if (doc.contains("fused_ops")) {
+    KILN_ASSIGN_OR_RETURN(t.fused_ops, r.stringList(doc["fused_ops"], "$.fused_ops"));
+  }
   return Status::ok();
 }
 
@@ -155,7 +162,8 @@ Expected<Target> parseTarget(const json &doc, std::string_view source) {
       doc, root,
       {"format", "version", "name", "description", "dtypes", "cube_input_dtypes", "overflow_modes",
        "default_overflow_mode", "fixpipe", "cores", "memory", "vector_tile_elements", "cube_tile",
-       "hbm_bandwidth_gbps", "peak_tflops", "vector_peak_tflops", "interconnect", "unconfirmed"}));
+       "hbm_bandwidth_gbps", "peak_tflops", "vector_peak_tflops", "interconnect", "unconfirmed",
+       "fused_ops"}));
   KILN_ASSIGN_OR_RETURN(std::string format, r.string(doc, root, "format"));
   if (format != "kiln.target")
     return r.error("$.format", "expected \"kiln.target\", got \"" + format + "\"");
@@ -244,6 +252,8 @@ json targetToJson(const Target &t) {
   };
   if (t.hbm_bandwidth_gbps > 0)
     doc["hbm_bandwidth_gbps"] = t.hbm_bandwidth_gbps;
+  if (!t.fused_ops.empty())
+    doc["fused_ops"] = t.fused_ops;
   if (const Interconnect &l = t.interconnect; l.devices_per_node > 0)
     doc["interconnect"] = {{"devices_per_node", l.devices_per_node},
                            {"intra_node_gbps", l.intra_node_gbps},

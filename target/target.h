@@ -72,6 +72,10 @@ struct Target {
   // operation per element; a dtype absent runs at the f32 rate.
   std::map<DType, double> vector_peak_tflops;
   Interconnect interconnect;
+  // Fused operators the chip's operator library ships beyond the basic ones
+  // ("FlashAttentionScore": CANN has it for the Atlas A2 series only). A
+  // pass that produces one applies only where the target lists it.
+  std::vector<std::string> fused_ops;
   // Fields whose value is a default rather than a published fact.
   std::vector<std::string> unconfirmed;
 
@@ -79,6 +83,7 @@ struct Target {
   bool cubeTakes(DType dtype) const;
   bool supports(OverflowMode mode) const;
   bool fixpipeApplies(std::string_view op) const;
+  bool hasFusedOp(std::string_view op) const;
 };
 
 // `source` names the file in errors; every error carries the JSON path.

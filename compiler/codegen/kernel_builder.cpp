@@ -122,7 +122,16 @@ Expected<KernelBuild> buildKernel(const Graph &graph, const KernelSpec &kernel) 
       return Error("kernel '" + kernel.name + "': " + graph.node(kernel.members.front()).op +
                    " runs as the library routine " + program.library +
                    " and cannot be fused with other ops");
-    program.outer_rank = 1; // the routine's rows are its output's first axis
+    // The routine's rows are its outputs' first axes.
+    program.outer_rank = program.library_rows_rank;
+    const Node &node = graph.node(kernel.members.front());
+    for (const auto &[pos, k] : program.library_outputs) {
+      const int stage = buffer_of.at(node.outputs[k]) - static_cast<int>(program.inputs.size());
+      program.library_args[pos] = -1;
+      for (size_t o = 0; o < program.outputs.size(); ++o)
+        if (program.outputs[o].stage == stage)
+          program.library_args[pos] = static_cast<int64_t>(program.inputs.size() + o);
+    }
   }
   return build;
 }

@@ -47,6 +47,12 @@ struct KernelProgram {
   // (a scatter-add written as a gather).
   std::string library;
   std::vector<int64_t> library_args;
+  // Arguments that name one of the node's outputs: (index into library_args,
+  // output k). The kernel builder writes the buffer slot the output is stored
+  // in there, or -1 when nothing reads it and the kernel does not store it.
+  std::vector<std::pair<size_t, size_t>> library_outputs;
+  // How many leading axes of the outputs the routine's rows span (1: batches).
+  int library_rows_rank = 1;
 
   int stageBuffer(int stage) const { return static_cast<int>(inputs.size()) + stage; }
   bool isInput(int buffer) const { return buffer < static_cast<int>(inputs.size()); }

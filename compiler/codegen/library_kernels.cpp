@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstring>
 
+#include "compiler/codegen/flash_attention_routines.h"
+#include "compiler/codegen/library_kernel_util.h"
 #include "ir/dropout_mask.h"
 #include "ir/dtype.h"
 #include "ir/float16.h"
@@ -11,27 +13,6 @@
 
 namespace kiln::codegen {
 namespace {
-
-float loadFloat(const void *data, DType dtype, int64_t i) {
-  switch (dtype) {
-  case DType::F16:
-    return halfToFloat(static_cast<const uint16_t *>(data)[i]);
-  case DType::BF16:
-    return bfloat16ToFloat(static_cast<const uint16_t *>(data)[i]);
-  default:
-    return static_cast<const float *>(data)[i];
-  }
-}
-
-int64_t loadIndex(const void *data, DType dtype, int64_t i) {
-  return dtype == DType::I32 ? static_cast<const int32_t *>(data)[i]
-                             : static_cast<const int64_t *>(data)[i];
-}
-
-void publish(uint32_t *status, uint32_t bits) {
-  if (bits)
-    std::atomic_ref<uint32_t>(*status).fetch_or(bits, std::memory_order_relaxed);
-}
 
 extern "C" void kilnEmbeddingGrad(void **buffers, int64_t row_begin, int64_t row_end,
                                   uint32_t *status, const int64_t *args) {
@@ -84,20 +65,6 @@ extern "C" void kilnEmbeddingGrad(void **buffers, int64_t row_begin, int64_t row
   publish(status, takeFloatStatus());
 }
 
-// Rounds and stores value `v` as element i of `out` (of `dtype`), as the
-// generated kernels' store does.
-void storeFloat(void *out, DType dtype, int64_t i, float v, OverflowMode overflow) {
-  switch (dtype) {
-  case DType::F16:
-    static_cast<uint16_t *>(out)[i] = floatToHalf(v, overflow);
-    break;
-  case DType::BF16:
-    static_cast<uint16_t *>(out)[i] = floatToBFloat16(v, overflow);
-    break;
-  default:
-    static_cast<float *>(out)[i] = roundToDType(v, DType::F32, overflow);
-  }
-}
 
 extern "C" void kilnDropout(void **buffers, int64_t row_begin, int64_t row_end, uint32_t *status,
                             const int64_t *args) {
@@ -125,6 +92,8 @@ const std::vector<LibraryKernel> &libraryKernels() {
   static const std::vector<LibraryKernel> kernels = {
       {kEmbeddingGradRoutine, &kilnEmbeddingGrad},
       {kDropoutRoutine, &kilnDropout},
+      {kFlashAttentionRoutine, &kilnFlashAttention},
+      {kFlashAttentionGradRoutine, &kilnFlashAttentionGrad},
   };
   return kernels;
 }

@@ -48,4 +48,20 @@ inline constexpr char kEmbeddingGradRoutine[] = "kiln_embedding_grad";
 // cols, p (a double's bits), stream.
 inline constexpr char kDropoutRoutine[] = "kiln_dropout";
 
+// FlashAttentionScore (ops/defs/nn.xml) for rows (b, n) of [B, N]: each
+// block of query rows against the key blocks it sees, twice (the row max and
+// sum, then the probabilities, rounded to the compute dtype, times v), in
+// f32. args: q, k, v buffers, out, softmax_max, softmax_sum slots (-1 for a
+// statistic the kernel does not store), the dtype, B, N, Nkv, S, D, scale
+// (a double's bits), causal.
+inline constexpr char kFlashAttentionRoutine[] = "kiln_flash_attention";
+
+// FlashAttentionScoreGrad: dq, dk and dv, each element's sum accumulated in
+// f32 from probabilities recomputed from q, k and the saved statistics.
+// Rows are (b, n) when every query head has its own key/value head, else
+// batches b.
+// args: q, k, v, out, dout, softmax_max, softmax_sum buffers, dq, dk, dv
+// slots, the dtype, B, N, Nkv, S, D, scale (a double's bits), causal.
+inline constexpr char kFlashAttentionGradRoutine[] = "kiln_flash_attention_grad";
+
 } // namespace kiln::codegen

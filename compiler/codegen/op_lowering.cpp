@@ -61,6 +61,13 @@ void LowerContext::callLibrary(std::string symbol, std::vector<int64_t> args) {
   program_.library_args = std::move(args);
 }
 
+void LowerContext::callLibrary(std::string symbol, std::vector<int64_t> args,
+                               std::vector<std::pair<size_t, size_t>> outputs, int rows_rank) {
+  callLibrary(std::move(symbol), std::move(args));
+  program_.library_outputs = std::move(outputs);
+  program_.library_rows_rank = rows_rank;
+}
+
 Error LowerContext::error(const std::string &message) const {
   return Error("node '" + node_.name + "' (" + node_.op + "): " + message);
 }

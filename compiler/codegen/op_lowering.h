@@ -57,6 +57,12 @@ public:
   // Makes the kernel call library routine `symbol` (library_kernels.h) with
   // `args` for its rows; the bodies the lowering returns still describe it.
   void callLibrary(std::string symbol, std::vector<int64_t> args);
+  // The same, for a routine with several outputs, some of which the kernel
+  // may not store: args[pos] of each (pos, k) of `outputs` becomes output
+  // k's buffer slot, or -1 (KernelProgram::library_outputs); the routine's
+  // rows span the outputs' first `rows_rank` axes.
+  void callLibrary(std::string symbol, std::vector<int64_t> args,
+                   std::vector<std::pair<size_t, size_t>> outputs, int rows_rank);
   // The buffer slot of the node's input i, and of output k once stored.
   int inputBuffer(size_t i) const { return input_buffers_[i]; }
   int outputSlot(size_t k) const { return static_cast<int>(program_.inputs.size() + k); }

@@ -2,6 +2,7 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/frontend/model_loader.h"
+#include "passes/fusion/flash_attention_fusion.h"
 #include "passes/precision/setting_matches.h"
 
 namespace kiln::driver {
@@ -14,6 +15,8 @@ Expected<Graph> buildModelGraph(const ModelRequest &request, const ResolvedJob &
   options.lora = request.lora;
   options.ops = job.ops;
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel model, frontend::loadModel(request.model, options));
+  // Attention fuses before autodiff: its backward is then the fused op's.
+  KILN_RETURN_IF_ERROR(passes::fuseAttentionBeforeAutodiff(model.graph, *job.context).status());
   if (!request.training)
     return std::move(model.graph);
   return autodiff::buildTrainingStep(model.graph, autodiff::TrainingStepOptions{});

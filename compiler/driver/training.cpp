@@ -6,6 +6,7 @@
 #include "compiler/frontend/model_loader.h"
 #include "compiler/parallel/zero_shard.h"
 #include "ir/tensor_split.h"
+#include "passes/fusion/flash_attention_fusion.h"
 #include "passes/memory/recompute_pass.h"
 #include "passes/precision/setting_matches.h"
 
@@ -93,6 +94,8 @@ Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &mode
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel loaded, frontend::loadModel(model.model, options));
   program.seq = model.seq > 0 ? model.seq : loaded.config ? loaded.config->seq_length : 0;
 
+  // Attention fuses before autodiff: its backward is then the fused op's.
+  KILN_RETURN_IF_ERROR(passes::fuseAttentionBeforeAutodiff(loaded.graph, *job.context).status());
   KILN_ASSIGN_OR_RETURN(Graph step, autodiff::buildTrainingStep(loaded.graph, stepOptions()));
   for (const GraphInput &in : loaded.graph.inputs()) {
     if (!isWeight(in.role))

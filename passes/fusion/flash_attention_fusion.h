@@ -1,0 +1,29 @@
+// FlashAttentionFusionPass: each attention core of the model (the scores
+// matmul, its scale and causal mask, the softmax, the matmul with V; with
+// grouped-query attention's reshapes) becomes one FlashAttentionScore
+// (ops/defs/nn.xml), CANN's fused attention.
+//
+// The pass rewrites the forward graph, before autodiff: the backward is then
+// the fused op's own gradient, FlashAttentionScoreGrad, which recomputes the
+// probabilities from the saved row statistics instead of keeping the
+// B x N x S x S scores. The driver calls fuseAttentionBeforeAutodiff() on
+// the model's forward; in the pass pipeline the pass fuses what is left of a
+// forward graph and reports the attention it fused before autodiff.
+#pragma once
+
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "passes/pass.h"
+#include "passes/pass_context.h"
+
+namespace kiln::passes {
+
+inline constexpr const char *kFlashAttentionPassName = "FlashAttentionFusionPass";
+inline constexpr const char *kFlashAttentionOp = "FlashAttentionScore";
+
+// Runs the pass on `forward` when the job enables it and its target has the
+// fused op (a disabled or inapplicable pass leaves the graph alone), then
+// compacts the graph. Returns what the pass did.
+Expected<PassResult> fuseAttentionBeforeAutodiff(Graph &forward, const PassContext &ctx);
+
+} // namespace kiln::passes

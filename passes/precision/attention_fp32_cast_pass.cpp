@@ -60,6 +60,11 @@ public:
     const std::set<int64_t> &layers = ctx.precision().attention_fp32_layers;
     for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
       const Node &softmax = graph.node(id);
+      if (softmax.op == "FlashAttentionScore") { // says which pass handled the layer
+        result.reject(softmax, "fused by FlashAttentionFusionPass: the scores and the softmax "
+                               "are f32 inside the kernel");
+        continue;
+      }
       if (softmax.op != "Softmax")
         continue;
       ++result.match_times;

@@ -19,7 +19,8 @@ bool plainFileName(const std::string &name) {
          name.find_first_of(std::string("/\\\0", 3)) == std::string::npos;
 }
 
-Expected<std::map<std::string, Tensor>> readIndex(const std::string &index) {
+Expected<std::map<std::string, Tensor>> readIndex(const std::string &index,
+                                                  const TensorFileCheck &check) {
   KILN_ASSIGN_OR_RETURN(nlohmann::json doc, readJsonFile(index));
   auto weight_map = doc.is_object() ? doc.find("weight_map") : doc.end();
   if (weight_map == doc.end() || !weight_map->is_object())
@@ -46,6 +47,8 @@ Expected<std::map<std::string, Tensor>> readIndex(const std::string &index) {
     for (const std::string &name : names)
       if (!file.tensors.count(name))
         return Error(path + ": no tensor '" + name + "', which " + index + " places in this shard");
+    if (check)
+      KILN_RETURN_IF_ERROR(check(path, file.tensors));
     for (auto &[name, t] : file.tensors) {
       auto [at, fresh] = shard_of.emplace(name, shard);
       if (!fresh)
@@ -65,20 +68,23 @@ std::string shardName(size_t k, size_t n) {
 
 } // namespace
 
-Expected<std::map<std::string, Tensor>> readHfWeights(const std::string &path) {
+Expected<std::map<std::string, Tensor>> readHfWeights(const std::string &path,
+                                                      const TensorFileCheck &check) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     const fs::path dir(path);
     if (fs::exists(dir / kHfWeightsIndex, ec))
-      return readIndex((dir / kHfWeightsIndex).string());
+      return readIndex((dir / kHfWeightsIndex).string(), check);
     if (fs::exists(dir / kHfWeightsFile, ec))
-      return readHfWeights((dir / kHfWeightsFile).string());
+      return readHfWeights((dir / kHfWeightsFile).string(), check);
     return Error(path + ": a model folder must hold " + kHfWeightsFile + " or " + kHfWeightsIndex +
                  " (a sharded checkpoint); neither is there");
   }
   if (path.ends_with(".json"))
-    return readIndex(path);
+    return readIndex(path, check);
   KILN_ASSIGN_OR_RETURN(SafetensorsFile file, readSafetensors(path));
+  if (check)
+    KILN_RETURN_IF_ERROR(check(path, file.tensors));
   return std::move(file.tensors);
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,11 +21,17 @@ inline constexpr const char *kHfWeightsFile = "model.safetensors";
 inline constexpr const char *kHfWeightsIndex = "model.safetensors.index.json";
 
 // The tensors of `path`: a safetensors file, an index (every shard it names
-// read, each mapped rather than copied whole), or a folder holding an index
+// read, each with pread into its tensors), or a folder holding an index
 // or model.safetensors. Errors name the file: a missing shard, a tensor the
 // index lists but its shard lacks, a tensor in two shards, a shard name
 // that leaves the folder.
-Expected<std::map<std::string, Tensor>> readHfWeights(const std::string &path);
+// `check`, when given, sees each file's tensors as that file is read (a
+// shard at a time) and may refuse them: refuseNonFinite (finite_values.h)
+// names the shard that holds a NaN.
+using TensorFileCheck =
+    std::function<Status(const std::string &file, const std::map<std::string, Tensor> &tensors)>;
+Expected<std::map<std::string, Tensor>> readHfWeights(const std::string &path,
+                                                      const TensorFileCheck &check = {});
 
 // Writes `tensors` into folder `dir` (created when missing): one
 // model.safetensors when they fit in `max_shard_bytes`, else

@@ -1,6 +1,7 @@
 // Binding an artifact run's inputs to the bucket of their seq.
 #include "compiler/driver/artifact_run.h"
 
+#include "compiler/driver/finite_weights.h"
 #include "compiler/driver/reference_run.h"
 #include "ir/hf_checkpoint.h"
 #include "ir/safetensors.h"
@@ -56,7 +57,12 @@ Expected<PreparedArtifactRun> prepareArtifactRun(const artifact::Artifact &artif
   }
 
   KILN_ASSIGN_OR_RETURN(artifact::LoadedBucket loaded, artifact::loadBucket(artifact, *bucket));
-  KILN_ASSIGN_OR_RETURN(ops::TensorMap weights, readHfWeights(request.weights_path));
+  KILN_ASSIGN_OR_RETURN(
+      ops::TensorMap weights,
+      readHfWeights(request.weights_path, finiteWeightsCheck(NonFiniteWeights::Report)));
+  // A training step's optimizer state comes with the data.
+  KILN_RETURN_IF_ERROR(
+      checkFiniteWeights(data.tensors, request.inputs_path, NonFiniteWeights::Report));
   KILN_ASSIGN_OR_RETURN(ops::TensorMap bound,
                         bindModelInputs(loaded.graph, weights, request.weights_path, data.tensors,
                                         request.inputs_path, m.overflow));

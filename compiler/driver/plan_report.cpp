@@ -8,6 +8,7 @@
 #include "compiler/parallel/memory_formula.h"
 #include "compiler/parallel/step_time.h"
 #include "ir/byte_size.h"
+#include "passes/fusion/flash_attention_fusion.h"
 
 namespace kiln::driver {
 
@@ -72,7 +73,7 @@ std::string planReport(const ModelRequest &model, const ResolvedJob &job,
          "activations, recompute "
       << passes::recomputeModeName(recompute) << "; logits not counted): "
       << parallel::memoryFormula(config, model.lora, layout, program.micro_batch, program.seq,
-                                 job.dtype, recompute)
+                                 job.dtype, recompute, passes::fusesAttention(*job.context))
              .toText()
       << "\n  device " << formatBytes(capacity) << ": "
       << (m.peak <= capacity ? "fits" : "does NOT fit") << " (npu:" << m.rank

@@ -6,6 +6,7 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/driver/compile.h"
+#include "compiler/driver/finite_weights.h"
 #include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/model_loader.h"
 #include "ir/hf_checkpoint.h"
@@ -73,6 +74,9 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
   std::optional<frontend::LoraAdapter> adapter;
   if (!request.lora_path.empty()) {
     KILN_ASSIGN_OR_RETURN(adapter, frontend::readLoraAdapter(request.lora_path));
+    KILN_RETURN_IF_ERROR(checkFiniteWeights(adapter->tensors,
+                                            request.lora_path + "/" + frontend::kAdapterWeightsFile,
+                                            NonFiniteWeights::Report));
     model_options.lora = adapter->config;
     model_options.lora.dropout = 0; // as PEFT in eval mode
   }
@@ -99,7 +103,9 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
     KILN_RETURN_IF_ERROR(compileGraph(graph, *request.job, request.instrumentation).status());
   }
 
-  KILN_ASSIGN_OR_RETURN(ops::TensorMap weights, readHfWeights(request.weights_path));
+  KILN_ASSIGN_OR_RETURN(
+      ops::TensorMap weights,
+      readHfWeights(request.weights_path, finiteWeightsCheck(NonFiniteWeights::Report)));
   if (adapter)
     weights.insert(adapter->tensors.begin(), adapter->tensors.end());
   KILN_ASSIGN_OR_RETURN(ops::TensorMap bound,

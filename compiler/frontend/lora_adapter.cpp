@@ -10,6 +10,7 @@
 #include "compiler/frontend/decoder_init.h"
 #include "compiler/frontend/decoder_model.h"
 #include "ir/file_io.h"
+#include "ir/finite_values.h"
 #include "ir/safetensors.h"
 
 namespace kiln::frontend {
@@ -91,8 +92,9 @@ Expected<LoraAdapter> startingAdapter(const DecoderConfig &config, const std::st
                                       const LoraConfig &fresh, uint64_t seed) {
   if (!dir.empty()) {
     KILN_ASSIGN_OR_RETURN(LoraAdapter adapter, readLoraAdapter(dir));
-    KILN_RETURN_IF_ERROR(
-        checkLoraAdapter(config, adapter, (fs::path(dir) / kAdapterWeightsFile).string()));
+    const std::string file = (fs::path(dir) / kAdapterWeightsFile).string();
+    KILN_RETURN_IF_ERROR(checkLoraAdapter(config, adapter, file));
+    KILN_RETURN_IF_ERROR(refuseNonFinite(adapter.tensors, file, kTrainingNeedsFiniteValues));
     return adapter;
   }
   LoraAdapter adapter{withDefaultTargets(config, fresh), {}};

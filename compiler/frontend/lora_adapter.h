@@ -8,8 +8,8 @@
 #include <map>
 #include <string>
 
-#include "compiler/frontend/lora_config.h"
 #include "compiler/frontend/decoder_config.h"
+#include "compiler/frontend/lora_config.h"
 #include "ir/error.h"
 #include "ir/tensor.h"
 
@@ -36,8 +36,8 @@ Status checkLoraAdapter(const DecoderConfig &config, const LoraAdapter &adapter,
                         const std::string &source);
 
 // The adapters a run starts from: those of folder `dir` (checked against the
-// model), or with `dir` empty fresh ones for `fresh` (initLoraWeights,
-// seeded by `seed`).
+// model, and refused when a tensor holds NaN or inf), or with `dir` empty
+// fresh ones for `fresh` (initLoraWeights, seeded by `seed`).
 Expected<LoraAdapter> startingAdapter(const DecoderConfig &config, const std::string &dir,
                                       const LoraConfig &fresh, uint64_t seed);
 

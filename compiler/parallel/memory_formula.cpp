@@ -28,7 +28,8 @@ std::string MemoryFormula::toText() const {
 
 MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const frontend::LoraConfig &lora,
                             const ParallelConfig &layout, int64_t micro_batch, int64_t seq,
-                            DType dtype, passes::RecomputeMode recompute) {
+                            DType dtype, passes::RecomputeMode recompute,
+                            bool fused_attention) {
   const double w = static_cast<double>(dtypeSize(dtype));
   PerParameter trained = w == 2 ? PerParameter{4, 12} : PerParameter{2 * w, 2 * w};
   // Pipeline stages split the parameters as tensor parallelism does; the
@@ -56,14 +57,17 @@ MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const fronten
   const double heads = static_cast<double>(config.num_attention_heads);
   const double tp = layout.tp;
   const double attention_core =
-      recompute == passes::RecomputeMode::None ? 5 * heads * s / (h * tp) : 0;
+      recompute == passes::RecomputeMode::None && !fused_attention ? 5 * heads * s / (h * tp) : 0;
   // Of the 24 tensor-parallel sbh, K and V hold 2 each; with grouped-query
   // attention they shrink to kv_heads / heads of that.
   const double kv_share = static_cast<double>(config.kvHeads()) / heads;
   const double split = 20 + 4 * kv_share;
   const double kept =
       recompute == passes::RecomputeMode::Full ? 2 : 10 + split / tp + attention_core;
-  const double per_layer = s * b * h * kept * (w / 2);
+  double per_layer = s * b * h * kept * (w / 2);
+  if (fused_attention && recompute != passes::RecomputeMode::Full)
+    per_layer += 8 * s * b * heads / tp; // softmax_max and softmax_sum, f32
+
   MemoryFormula f;
   f.model_states = static_cast<int64_t>(states);
   f.activations = static_cast<int64_t>(per_layer * static_cast<double>(config.num_hidden_layers));

@@ -306,11 +306,16 @@ KILN_REGISTER_PASS(FlashAttentionFusionPass);
 
 } // namespace
 
-Expected<PassResult> fuseAttentionBeforeAutodiff(Graph &forward, const PassContext &ctx) {
+bool fusesAttention(const PassContext &ctx) {
   const Pass *pass = PassRegistry::builtin().find(kFlashAttentionPassName);
-  if (!pass || !ctx.isEnabled(pass->info().name, pass->info().default_on) ||
-      !pass->appliesTo(ctx))
+  return pass && ctx.isEnabled(pass->info().name, pass->info().default_on) &&
+         static_cast<bool>(pass->appliesTo(ctx));
+}
+
+Expected<PassResult> fuseAttentionBeforeAutodiff(Graph &forward, const PassContext &ctx) {
+  if (!fusesAttention(ctx))
     return PassResult{};
+  const Pass *pass = PassRegistry::builtin().find(kFlashAttentionPassName);
   KILN_ASSIGN_OR_RETURN(PassResult result, pass->run(forward, ctx));
   KILN_RETURN_IF_ERROR(forward.compact());
   return result;

@@ -21,6 +21,11 @@ namespace kiln::passes {
 inline constexpr const char *kFlashAttentionPassName = "FlashAttentionFusionPass";
 inline constexpr const char *kFlashAttentionOp = "FlashAttentionScore";
 
+// Whether the job's attention is fused: the pass is enabled and its target
+// has the fused op. The one answer the driver, the memory formula and the
+// planner use.
+bool fusesAttention(const PassContext &ctx);
+
 // Runs the pass on `forward` when the job enables it and its target has the
 // fused op (a disabled or inapplicable pass leaves the graph alone), then
 // compacts the graph. Returns what the pass did.

@@ -58,6 +58,12 @@ TEST(MemoryFormula, Qwen14BAsZeroAndKorthikantiCountIt) {
       memoryFormula(config, {}, layout(1, 8, 0), 1, 2048, DType::F16, passes::RecomputeMode::Full)
           .activations,
       int64_t{2048} * 5120 * 2 * 40);
+  // Fused attention: the 5as/(ht) term goes, the row statistics (8 bytes a
+  // row of each of the 40/8 heads) stay.
+  EXPECT_EQ(memoryFormula(config, {}, layout(1, 8, 0), 1, 2048, DType::F16,
+                          passes::RecomputeMode::None, true)
+                .activations,
+            int64_t{2048} * 5120 * 13 * 40 + int64_t{2048} * 8 * 5 * 40);
   // LoRA: the base at 2 bytes, the adapters at 16, both split 8 ways.
   frontend::LoraConfig lora;
   lora.rank = 64;

@@ -2,6 +2,7 @@
 // result as a Hugging Face model folder (config.json, shards and index).
 #include <filesystem>
 
+#include "compiler/driver/finite_weights.h"
 #include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/model_loader.h"
 #include "ir/hf_checkpoint.h"
@@ -37,7 +38,13 @@ int runMerge(const MergeOptions &opts) {
       (std::filesystem::path(opts.lora) / frontend::kAdapterWeightsFile).string();
   if (Status ok = frontend::checkLoraAdapter(*qwen, *adapter, adapter_file); !ok)
     return fail(ok.error());
-  auto base = readHfWeights(opts.weights);
+  // Nothing is written from NaN or inf: the folder would load and run as a model.
+  if (Status finite = driver::checkFiniteWeights(adapter->tensors, adapter_file,
+                                                 driver::NonFiniteWeights::RefuseToMerge);
+      !finite)
+    return fail(finite.error());
+  auto base = readHfWeights(opts.weights,
+                            driver::finiteWeightsCheck(driver::NonFiniteWeights::RefuseToMerge));
   if (!base)
     return fail(base.error());
   auto merged = frontend::mergeLoraAdapter(*qwen, std::move(*base), *adapter, opts.weights);

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <optional>
 
+#include "compiler/driver/finite_weights.h"
 #include "compiler/driver/plan_report.h"
 #include "compiler/driver/training.h"
 #include "compiler/frontend/decoder_init.h"
@@ -118,7 +119,8 @@ startingWeights(TrainOptions &opts, const frontend::DecoderConfig &config,
   runtime::TrainerOptions &t = opts.trainer;
   std::map<std::string, Tensor> weights;
   if (!opts.weights.empty()) {
-    auto file = readHfWeights(opts.weights);
+    auto file = readHfWeights(opts.weights,
+                              driver::finiteWeightsCheck(driver::NonFiniteWeights::RefuseToTrain));
     if (!file)
       return file.error();
     weights = std::move(*file);

@@ -9,13 +9,15 @@ namespace {
 
 using nlohmann::json;
 
-// A size as --device-memory takes it: "32GiB", "512MiB", or bytes.
+// A size as --device-memory takes it: "32GiB", "512MiB", "600KiB", or bytes.
 std::string sizeFlag(int64_t bytes) {
-  constexpr int64_t kMiB = int64_t{1} << 20, kGiB = int64_t{1} << 30;
+  constexpr int64_t kKiB = int64_t{1} << 10, kMiB = int64_t{1} << 20, kGiB = int64_t{1} << 30;
   if (bytes % kGiB == 0)
     return std::to_string(bytes / kGiB) + "GiB";
   if (bytes % kMiB == 0)
     return std::to_string(bytes / kMiB) + "MiB";
+  if (bytes % kKiB == 0)
+    return std::to_string(bytes / kKiB) + "KiB";
   return std::to_string(bytes);
 }
 
@@ -66,13 +68,15 @@ json candidateJson(const LayoutCandidate &c) {
 
 std::string trainCommand(const PlanRequest &request, const ResolvedJob &job,
                          const LayoutCandidate &candidate) {
+  const std::string memory = !request.device_memory_written.empty() ? request.device_memory_written
+                             : request.device_memory > 0 ? sizeFlag(request.device_memory)
+                                                         : sizeFlag(job.target.memory.hbm_bytes);
   std::string cmd =
-      "kiln train " + request.model.model + " --devices " +
-      std::to_string(candidate.layout.devices) + " --batch " + std::to_string(request.model.batch) +
-      " --seq " + std::to_string(request.model.seq) + " --dtype " +
-      std::string(dtypeName(job.dtype)) + " --target " + job.target.name + " --device-memory " +
-      sizeFlag(request.device_memory > 0 ? request.device_memory : job.target.memory.hbm_bytes) +
-      " " + candidate.trainFlags();
+      "kiln train " + request.model.model + " " + std::string(kTokensPlaceholder) + " " +
+      std::string(kStepsPlaceholder) + " --devices " + std::to_string(candidate.layout.devices) +
+      " --batch " + std::to_string(request.model.batch) + " --seq " +
+      std::to_string(request.model.seq) + " --dtype " + std::string(dtypeName(job.dtype)) +
+      " --target " + job.target.name + " --device-memory " + memory + " " + candidate.trainFlags();
   if (request.model.lora.enabled())
     cmd += " --lora-rank " + std::to_string(request.model.lora.rank);
   return cmd;
@@ -119,7 +123,8 @@ std::string layoutPlanToText(const PlanRequest &request, const ResolvedJob &job,
            "); docs/training.md says how far they are from measured runs\n";
   }
   if (const LayoutCandidate *best = plan.recommended()) {
-    out += "\n  run the best:\n    " + trainCommand(request, job, *best) + "\n";
+    out += "\n  run the best (fill in TOKENS, your token file, and N, the steps to train):\n    " +
+           trainCommand(request, job, *best) + "\n";
   } else {
     out += "\n  nothing fits " + std::to_string(request.devices) + " x " +
            formatBytes(plan.device_memory) + "; what would:\n";

@@ -11,8 +11,13 @@
 
 namespace kiln::driver {
 
-// `kiln train MODEL --devices N --batch B --seq S --dtype D --target T
-// --device-memory X <the candidate's flags>[ --lora-rank R]`.
+// What the user fills in the printed command: the token file and the steps.
+inline constexpr const char *kTokensPlaceholder = "--data TOKENS";
+inline constexpr const char *kStepsPlaceholder = "--steps N";
+
+// `kiln train MODEL --data TOKENS --steps N --devices D --batch B --seq S
+// --dtype DT --target T --device-memory X <the candidate's flags>[ --lora-rank
+// R]`, the memory as the user wrote it.
 std::string trainCommand(const PlanRequest &request, const ResolvedJob &job,
                          const LayoutCandidate &candidate);
 

@@ -25,6 +25,9 @@ struct PlanRequest {
   int devices = 8;
   int nodes = 0;             // 0: the devices over the target's devices_per_node, rounded up
   int64_t device_memory = 0; // 0: the target's HBM
+  // --device-memory as the user wrote it ("600KiB"), for the kiln train
+  // command the plan prints; empty: the bytes are written out.
+  std::string device_memory_written;
   // Given: only this recomputation mode is planned (the job's --recompute).
   std::optional<passes::RecomputeMode> recompute;
 };

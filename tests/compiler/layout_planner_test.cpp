@@ -85,11 +85,28 @@ TEST_F(LayoutPlanner, EveryCandidateIsTheTrainPlanAndTheFastestFitComesFirst) {
     EXPECT_TRUE(j["recommended"].contains(key)) << key;
   const std::string command = j["command"];
   EXPECT_EQ(command.rfind("kiln train " + request_.model.model +
-                              " --devices 4 --batch 8 --seq 32 " +
+                              " --data TOKENS --steps N --devices 4 --batch 8 --seq 32 " +
                               "--dtype f16 --target ascend910b --device-memory 1MiB --tp ",
                           0),
             0u)
       << command;
+}
+
+// The command kiln plan prints runs when pasted: the token file and the
+// steps are placeholders named as such, and --device-memory reads as the
+// user wrote it.
+TEST_F(LayoutPlanner, TheCommandNamesItsPlaceholdersAndEchoesTheSize) {
+  LayoutCandidate best;
+  best.layout.devices = 4;
+  best.layout.dp = 4;
+  request_.device_memory = 600 << 10;
+  std::string command = trainCommand(request_, *job_, best);
+  EXPECT_NE(command.find(" --data TOKENS --steps N "), std::string::npos) << command;
+  EXPECT_NE(command.find(" --device-memory 600KiB "), std::string::npos) << command;
+  request_.device_memory = 1 << 20;
+  request_.device_memory_written = "1048576";
+  command = trainCommand(request_, *job_, best);
+  EXPECT_NE(command.find(" --device-memory 1048576 "), std::string::npos) << command;
 }
 
 TEST_F(LayoutPlanner, WhenNothingFitsItSaysWhatWould) {

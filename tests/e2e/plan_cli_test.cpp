@@ -20,6 +20,19 @@ std::string printedPeak(const std::string &out) {
   return m.size() > 1 ? m[1].str() : "";
 }
 
+// The printed `kiln train` command with its placeholders filled in, as a
+// user pastes it (without the leading "kiln").
+std::string filledIn(std::string command) {
+  for (const auto &[placeholder, value] :
+       {std::pair{"--data TOKENS", "--data train.bin"}, std::pair{"--steps N", "--steps 1"}}) {
+    const size_t at = command.find(placeholder);
+    EXPECT_NE(at, std::string::npos) << command;
+    if (at != std::string::npos)
+      command.replace(at, std::string(placeholder).size(), value);
+  }
+  return command.substr(command.find(' ') + 1);
+}
+
 TEST_F(PlanCli, TheRecommendedCommandPlansThePeakItPromises) {
   Result r = run(kTinyPlan + " --device-memory 1MiB --format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -31,12 +44,16 @@ TEST_F(PlanCli, TheRecommendedCommandPlansThePeakItPromises) {
   EXPECT_GT(plan["recommended"]["tokens_per_s_per_device"].get<double>(), 0);
   const std::string command = plan["command"];
   ASSERT_EQ(command.rfind("kiln train ", 0), 0u) << command;
-  Result train = run(command.substr(5) + " --compile-only");
+  Result train = run(filledIn(command) + " --compile-only");
   ASSERT_EQ(train.exit_code, 0) << train.out << train.err;
   const std::string text = run(kTinyPlan + " --device-memory 1MiB").out;
   // The text table's peak for the best is the one kiln train prints.
   EXPECT_NE(text.find(printedPeak(train.out)), std::string::npos) << text << train.out;
-  EXPECT_NE(text.find("run the best:\n    " + command), std::string::npos) << text;
+  EXPECT_NE(text.find("run the best (fill in TOKENS, your token file, and N, the steps to "
+                      "train):\n    " +
+                      command),
+            std::string::npos)
+      << text;
 }
 
 TEST_F(PlanCli, TheJobsRecomputeModeIsTheOnlyOnePlanned) {
@@ -65,8 +82,27 @@ TEST_F(PlanCli, ALoraFineTuneIsPlannedWithItsAdapters) {
     return least;
   };
   EXPECT_LT(smallest(plan), smallest(nlohmann::json::parse(full.out)));
-  Result train = run(command.substr(5) + " --compile-only");
+  Result train = run(filledIn(command) + " --compile-only");
   EXPECT_EQ(train.exit_code, 0) << train.out << train.err;
+}
+
+// The command kiln plan prints trains when pasted with its placeholders
+// filled in, and echoes the size as the user wrote it.
+TEST_F(PlanCli, TheCommandTrainsWhenItsBlanksAreFilledIn) {
+  Result r = run("plan " + kTiny + " --global-batch 8 --device-memory 600KiB");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m,
+                                std::regex("run the best \\(fill in TOKENS, your token "
+                                           "file, and N, the steps to train\\):\n    "
+                                           "(kiln train [^\n]+)")))
+      << r.out;
+  const std::string command = m[1].str();
+  EXPECT_NE(command.find(" --device-memory 600KiB "), std::string::npos) << command;
+  writeLearnableTokens("train.bin");
+  Result train = run(filledIn(command));
+  EXPECT_EQ(train.exit_code, 0) << command << "\n" << train.out << train.err;
+  EXPECT_NE(train.out.find("step 1/1"), std::string::npos) << train.out;
 }
 
 TEST_F(PlanCli, NothingFitsExitsFourAndSaysWhatWould) {
@@ -103,7 +139,7 @@ TEST_F(PlanCli, Qwen14BOnEight910BFits) {
   const nlohmann::json &best = plan["recommended"];
   EXPECT_LE(best["peak_bytes"].get<int64_t>(), int64_t{64} << 30);
   EXPECT_LT(plan["seconds"].get<double>(), 60);
-  Result train = run(plan["command"].get<std::string>().substr(5) + " --compile-only");
+  Result train = run(filledIn(plan["command"]) + " --compile-only");
   ASSERT_EQ(train.exit_code, 0) << train.out << train.err;
   EXPECT_NE(train.out.find("fits"), std::string::npos) << train.out;
 }

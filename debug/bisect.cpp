@@ -120,7 +120,8 @@ std::string BisectResult::toText() const {
   if (!job_fails)
     return s + "the job does not fail: nothing to bisect\n";
   if (fails_without_passes)
-    return s + "the job fails with every switchable pass off: no pass causes it\n";
+    return s + "the job fails with every switchable pass off: no pass causes it\n" +
+           (next_step.empty() ? "" : next_step + "\n");
   s += "culprit: " + culprit + " (" + culprit_group + ")";
   if (application > 0)
     s += ", application " + std::to_string(application) + " of " + std::to_string(applications) +
@@ -137,6 +138,8 @@ nlohmann::json BisectResult::toJson() const {
                       {"log", log}};
   if (!reference.empty())
     j["reference"] = reference;
+  if (fails_without_passes && !next_step.empty())
+    j["next_step"] = next_step;
   if (!culprit.empty()) {
     j["culprit"] = culprit;
     j["group"] = culprit_group;

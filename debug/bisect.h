@@ -45,6 +45,9 @@ struct BisectResult {
   std::string group_name;            // the fused group of that application
   int trials = 0;
   std::string reference; // --check accuracy: what the outputs were compared with
+  // When no pass causes it: where to look instead ("kiln debug overflow
+  // ..." when the job's own outputs are not finite). Empty: nothing to add.
+  std::string next_step;
 
   // How to avoid it for one job: the flag and a CANN switch-file snippet.
   std::string disableFlag() const;

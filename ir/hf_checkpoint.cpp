@@ -134,4 +134,14 @@ Expected<std::vector<std::string>> writeHfWeights(const std::string &dir,
   return written;
 }
 
+std::string unusedTensorsNote(const std::string &source, const std::vector<std::string> &names) {
+  bool optimizer = true;
+  for (const std::string &n : names)
+    optimizer = optimizer && n.rfind("adam.", 0) == 0;
+  const size_t n = names.size();
+  return source + ": " + std::to_string(n) + (n == 1 ? " tensor is" : " tensors are") +
+         " not a parameter of the model (" + (n == 1 ? "" : "e.g. ") + "'" + names.front() + "'" +
+         (optimizer ? ", a kiln checkpoint's optimizer state" : "") + "); ignored";
+}
+
 } // namespace kiln

@@ -42,4 +42,9 @@ Expected<std::vector<std::string>> writeHfWeights(const std::string &dir,
                                                   const std::map<std::string, Tensor> &tensors,
                                                   uint64_t max_shard_bytes);
 
+// One line for the tensors of `source` that a model does not take (the
+// optimizer state of a kiln checkpoint), however many: how many, and the
+// first of them. `names` is not empty.
+std::string unusedTensorsNote(const std::string &source, const std::vector<std::string> &names);
+
 } // namespace kiln

@@ -140,7 +140,12 @@ json summarizeArtifact(const Artifact &artifact, uint64_t file_bytes, size_t lar
 namespace {
 
 // One bucket of summaryToText: its kernels, fusion groups and memory plan.
-std::string bucketText(const json &b) {
+std::string bucketText(const json &b, size_t shown) {
+  // "    ... and 2,000 more (kiln inspect --kernels all lists them)"
+  auto more = [](size_t listed, size_t total) {
+    return "    ... and " + std::to_string(total - listed) +
+           " more (kiln inspect --kernels all lists them)\n";
+  };
   std::ostringstream os;
   const json &mem = b["memory"];
   os << "\nbucket seq " << b["seq"].get<int64_t>() << " (batch " << b["batch"].get<int64_t>()
@@ -149,14 +154,17 @@ std::string bucketText(const json &b) {
      << " objects), " << b["groups"].size() << " fused groups\n";
   os << "  kernels:\n";
   std::vector<std::vector<std::string>> rows{{"#", "NAME", "KIND", "FORMED BY", "KEY", "OBJECT"}};
-  for (size_t i = 0; i < b["kernels"].size(); ++i) {
+  for (size_t i = 0; i < b["kernels"].size() && i < shown; ++i) {
     const json &k = b["kernels"][i];
     rows.push_back(
         {std::to_string(i), k["name"].get<std::string>(), k["kind"].get<std::string>(),
          k["formed_by"].get<std::string>().empty() ? "-" : k["formed_by"].get<std::string>(),
          k["key"].get<std::string>().substr(0, 12), std::to_string(k["object"].get<int>())});
   }
-  os << table(rows, "    ");
+  if (shown > 0)
+    os << table(rows, "    ");
+  if (b["kernels"].size() > shown)
+    os << more(shown, b["kernels"].size());
   std::map<std::string, int> by_pass;
   for (const json &g : b["groups"])
     ++by_pass[g["formed_by"].get<std::string>()];
@@ -168,12 +176,16 @@ std::string bucketText(const json &b) {
   }
   os << (by_pass.empty() ? "" : ")") << "\n";
   rows = {{"NAME", "KIND", "FORMED BY", "MEMBERS", "INTERMEDIATES"}};
-  for (const json &g : b["groups"])
+  for (size_t i = 0; i < b["groups"].size() && i < shown; ++i) {
+    const json &g = b["groups"][i];
     rows.push_back({g["name"].get<std::string>(), g["kind"].get<std::string>(),
                     g["formed_by"].get<std::string>(), std::to_string(g["members"].get<int64_t>()),
                     g["intermediates"].get<std::string>()});
-  if (!b["groups"].empty())
+  }
+  if (!b["groups"].empty() && shown > 0)
     os << table(rows, "    ");
+  if (b["groups"].size() > shown)
+    os << more(shown, b["groups"].size());
   const int64_t peak = mem["peak_bytes"].get<int64_t>(), total = mem["total_bytes"].get<int64_t>();
   char reuse[32];
   std::snprintf(reuse, sizeof(reuse), "%.2fx", peak > 0 ? double(total) / double(peak) : 1.0);
@@ -194,7 +206,7 @@ std::string bucketText(const json &b) {
 
 } // namespace
 
-std::string summaryToText(const json &s) {
+std::string summaryToText(const json &s, size_t shown) {
   const json &m = s["manifest"];
   const json &job = m["job"];
   std::ostringstream os;
@@ -251,7 +263,7 @@ std::string summaryToText(const json &s) {
         }()}},
       "  ");
   for (const json &b : s["buckets"])
-    os << bucketText(b);
+    os << bucketText(b, shown);
   return os.str();
 }
 

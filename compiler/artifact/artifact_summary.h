@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,8 @@ namespace kiln::artifact {
 nlohmann::json summarizeArtifact(const Artifact &artifact, uint64_t file_bytes,
                                  size_t largest = 10);
 
-std::string summaryToText(const nlohmann::json &summary);
+// The text of a summary; each bucket lists its first `shown` kernels and
+// fusion groups, then how many more there are.
+std::string summaryToText(const nlohmann::json &summary, size_t shown = SIZE_MAX);
 
 } // namespace kiln::artifact

@@ -146,10 +146,11 @@ void addCacheSubcommand(CLI::App &cmd, Action &action, const std::string &name,
   CLI::App *sub = cmd.add_subcommand(name, help);
   sub->add_option("--cache-dir", opts->dir,
                   "the cache (default: KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln, ~/.cache/kiln)");
-  sub->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  sub->add_option("--format", opts->format, "text or json")->check(OneOf({"text", "json"}));
   if (name == "prune")
     sub->add_option("--max-size", opts->max_size,
-                    "evict down to this many bytes (K/M/G suffix; default KILN_CACHE_MAX_SIZE)");
+                    "evict down to this many bytes (K/M/G suffix; default KILN_CACHE_MAX_SIZE)")
+        ->check(parsedBy(cache::parseSize, "SIZE"));
   sub->callback([opts, runner, &action] {
     action = [opts, runner] {
       auto c = openCache(*opts);

@@ -1,8 +1,10 @@
 #include "tools/kiln/cli_common.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <iostream>
+#include <regex>
 
 #include "compiler/frontend/model_loader.h"
 #include "ir/byte_size.h"
@@ -11,12 +13,36 @@
 
 namespace kiln::cli {
 
-int fail(const Error &error) { return fail(error.message()); }
+Error usageError(const std::string &message) { return Error(message).withCode(kUsageErrorCode); }
 
-int fail(const std::string &message) {
-  std::cerr << "kiln: error: " << printableText(message) << "\n";
-  return kExitError;
+Error usageError(const Error &error) { return error.withCode(kUsageErrorCode); }
+
+bool isUsageError(const Error &error) { return error.code() == kUsageErrorCode; }
+
+namespace {
+
+// What to do after an error, for the errors that have a usual next step.
+std::string nextStep(const Error &error) {
+  // A kernel the target cannot hold (E40001 and on): find the pass that
+  // formed it, or compile it another way.
+  if (error.code().rfind("E400", 0) == 0)
+    return "\nnext: 'kiln debug bisect' with the same model and flags names the pass that formed "
+           "the kernel (switch it off with --disable-pass), or --on-compile-error fallback "
+           "compiles it as single-op kernels (or the op's reference kernel on the host) and "
+           "lists each fallback";
+  return "";
 }
+
+} // namespace
+
+int fail(const Error &error) {
+  std::cerr << "kiln: error: " << printableText(error.message() + nextStep(error)) << "\n";
+  return isUsageError(error) ? kExitUsage : kExitError;
+}
+
+int fail(const std::string &message) { return fail(Error(message)); }
+
+int usage(const std::string &message) { return fail(usageError(message)); }
 
 void note(const std::string &message) { std::cerr << "kiln: " << printableText(message) << "\n"; }
 
@@ -77,6 +103,52 @@ OverflowMode parseOverflow(const std::string &text) {
 
 } // namespace
 
+CLI::Validator IntegerIn(int low, int high) {
+  std::string want;
+  if (high - low < 5) {
+    for (int v = low; v <= high; ++v)
+      want += (v == low ? "" : v == high ? " or " : ", ") + std::to_string(v);
+  } else {
+    want = "a whole number from " + std::to_string(low) + " to " + std::to_string(high);
+  }
+  return CLI::Validator(
+      [low, high, want](std::string &text) -> std::string {
+        long long v = 0;
+        const char *end = text.data() + text.size();
+        auto [at, ec] = std::from_chars(text.data(), end, v);
+        if (ec != std::errc() || at != end || v < low || v > high)
+          return "must be " + want + ", got '" + printableName(text) + "'";
+        return {};
+      },
+      std::to_string(low) + ".." + std::to_string(high), "INTEGER_IN");
+}
+
+CLI::Validator OneOf(std::vector<std::string> values) {
+  std::string want, type;
+  for (size_t i = 0; i < values.size(); ++i) {
+    want += (i == 0 ? "" : i + 1 == values.size() ? " or " : ", ") + values[i];
+    type += (i == 0 ? "" : "|") + values[i];
+  }
+  return CLI::Validator(
+      [values, want](std::string &text) -> std::string {
+        if (std::find(values.begin(), values.end(), text) != values.end())
+          return {};
+        return "expected " + want + ", got '" + printableName(text) + "'";
+      },
+      type, "ONE_OF");
+}
+
+const CLI::Validator ByteSize = CLI::Validator(
+    [](std::string &text) -> std::string {
+      auto bytes = parseByteSize(text);
+      if (!bytes)
+        return bytes.error().message();
+      if (*bytes == 0 || *bytes > INT64_MAX)
+        return "'" + printableName(text) + "' is not a size above zero";
+      return {};
+    },
+    "SIZE", "BYTE_SIZE");
+
 const CLI::Validator FinitePositive = numberCheck(false, false, "FINITE_POSITIVE");
 const CLI::Validator FiniteNonNegative = numberCheck(false, true, "FINITE_NON_NEGATIVE");
 const CLI::Validator PositiveInteger = numberCheck(true, false, "POSITIVE_INTEGER");
@@ -136,6 +208,73 @@ void suggestOnUnknownArguments(CLI::App &command) {
     suggestOnUnknownArguments(*sub);
 }
 
+namespace {
+
+// The deepest command the parse reached ("kiln debug bisect").
+const CLI::App &deepestCommand(const CLI::App &app) {
+  const CLI::App *at = &app;
+  for (std::vector<CLI::App *> subs = at->get_subcommands(); !subs.empty();
+       subs = at->get_subcommands())
+    at = subs.front();
+  return *at;
+}
+
+// What a value of an option of type `type` (CLI11's "INT", "UINT", "FLOAT")
+// must be, in words.
+std::string valueWords(const std::string &type) {
+  if (type.rfind("UINT", 0) == 0)
+    return "a whole number of at least 0";
+  if (type.rfind("INT", 0) == 0)
+    return "a whole number";
+  if (type.rfind("FLOAT", 0) == 0)
+    return "a number";
+  return "a value of the form " + type;
+}
+
+// CLI11's messages for a command line it could not take, in kiln's words.
+std::string usageText(const CLI::App &command, const CLI::ParseError &error) {
+  const std::string what = error.what();
+  std::smatch m;
+  static const std::regex at_most(R"(^(\S+): At Most (\d+) required but received (\d+)$)");
+  static const std::regex at_least(R"(^(\S+): At least (\d+) required but received (\d+)$)");
+  static const std::regex missing(R"(^(\S+): (\d+) required .* missing$)");
+  static const std::regex convert(R"(^Could not convert: (\S+) = (.*)$)");
+  if (std::regex_match(what, m, at_most))
+    return m[2] == "1" ? m[1].str() + " given " + m[3].str() + " times: give it once"
+                       : m[1].str() + " takes at most " + m[2].str() + " values, got " + m[3].str();
+  if (std::regex_match(what, m, at_least))
+    return m[1].str() + " takes " + m[2].str() + " values, got " + m[3].str();
+  if (std::regex_match(what, m, missing))
+    return m[1].str() + " needs a value (" + commandPath(command) + " --help says which)";
+  if (std::regex_match(what, m, convert)) {
+    const CLI::Option *o = command.get_option_no_throw(m[1].str());
+    return m[1].str() + ": expected " + (o ? valueWords(o->get_type_name()) : "another value") +
+           ", got '" + printableName(m[2].str()) + "'";
+  }
+  // "--loss-scale: --loss-scale 'x': ..." (a library's message that names the
+  // flag itself) reads once.
+  const size_t colon = what.find(": ");
+  if (colon != std::string::npos && colon > 2 && what.rfind("--", 0) == 0 &&
+      what.compare(colon + 2, colon, what, 0, colon) == 0)
+    return what.substr(colon + 2);
+  return what;
+}
+
+} // namespace
+
+int reportParseError(const CLI::App &app, const CLI::ParseError &error) {
+  const CLI::App &command = deepestCommand(app);
+  // "kiln", "kiln debug": a command that only groups others, given none of
+  // them: its help lists them.
+  if (command.get_require_subcommand_min() > 0 && command.get_subcommands().empty() &&
+      dynamic_cast<const CLI::RequiredError *>(&error) != nullptr) {
+    std::cerr << command.help();
+    return kExitUsage;
+  }
+  std::cerr << "kiln: error: " << printableText(usageText(command, error)) << "\n";
+  return kExitUsage;
+}
+
 CLI::Option *addDTypeFlag(CLI::App &app, const std::string &name, DType &dtype,
                           const std::string &help) {
   return app
@@ -172,7 +311,8 @@ void addModelArgument(CLI::App &cmd, std::string &model, ModelArgument kind,
   cmd.add_option("MODEL", model, what)->required();
 }
 
-Expected<frontend::DecoderConfig> decoderConfigOf(const std::string &model, const std::string &command) {
+Expected<frontend::DecoderConfig> decoderConfigOf(const std::string &model,
+                                                  const std::string &command) {
   frontend::ModelOptions probe;
   probe.seq = 2; // the config only
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel loaded, frontend::loadModel(model, probe));

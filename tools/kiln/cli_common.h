@@ -29,10 +29,28 @@ inline constexpr int kExitUsage = 2;         // bad command line (unknown flag, 
 inline constexpr int kExitOverflowFound = 3; // kiln debug overflow found an overflow
 inline constexpr int kExitDoesNotFit = 4;    // the plan exceeds the device memory
 
+// A usage error: the command line itself is wrong (a flag's value, a flag
+// given twice, flags that do not go together, a pass name kiln lacks),
+// whatever the files it names hold. It carries CANN's code for an invalid
+// parameter, and fail() exits with kExitUsage for it: every command reports
+// its usage errors through this one code (docs/cli.md, "Exit codes").
+inline constexpr const char *kUsageErrorCode = "E10001";
+Error usageError(const std::string &message);
+Error usageError(const Error &error);
+bool isUsageError(const Error &error);
+
 // Prints "kiln: error: <message>" to stderr, control characters escaped
-// (ir/printable_text.h), and returns kExitError.
+// (ir/printable_text.h), and returns kExitUsage for a usage error, else
+// kExitError.
 int fail(const Error &error);
 int fail(const std::string &message);
+// fail(usageError(message)).
+int usage(const std::string &message);
+
+// main()'s report of a command line CLI11 could not parse: a one-line usage
+// error in kiln's words ("--steps given twice"), or, for a command that
+// needs a subcommand and got none, that command's help. Returns kExitUsage.
+int reportParseError(const CLI::App &app, const CLI::ParseError &error);
 // Prints "kiln: <message>" to stderr, control characters escaped: what a
 // command tells besides its output (cache misses, fallbacks, files written).
 void note(const std::string &message);
@@ -56,6 +74,24 @@ extern const CLI::Validator FiniteNonNegative;
 // A whole number above 0 / at least 0.
 extern const CLI::Validator PositiveInteger;
 extern const CLI::Validator NonNegativeInteger;
+// A whole number from `low` to `high` ("must be 0, 1, 2 or 3, got '5'").
+CLI::Validator IntegerIn(int low, int high);
+// One of `values` ("expected text or json, got 'x'"), unlike CLI11's
+// IsMember, whose message is its own.
+CLI::Validator OneOf(std::vector<std::string> values);
+// A size (--device-memory 600KiB, --shard-size 5GB): above zero, at most
+// INT64_MAX bytes.
+extern const CLI::Validator ByteSize;
+// A value `parse` accepts; its error is the message. For the flags whose
+// values a library parses (--loss-scale, --schedule, --target).
+template <typename Parse> CLI::Validator parsedBy(Parse parse, const std::string &name) {
+  return CLI::Validator(
+      [parse](std::string &text) -> std::string {
+        auto parsed = parse(text);
+        return parsed ? std::string() : parsed.error().message();
+      },
+      "", name);
+}
 
 // "Did you mean": the subcommand of `app` nearest to a misspelt `word`, or
 // the flag of `command` nearest to `flag`; empty when none is close.
@@ -75,7 +111,8 @@ void suggestOnUnknownArguments(CLI::App &command);
 enum class ModelArgument { Decoder, AnyModel };
 // MODEL's Hugging Face config; a kiln graph JSON is an error saying that
 // `command` ("kiln train") needs a decoder's config.json.
-Expected<frontend::DecoderConfig> decoderConfigOf(const std::string &model, const std::string &command);
+Expected<frontend::DecoderConfig> decoderConfigOf(const std::string &model,
+                                                  const std::string &command);
 // The value of size flag `flag` ("--device-memory 32GiB"): above zero and at
 // most INT64_MAX bytes, or an error naming the flag.
 Expected<int64_t> parseSizeFlag(const std::string &flag, const std::string &value);

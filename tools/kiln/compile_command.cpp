@@ -121,13 +121,13 @@ int runCompile(const CompileOptions &opts) {
   for (size_t i = 0; i < seqs.size(); ++i)
     for (size_t j = 0; j < i; ++j)
       if (seqs[i] == seqs[j])
-        return fail("--seq lists " + std::to_string(seqs[i]) + " twice");
+        return usage("--seq lists " + std::to_string(seqs[i]) + " twice");
   if (seqs.size() > 1 && !to_artifact)
-    return fail("--seq lists " + std::to_string(seqs.size()) +
-                " sequence lengths: only an artifact holds several (write one with -o FILE.kiln)");
+    return usage("--seq lists " + std::to_string(seqs.size()) +
+                 " sequence lengths: only an artifact holds several (write one with -o FILE.kiln)");
   if (to_artifact && opts.passes_only)
-    return fail("--passes-only compiles no kernels, but an artifact (" + opts.output +
-                ") holds them; drop one of the two");
+    return usage("--passes-only compiles no kernels, but an artifact (" + opts.output +
+                 ") holds them; drop one of the two");
   auto job = resolveJobFlags(opts.job, DType::F16);
   if (!job)
     return failWithReport(opts.report, nlohmann::json::object(), job.error());

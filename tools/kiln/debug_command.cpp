@@ -106,13 +106,14 @@ void registerCompare(CLI::App &debug, Action &action) {
   cmd->add_option("--against", opts->against,
                   "reference (compiled kernels vs the interpreter) or unfused (the job's fused "
                   "graph vs every fusion switched off, both on the interpreter)")
-      ->check(CLI::IsMember({"reference", "unfused"}));
+      ->check(OneOf({"reference", "unfused"}));
   cmd->add_option("--tol", opts->tolerance,
                   "relative and absolute tolerance (default by dtype: f32 1e-4, f16 1e-2, "
                   "bf16 5e-2)")
       ->check(FiniteNonNegative);
-  cmd->add_option("--top", opts->top, "how many of the largest errors to list");
-  cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--top", opts->top, "how many of the largest errors to list")
+      ->check(NonNegativeInteger);
+  cmd->add_option("--format", opts->format, "text or json")->check(OneOf({"text", "json"}));
   addJobFlags(*cmd, opts->job);
   addKernelFlags(*cmd, opts->cache);
   cmd->callback([opts, &action] { action = [opts] { return runCompare(*opts); }; });
@@ -185,7 +186,8 @@ accuracyReference(const driver::JobSpec &job, const std::vector<debug::BisectCan
     return Error("debug bisect --check accuracy: no finite reference to compare with: with every "
                  "switchable pass off " +
                  plain_bad + ", and under precision_mode force_fp32 " + fp32_bad +
-                 "; no pass causes this (find the op with kiln debug overflow)");
+                 "; no pass causes this: 'kiln debug overflow' with the same model, weights, "
+                 "inputs and flags names the op that overflows");
   return std::pair{std::move(ref),
                    "force_fp32 with every switchable pass off (the job's own run with them off "
                    "is not finite: " +
@@ -195,7 +197,7 @@ accuracyReference(const driver::JobSpec &job, const std::vector<debug::BisectCan
 int runBisect(const BisectOptions &opts) {
   const bool accuracy = opts.check == "accuracy";
   if (accuracy && (opts.weights.empty() || opts.inputs.empty()))
-    return fail("--check accuracy runs the model: give --weights and --inputs");
+    return usage("--check accuracy runs the model: give --weights and --inputs");
   const DType default_dtype = accuracy ? DType::F32 : DType::F16;
   auto job = resolveJobFlags(opts.job, default_dtype);
   if (!job)
@@ -287,6 +289,12 @@ int runBisect(const BisectOptions &opts) {
   if (!result)
     return fail(result.error());
   result->reference = reference_name;
+  // The job's own outputs are not finite even with every pass off (the
+  // reference is force_fp32's): an overflow, which no pass switch fixes.
+  if (accuracy && result->fails_without_passes && reference_name.rfind("force_fp32", 0) == 0)
+    result->next_step = "the job's own outputs are not finite: 'kiln debug overflow' with the "
+                        "same model, weights, inputs and flags names the op that overflows and "
+                        "verifies fixes";
   return print(opts.format, *result);
 }
 
@@ -300,12 +308,12 @@ void registerBisect(CLI::App &debug, Action &action) {
                   "compile (default: the job's compile error) or accuracy (outputs beyond --tol "
                   "from the same run with every switchable pass off, or from that run under "
                   "force_fp32 when it is not finite)")
-      ->check(CLI::IsMember({"compile", "accuracy"}));
+      ->check(OneOf({"compile", "accuracy"}));
   cmd->add_option("--tol", opts->tolerance, "relative and absolute tolerance for accuracy")
       ->check(FiniteNonNegative);
   cmd->add_option("--weights", opts->weights, "safetensors with the parameters (accuracy)");
   cmd->add_option("--inputs", opts->inputs, "safetensors with input_ids (accuracy)");
-  cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--format", opts->format, "text or json")->check(OneOf({"text", "json"}));
   addJobFlags(*cmd, opts->job);
   addKernelFlags(*cmd, opts->cache);
   cmd->callback([opts, &action] { action = [opts] { return runBisect(*opts); }; });

@@ -172,7 +172,7 @@ void registerDebugOverflow(CLI::App &debug, Action &action) {
   addModelRunFlags(*cmd, opts->request);
   cmd->add_option("--dump-dir", opts->dump_dir,
                   "write the overflowing op's inputs and outputs here (safetensors)");
-  cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--format", opts->format, "text or json")->check(OneOf({"text", "json"}));
   cmd->add_flag("!--no-verify", opts->verify,
                 "only suggest fixes; do not re-run the step with each one");
   cmd->add_option("--fix-tolerance", opts->tolerance,

@@ -73,7 +73,7 @@ void registerGraphCommand(CLI::App &app, Action &action) {
       ->check(PositiveInteger);
   addDTypeFlag(*cmd, "--dtype", opts->dtype, "compute dtype of the model (default f32)");
   cmd->add_option("--format", opts->format, "text, json or stats")
-      ->check(CLI::IsMember({"text", "json", "stats"}));
+      ->check(OneOf({"text", "json", "stats"}));
   cmd->add_flag("--provenance", opts->provenance, "text: show which pass made each node");
   cmd->add_option("-o,--output", opts->output, "write to FILE instead of stdout");
   cmd->add_option("--custom-ops", opts->custom_op_dirs,

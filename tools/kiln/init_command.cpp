@@ -1,10 +1,11 @@
 // `kiln init`: write freshly initialised weights: a decoder config's with their
 // HF names, or random ones for every parameter input of a graph JSON.
 
-#include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/decoder_init.h"
+#include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/random_init.h"
 #include "ir/byte_size.h"
+#include "ir/printable_text.h"
 #include "ir/safetensors.h"
 #include "ir/shape.h"
 #include "tools/kiln/cli_common.h"
@@ -47,16 +48,9 @@ int runInit(const InitOptions &opts) {
                 " in f32, more memory than this machine has");
   }
   for (const std::string &scale : opts.scales) {
-    size_t eq = scale.rfind('=');
-    double factor = 0;
-    try {
-      factor = eq == std::string::npos ? 0 : std::stod(scale.substr(eq + 1));
-    } catch (...) {
-      eq = std::string::npos;
-    }
-    if (eq == std::string::npos)
-      return fail("--scale: expected PATTERN=FACTOR, got '" + scale + "'");
-    Status s = frontend::scaleWeights(file.tensors, scale.substr(0, eq), factor);
+    const size_t eq = scale.rfind('='); // the flag's check saw PATTERN=FACTOR
+    Status s =
+        frontend::scaleWeights(file.tensors, scale.substr(0, eq), std::stod(scale.substr(eq + 1)));
     if (!s)
       return fail(s.error());
   }
@@ -77,9 +71,19 @@ void registerInitCommand(CLI::App &app, Action &action) {
               "v1's c_proj 0.02/sqrt(2*layers)), or a graph JSON's parameters (normal --std)");
   addModelArgument(*cmd, opts->model, ModelArgument::AnyModel);
   cmd->add_option("-o,--output", opts->output, "the safetensors file to write")->required();
-  cmd->add_option("--seed", opts->seed, "random seed (default 0)");
+  cmd->add_option("--seed", opts->seed, "random seed (default 0)")->check(NonNegativeInteger);
   cmd->add_option("--scale", opts->scales,
-                  "multiply the weights matching a glob: 'transformer.h.*.attn.c_attn.weight=40'");
+                  "multiply the weights matching a glob: 'transformer.h.*.attn.c_attn.weight=40'")
+      ->check(CLI::Validator(
+          [](std::string &scale) -> std::string {
+            const size_t eq = scale.rfind('=');
+            std::string factor = eq == std::string::npos ? "" : scale.substr(eq + 1);
+            if (eq == 0 || eq == std::string::npos || !FiniteNonNegative(factor).empty())
+              return "expected PATTERN=FACTOR (a finite FACTOR of at least 0), got '" +
+                     printableName(scale) + "'";
+            return {};
+          },
+          "PATTERN=FACTOR", "SCALE"));
   cmd->add_option("--std", opts->std_dev, "standard deviation of a graph's parameters")
       ->check(FiniteNonNegative);
   addJobFlags(*cmd, opts->job);

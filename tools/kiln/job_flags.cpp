@@ -92,6 +92,14 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
   cmd.add_option_function<std::string>(
          "--target", [&s](const std::string &t) { s.target = t; },
          "ascend910, ascend910b or a target .json (default ascend910b)")
+      ->check(CLI::Validator(
+          [](std::string &t) -> std::string {
+            if (t.ends_with(".json"))
+              return {}; // a file: read when the job resolves
+            auto target = target::loadTarget(t);
+            return target ? std::string() : target.error().message();
+          },
+          "NAME|FILE.json", "TARGET"))
       ->group("Job");
   addOptionalDTypeFlag(cmd, s.dtype)->group("Job");
   addOptionalOverflowFlag(cmd, s.overflow)->group("Job");
@@ -130,11 +138,47 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
   addInstrumentationFlags(cmd, flags);
 }
 
+namespace {
+
+// The flags without the settings a flag's value alone gives (the target by
+// name, dtype, modes, layers, pass names): what the job files and folders
+// the flags name make of the job.
+driver::JobSettings fileSettingsOf(driver::JobSettings s) {
+  if (s.target && !s.target->ends_with(".json"))
+    s.target.reset();
+  s.dtype.reset();
+  s.overflow.reset();
+  s.precision_mode.reset();
+  s.precision_mode_written.clear();
+  s.attention_fp32_layers.reset();
+  s.recompute.reset();
+  s.recompute_layers.reset();
+  s.enable_passes.clear();
+  s.disable_passes.clear();
+  return s;
+}
+
+} // namespace
+
 Expected<driver::ResolvedJob> resolveJobFlags(const JobFlags &flags, DType default_dtype) {
   KILN_ASSIGN_OR_RETURN(
       driver::JobSpec spec,
       driver::readJobSpec(flags.job_file, flags.fusion_switch_file, flags.settings, default_dtype));
-  return driver::resolveJob(spec);
+  auto job = driver::resolveJob(spec);
+  if (!job) {
+    // A job that resolves without the flags' values but not with them was
+    // refused for those values (a pass name kiln lacks, a pass both on and
+    // off, a mode the target lacks): a usage error. One whose files are
+    // wrong stays an error.
+    driver::JobSpec without = spec;
+    without.flags = fileSettingsOf(spec.flags);
+    return driver::resolveJob(without) ? usageError(job.error()) : job.error();
+  }
+  // --print-ir-before/after name passes of the job's registry.
+  passes::PassManager manager(*job->registry, *job->context, instrumentationOf(flags));
+  if (Status named = manager.validate(); !named)
+    return usageError(named.error());
+  return job;
 }
 
 passes::Instrumentation instrumentationOf(const JobFlags &flags) {
@@ -149,8 +193,10 @@ passes::Instrumentation instrumentationOf(const JobFlags &flags) {
 void addModelFlags(CLI::App &cmd, driver::ModelRequest &model) {
   addModelArgument(cmd, model.model, ModelArgument::AnyModel);
   cmd.add_flag("--training", model.training, "the whole training step");
-  cmd.add_option("--batch", model.batch, "batch size (a Hugging Face config)")->check(PositiveInteger);
-  cmd.add_option("--seq", model.seq, "sequence length (a Hugging Face config)")->check(PositiveInteger);
+  cmd.add_option("--batch", model.batch, "batch size (a Hugging Face config)")
+      ->check(PositiveInteger);
+  cmd.add_option("--seq", model.seq, "sequence length (a Hugging Face config)")
+      ->check(PositiveInteger);
 }
 
 void addKernelFlags(CLI::App &cmd, driver::KernelSettings &settings) {

@@ -31,17 +31,18 @@ void addLoraFlags(CLI::App &cmd, LoraFlags &flags, bool new_adapters) {
       ->check(FiniteNonNegative);
 }
 
-Expected<std::optional<frontend::LoraAdapter>> resolveLoraFlags(const LoraFlags &flags,
-                                                                const frontend::DecoderConfig &config,
-                                                                uint64_t seed, bool initialise) {
+Expected<std::optional<frontend::LoraAdapter>>
+resolveLoraFlags(const LoraFlags &flags, const frontend::DecoderConfig &config, uint64_t seed,
+                 bool initialise) {
   const bool fresh = flags.fresh.rank > 0;
   if (!fresh && flags.dir.empty())
     return std::optional<frontend::LoraAdapter>();
   if (fresh && !flags.dir.empty())
-    return Error("--lora " + flags.dir +
-                 " starts from that adapter; --lora-rank starts new ones: give one of them");
+    return usageError("--lora " + flags.dir +
+                      " starts from that adapter; --lora-rank starts new ones: give one of them");
   if (fresh) {
-    KILN_RETURN_IF_ERROR(frontend::validateLoraConfig(flags.fresh, "--lora-*"));
+    if (Status valid = frontend::validateLoraConfig(flags.fresh, "--lora-*"); !valid)
+      return usageError(valid.error());
     if (!initialise) {
       return std::optional<frontend::LoraAdapter>(
           frontend::LoraAdapter{frontend::withDefaultTargets(config, flags.fresh), {}});

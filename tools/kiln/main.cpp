@@ -75,9 +75,8 @@ int main(int argc, char **argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
-    if (e.get_exit_code() != 0)
-      std::cerr << "kiln: error: " << kiln::printableText(e.what()) << "\n";
-    return e.get_exit_code() == 0 ? app.exit(e) : kiln::cli::kExitUsage;
+    // --help and --version exit 0; everything else is a usage error.
+    return e.get_exit_code() == 0 ? app.exit(e) : kiln::cli::reportParseError(app, e);
   }
   // Every error is a value below tools/; an exception that still escapes (a
   // library's, an allocation that failed) is one line and exit code 1, never

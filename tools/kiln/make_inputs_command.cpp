@@ -89,7 +89,7 @@ void registerMakeInputsCommand(CLI::App &app, Action &action) {
   cmd->add_option("-o,--output", opts->output, "the safetensors file to write")->required();
   cmd->add_option("--batch", opts->batch, "batch size")->check(PositiveInteger);
   cmd->add_option("--seq", opts->seq, "sequence length")->check(PositiveInteger);
-  cmd->add_option("--seed", opts->seed, "random seed (default 0)");
+  cmd->add_option("--seed", opts->seed, "random seed (default 0)")->check(NonNegativeInteger);
   cmd->add_option("--tokens", opts->tokens,
                   "write a learnable token file of this many tokens for kiln train --data "
                   "(nanoGPT's flat uint16 format) instead")
@@ -99,7 +99,7 @@ void registerMakeInputsCommand(CLI::App &app, Action &action) {
                   "noise (default 5,3; another rule is another task)")
       ->expected(2)
       ->delimiter(',')
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+      ->check(IntegerIn(0, 1 << 20));
   addJobFlags(*cmd, opts->job);
   cmd->callback([opts, &action] { action = [opts] { return runMakeInputs(*opts); }; });
   suggestOnUnknownArguments(*cmd);

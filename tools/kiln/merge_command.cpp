@@ -1,8 +1,10 @@
 // `kiln merge`: fold a LoRA adapter into its base weights and write the
 // result as a Hugging Face model folder (config.json, shards and index).
 #include <filesystem>
+#include <set>
 
 #include "compiler/driver/finite_weights.h"
+#include "compiler/frontend/decoder_model.h"
 #include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/model_loader.h"
 #include "ir/hf_checkpoint.h"
@@ -47,6 +49,17 @@ int runMerge(const MergeOptions &opts) {
                             driver::finiteWeightsCheck(driver::NonFiniteWeights::RefuseToMerge));
   if (!base)
     return fail(base.error());
+  // A kiln checkpoint holds the optimizer state beside the weights: one line
+  // for all of it.
+  std::set<std::string> parameters;
+  for (const frontend::ParamSpec &p : frontend::decoderParameters(*qwen))
+    parameters.insert(p.name);
+  std::vector<std::string> unused;
+  for (const auto &[name, t] : *base)
+    if (!parameters.count(name))
+      unused.push_back(name);
+  if (!unused.empty())
+    note(unusedTensorsNote(opts.weights, unused));
   auto merged = frontend::mergeLoraAdapter(*qwen, std::move(*base), *adapter, opts.weights);
   if (!merged)
     return fail(merged.error());
@@ -79,7 +92,8 @@ void registerMergeCommand(CLI::App &app, Action &action) {
   cmd->add_option("--lora", opts->lora, "the PEFT adapter folder")->required();
   cmd->add_option("-o,--output", opts->output, "the model folder to write")->required();
   cmd->add_option("--shard-size", opts->shard_size,
-                  "the largest shard (default 5GB, as transformers writes them)");
+                  "the largest shard (default 5GB, as transformers writes them)")
+      ->check(ByteSize);
   cmd->callback([opts, &action] { action = [opts] { return runMerge(*opts); }; });
   suggestOnUnknownArguments(*cmd);
 }

@@ -12,8 +12,7 @@ void registerOpsCommand(CLI::App &app, Action &action) {
   auto format = std::make_shared<std::string>("markdown");
   auto custom_op_dirs = std::make_shared<std::vector<std::string>>();
   CLI::App *cmd = app.add_subcommand("ops", "List the ops kiln knows, with their signatures");
-  cmd->add_option("--format", *format, "markdown or json")
-      ->check(CLI::IsMember({"markdown", "json"}));
+  cmd->add_option("--format", *format, "markdown or json")->check(OneOf({"markdown", "json"}));
   cmd->add_option("--custom-ops", *custom_op_dirs,
                   "a folder of custom op definitions to list too, docs/custom-ops.md (repeatable)");
   cmd->callback([format, custom_op_dirs, &action] {

@@ -33,8 +33,8 @@ int runShow(const PassesOptions &opts) {
   if (!job)
     return fail(job.error());
   auto text = driver::describePass(*job, opts.name);
-  if (!text)
-    return fail(text.error());
+  if (!text) // NAME is no pass of the job
+    return fail(usageError(text.error()));
   printText(*text);
   return 0;
 }
@@ -49,7 +49,7 @@ void registerPassesCommand(CLI::App &app, Action &action) {
   CLI::App *list = cmd->add_subcommand("list", "Every pass, its default and its state for a job");
   addJobFlags(*list, list_opts->job);
   list->add_option("--format", list_opts->format, "table, json or markdown (docs/passes.md)")
-      ->check(CLI::IsMember({"table", "json", "markdown"}));
+      ->check(OneOf({"table", "json", "markdown"}));
   list->callback([list_opts, &action] { action = [list_opts] { return runList(*list_opts); }; });
 
   auto show_opts = std::make_shared<PassesOptions>();

@@ -32,10 +32,8 @@ int runPlan(PlanOptions opts) {
     if (!bytes)
       return fail(bytes.error());
     r.device_memory = *bytes;
+    r.device_memory_written = opts.device_memory;
   }
-  if (r.devices > parallel::kMaxDevices)
-    return fail("--devices " + std::to_string(r.devices) + ": at most " +
-                std::to_string(parallel::kMaxDevices));
   auto config = decoderConfigOf(r.model.model, "kiln plan");
   if (!config)
     return fail(config.error());
@@ -43,7 +41,7 @@ int runPlan(PlanOptions opts) {
     r.model.seq = config->seq_length;
   if (opts.lora.rank > 0) {
     if (Status ok = frontend::validateLoraConfig(opts.lora, "--lora-rank"); !ok)
-      return fail(ok.error());
+      return fail(usageError(ok.error()));
     r.model.lora = frontend::withDefaultTargets(*config, opts.lora);
   }
   // A recomputation mode the job gives is the only one planned.
@@ -70,12 +68,14 @@ void registerPlanCommand(CLI::App &app, Action &action) {
               "tokens/s per device, and the kiln train command for the best");
   driver::PlanRequest &r = opts->request;
   addModelArgument(*cmd, r.model.model, ModelArgument::Decoder);
-  cmd->add_option("--devices", r.devices, "devices in all (default 8)")->check(PositiveInteger);
+  cmd->add_option("--devices", r.devices, "devices in all (default 8)")
+      ->check(IntegerIn(1, parallel::kMaxDevices));
   cmd->add_option("--nodes", r.nodes,
                   "nodes they sit in (default: devices over the target's devices per node)")
       ->check(PositiveInteger);
   cmd->add_option("--device-memory", opts->device_memory,
-                  "memory of each device, e.g. 32GiB (default: the target's HBM)");
+                  "memory of each device, e.g. 32GiB (default: the target's HBM)")
+      ->check(ByteSize);
   r.model.batch = 0;
   cmd->add_option("--global-batch", r.model.batch, "sequences per step, over all replicas")
       ->required()
@@ -85,7 +85,7 @@ void registerPlanCommand(CLI::App &app, Action &action) {
   cmd->add_option("--lora-rank", opts->lora.rank,
                   "plan a LoRA fine-tune of this rank (the family's default targets)")
       ->check(PositiveInteger);
-  cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--format", opts->format, "text or json")->check(OneOf({"text", "json"}));
   cmd->add_option("--top", opts->top,
                   "layouts to show of those that fit and those that do not "
                   "(default 5)")

@@ -7,6 +7,7 @@
 #include "compiler/driver/artifact_run.h"
 #include "compiler/driver/kernels.h"
 #include "compiler/driver/reference_run.h"
+#include "ir/float_status.h"
 #include "ir/safetensors.h"
 #include "runtime/executor.h"
 #include "tools/kiln/cli_common.h"
@@ -25,8 +26,31 @@ struct RunOptions {
   std::string profile_dir;
 };
 
-// Writes the outputs and prints the loss (and gradient norm).
-int writeOutputs(const std::string &path, ops::TensorMap outputs) {
+// "'loss' is nan" for the first output (loss and grad_norm first) that holds
+// inf or NaN; "" when all are finite.
+std::string firstNonFinite(const ops::TensorMap &outputs) {
+  std::vector<const ops::TensorMap::value_type *> order;
+  for (const char *first : {"loss", "grad_norm"})
+    if (auto it = outputs.find(first); it != outputs.end())
+      order.push_back(&*it);
+  for (const auto &entry : outputs)
+    if (entry.first != "loss" && entry.first != "grad_norm")
+      order.push_back(&entry);
+  for (const auto *entry : order) {
+    const Tensor &t = entry->second;
+    if (!isFloat(t.dtype()))
+      continue;
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      if (const float v = t.getFloat(i); !std::isfinite(v))
+        return "'" + entry->first + "' is " + (std::isnan(v) ? "nan" : "inf");
+  }
+  return "";
+}
+
+// Writes the outputs and prints the loss (and gradient norm); then, as the
+// trainer does, a line when the step overflowed: an output is inf or NaN,
+// or the float status is set (in saturation mode the only trace).
+int writeOutputs(const std::string &path, ops::TensorMap outputs, uint32_t float_status) {
   SafetensorsFile file;
   file.tensors = std::move(outputs);
   Status written = writeSafetensors(path, file);
@@ -36,12 +60,25 @@ int writeOutputs(const std::string &path, ops::TensorMap outputs) {
     std::cout << "loss " << it->second.getFloat(0) << "\n";
   if (auto it = file.tensors.find("grad_norm"); it != file.tensors.end())
     std::cout << "grad_norm " << it->second.getFloat(0) << "\n";
+  const std::string non_finite = firstNonFinite(file.tensors);
+  if (!non_finite.empty() || float_status != 0) {
+    char status[16];
+    std::snprintf(status, sizeof(status), "0x%x", float_status);
+    std::cout << "overflow: "
+              << (non_finite.empty() ? "the outputs are finite but may be wrong (a result was "
+                                       "saturated)"
+                                     : non_finite)
+              << "; float status " << status << (float_status != 0 ? " (set)" : " (clear)")
+              << "; kiln debug overflow with the same flags names the op\n";
+  }
   return 0;
 }
 
-// Runs compiled kernels, timing each one into `profile_dir` when it is set.
+// Runs compiled kernels, timing each one into `profile_dir` when it is set;
+// every kernel that overflows raises `status`.
 Expected<ops::TensorMap> execute(const Graph &graph, codegen::CompiledKernels kernels,
-                                 const ops::TensorMap &inputs, const std::string &profile_dir) {
+                                 const ops::TensorMap &inputs, const std::string &profile_dir,
+                                 runtime::FloatStatus &status) {
   std::unique_ptr<runtime::Profiler> profiler;
   if (!profile_dir.empty()) {
     KILN_RETURN_IF_ERROR(runtime::createProfileDir(profile_dir));
@@ -52,7 +89,7 @@ Expected<ops::TensorMap> execute(const Graph &graph, codegen::CompiledKernels ke
   KILN_ASSIGN_OR_RETURN(auto executor, runtime::Executor::create(graph, std::move(kernels)));
   executor->profileInto({profiler.get(), program, 1, {0}});
   const auto start = runtime::Profiler::Clock::now();
-  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, executor->run(inputs));
+  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, executor->run(inputs, nullptr, &status));
   if (profiler) {
     profiler->stepTime(1, start, runtime::Profiler::Clock::now());
     KILN_RETURN_IF_ERROR(profiler->write(profile_dir));
@@ -63,15 +100,15 @@ Expected<ops::TensorMap> execute(const Graph &graph, codegen::CompiledKernels ke
 // Compiles the prepared graph's kernels and runs them.
 Expected<ops::TensorMap> runCompiled(driver::PreparedRun &run, const driver::ResolvedJob &job,
                                      const driver::KernelSettings &cache,
-                                     const std::string &profile_dir) {
+                                     const std::string &profile_dir, runtime::FloatStatus &status) {
   KILN_ASSIGN_OR_RETURN(driver::JobKernels kernels,
                         driver::compileJobKernels(run.graph, job, cache));
   for (const std::string &line : kernels.kernels.miss_explanations)
     note("cache miss: " + line);
   if (!kernels.kernels.fallbacks.empty())
     note(codegen::fallbackSummary(kernels.kernels.fallbacks));
-  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs,
-                        execute(run.graph, std::move(kernels.kernels), run.inputs, profile_dir));
+  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, execute(run.graph, std::move(kernels.kernels),
+                                                        run.inputs, profile_dir, status));
   return driver::selectRunOutputs(std::move(outputs));
 }
 
@@ -81,12 +118,12 @@ int runArtifact(const RunOptions &opts, const CLI::App &cmd) {
   for (const CLI::Option *o : cmd.get_options())
     if (o->count() > 0 && (o->get_group() == "Job" || o->get_group() == "Pass instrumentation" ||
                            o->get_group() == "Kernel cache"))
-      return fail(o->get_name() + ": " + opts.request.model +
-                  " is an artifact: its job and kernels were fixed by kiln compile (kiln inspect "
-                  "shows them); drop the flag or recompile");
+      return usage(o->get_name() + ": " + opts.request.model +
+                   " is an artifact: its job and kernels were fixed by kiln compile (kiln inspect "
+                   "shows them); drop the flag or recompile");
   if (!opts.request.lora_path.empty())
-    return fail("--lora: " + opts.request.model +
-                " is an artifact, compiled without adapters; run the model's config with --lora");
+    return usage("--lora: " + opts.request.model +
+                 " is an artifact, compiled without adapters; run the model's config with --lora");
   auto loaded = artifact::readArtifact(opts.request.model);
   if (!loaded)
     return fail(loaded.error());
@@ -100,20 +137,28 @@ int runArtifact(const RunOptions &opts, const CLI::App &cmd) {
   if (!run)
     return fail(run.error());
   Expected<ops::TensorMap> outputs = Error("not run");
+  runtime::FloatStatus status;
   if (opts.reference) {
     ops::InterpretOptions options;
     options.overflow = run->overflow;
+    takeFloatStatus(); // the interpreter raises this thread's status
     outputs = ops::interpret(run->bucket.graph, run->inputs, options);
+    status.raise(takeFloatStatus());
   } else {
-    outputs =
-        execute(run->bucket.graph, std::move(run->bucket.kernels), run->inputs, opts.profile_dir);
+    outputs = execute(run->bucket.graph, std::move(run->bucket.kernels), run->inputs,
+                      opts.profile_dir, status);
   }
   if (!outputs)
     return fail(outputs.error());
-  return writeOutputs(opts.outputs, driver::selectArtifactOutputs(*loaded, std::move(*outputs)));
+  return writeOutputs(opts.outputs, driver::selectArtifactOutputs(*loaded, std::move(*outputs)),
+                      status.get());
 }
 
 int runRun(const RunOptions &opts, const CLI::App &cmd) {
+  // The interpreter runs no kernels: there is nothing to time.
+  if (opts.reference && !opts.profile_dir.empty())
+    return usage("--profile times the compiled kernels, and --reference runs the reference "
+                 "interpreter instead of them: drop one of the two");
   if (opts.request.model.ends_with(".kiln"))
     return runArtifact(opts, cmd);
   // Without --dtype or a job's precision, run in f32: exact reference results.
@@ -124,17 +169,27 @@ int runRun(const RunOptions &opts, const CLI::App &cmd) {
   request.job = &*job;
   request.instrumentation = instrumentationOf(opts.job);
   Expected<ops::TensorMap> outputs = Error("not run");
+  runtime::FloatStatus status;
   if (opts.reference) {
-    outputs = driver::runReference(request);
+    auto run = driver::prepareModelRun(request);
+    if (!run)
+      return fail(run.error());
+    ops::InterpretOptions options;
+    options.overflow = run->overflow;
+    takeFloatStatus(); // the interpreter raises this thread's status
+    outputs = ops::interpret(run->graph, run->inputs, options);
+    status.raise(takeFloatStatus());
+    if (outputs)
+      outputs = driver::selectRunOutputs(std::move(*outputs));
   } else {
     auto run = driver::prepareModelRun(request);
     if (!run)
       return fail(run.error());
-    outputs = runCompiled(*run, *job, opts.cache, opts.profile_dir);
+    outputs = runCompiled(*run, *job, opts.cache, opts.profile_dir, status);
   }
   if (!outputs)
     return fail(outputs.error());
-  return writeOutputs(opts.outputs, std::move(*outputs));
+  return writeOutputs(opts.outputs, std::move(*outputs), status.get());
 }
 
 } // namespace

@@ -61,8 +61,8 @@ std::map<std::string, std::string> runSettings(const frontend::DecoderConfig &c,
            std::to_string(c.num_attention_heads) + " heads of " + std::to_string(c.head_dim) +
            (c.groupSize() > 1 ? " sharing " + std::to_string(c.kvHeads()) + " key/value heads"
                               : "") +
-           ", ffn " + std::to_string(c.intermediate_size) +
-           ", vocab " + std::to_string(c.vocab_size) + ", seq " + std::to_string(opts.model.seq)},
+           ", ffn " + std::to_string(c.intermediate_size) + ", vocab " +
+           std::to_string(c.vocab_size) + ", seq " + std::to_string(opts.model.seq)},
       {"layout", layout.toString()},
       {"batch", std::to_string(opts.model.batch)},
       {"dtype", std::string(dtypeName(dtype))},
@@ -97,16 +97,16 @@ Status resolveTrainerOptions(TrainOptions &opts, const driver::ResolvedJob &job)
   if (!schedule)
     return schedule.error();
   if (opts.min_lr > opts.lr)
-    return Error("--min-lr " + number(opts.min_lr) + " is above --lr " + number(opts.lr) +
-                 ": the floor of the schedule must not exceed its peak");
+    return usageError("--min-lr " + number(opts.min_lr) + " is above --lr " + number(opts.lr) +
+                      ": the floor of the schedule must not exceed its peak");
   t.schedule = {*schedule, opts.lr, opts.min_lr >= 0 ? opts.min_lr : opts.lr / 10, opts.warmup,
                 t.steps};
   t.resume = t.resume || t.resume_if_exists;
   if (t.resume && t.checkpoint_dir.empty())
-    return Error(std::string(t.resume_if_exists ? "--resume-if-exists" : "--resume") +
-                 " needs --checkpoint-dir (where to find the checkpoint)");
+    return usageError(std::string(t.resume_if_exists ? "--resume-if-exists" : "--resume") +
+                      " needs --checkpoint-dir (where to find the checkpoint)");
   if (t.keep_checkpoints > 0 && t.checkpoint_dir.empty())
-    return Error("--keep-checkpoints needs --checkpoint-dir");
+    return usageError("--keep-checkpoints needs --checkpoint-dir");
   return Status::ok();
 }
 
@@ -231,6 +231,14 @@ int trainOn(TrainOptions &opts, const parallel::ParallelConfig &layout,
   if (!(*trainer)->resumedFrom().empty())
     std::cout << "kiln: resumed from " << (*trainer)->resumedFrom() << " at step "
               << (*trainer)->stepsDone() << "\n";
+  // A run resumed at or past --steps has nothing left: it says so and ends
+  // as a finished run does (exit 0), so that a script may re-run it.
+  if ((*trainer)->stepsDone() >= t.steps) {
+    if (speaker)
+      std::cout << "kiln: already at step " << (*trainer)->stepsDone() << " of " << t.steps
+                << ", nothing to train (give a larger --steps to train on)\n";
+    return kExitOk;
+  }
   Status trained = (*trainer)->run([&](const runtime::StepRecord &r) -> Status {
     if (!speaker)
       return Status::ok();
@@ -259,14 +267,14 @@ int runTrain(TrainOptions opts) {
   if (!job)
     return fail(job.error());
   if (opts.micro_batches > 0 && opts.grad_accum > 1 && opts.micro_batches != opts.grad_accum)
-    return fail("--micro-batches " + std::to_string(opts.micro_batches) + " and --grad-accum " +
-                std::to_string(opts.grad_accum) + " name the same count: give one");
+    return usage("--micro-batches " + std::to_string(opts.micro_batches) + " and --grad-accum " +
+                 std::to_string(opts.grad_accum) + " name the same count: give one");
   if (opts.micro_batches > 0)
     opts.grad_accum = opts.micro_batches;
   auto parallel = parallel::resolveParallelConfig(opts.devices, opts.dp, opts.tp, opts.zero,
                                                   opts.model.batch, opts.grad_accum, opts.pp);
-  if (!parallel)
-    return fail(parallel.error());
+  if (!parallel) // every check of the layout is on the flags alone
+    return fail(usageError(parallel.error()));
   if (opts.model.batch == 0)
     opts.model.batch = int64_t{parallel->dp} * parallel->grad_accum; // one per micro-batch
   runtime::TrainerOptions &t = opts.trainer;
@@ -302,13 +310,13 @@ int runTrain(TrainOptions opts) {
     return kExitDoesNotFit;
   }
   if (opts.data.empty() || t.steps == 0)
-    return fail(std::string(opts.data.empty() ? "--data" : "--steps") +
-                " is required to train (or --compile-only)");
+    return usage(std::string(opts.data.empty() ? "--data" : "--steps") +
+                 " is required to train (or --compile-only)");
   const int per_process = opts.devices_per_process > 0 ? opts.devices_per_process : opts.devices;
   if (per_process > parallel::kMaxDevicesPerProcess)
-    return fail("--devices " + std::to_string(per_process) + " in one process is too many: one " +
-                "process simulates at most " + std::to_string(parallel::kMaxDevicesPerProcess) +
-                " devices (spread more over processes with mpirun and --devices-per-process)");
+    return usage("--devices " + std::to_string(per_process) + " in one process is too many: one " +
+                 "process simulates at most " + std::to_string(parallel::kMaxDevicesPerProcess) +
+                 " devices (spread more over processes with mpirun and --devices-per-process)");
   t.settings = runSettings(*config, opts, *parallel, job->dtype);
   auto data = runtime::TokenData::open(opts.data, *data_dtype, config->vocab_size, opts.model.seq);
   if (!data)
@@ -333,7 +341,8 @@ int runTrain(TrainOptions opts) {
 void registerTrainCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<TrainOptions>();
   CLI::App *cmd = app.add_subcommand(
-      "train", "Train a decoder (Qwen, Qwen2, Qwen3, Llama) on N simulated devices: the step compiled ahead of time, data, "
+      "train", "Train a decoder (Qwen, Qwen2, Qwen3, Llama) on N simulated devices: the step "
+               "compiled ahead of time, data, "
                "tensor and pipeline parallel (ZeRO-1 to -3 optional), loss scaling, clipping, "
                "checkpoints");
   addModelArgument(*cmd, opts->model.model, ModelArgument::Decoder);
@@ -343,7 +352,8 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_flag("--compile-only", opts->compile_only,
                 "compile the step and the updates and print the per-device memory plan; no "
                 "training, no --data");
-  cmd->add_option("--data-dtype", opts->data_dtype, "uint16 (default) or uint32");
+  cmd->add_option("--data-dtype", opts->data_dtype, "uint16 (default) or uint32")
+      ->check(parsedBy(runtime::parseTokenDType, "TOKEN_DTYPE"));
   opts->trainer.steps = 0;
   cmd->add_option("--steps", opts->trainer.steps, "steps to train to (required to train)")
       ->check(PositiveInteger);
@@ -357,20 +367,21 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--min-lr", opts->min_lr, "cosine's floor (default lr / 10; at most --lr)")
       ->check(FiniteNonNegative);
   cmd->add_option("--warmup", opts->warmup, "linear warmup steps")->check(NonNegativeInteger);
-  cmd->add_option("--schedule", opts->schedule, "cosine (default) or constant");
+  cmd->add_option("--schedule", opts->schedule, "cosine (default) or constant")
+      ->check(parsedBy(runtime::parseSchedule, "SCHEDULE"));
   cmd->add_option("--loss-scale", opts->loss_scale,
                   "dynamic (MindSpore: 2^24, 2, 2000), dynamic:INIT,FACTOR,WINDOW, mindformers "
-                  "(65536, 2, 1000), fixed:S or none");
+                  "(65536, 2, 1000), fixed:S or none")
+      ->check(parsedBy(runtime::parseLossScale, "LOSS_SCALE"));
   cmd->add_option("--clip-grad-norm", opts->trainer.clip_grad_norm,
                   "clip the global gradient norm to this (0: off)")
       ->check(FiniteNonNegative);
   cmd->add_option("--devices", opts->devices,
                   "simulated devices (default 8; at most 65536, 1024 in one process)")
-      ->check(PositiveInteger);
+      ->check(PositiveInteger); // the layout's check names the limit
   cmd->add_option("--dp", opts->dp, "data-parallel replicas (default devices / (tp x pp))")
-      ->check(NonNegativeInteger);
-  cmd->add_option("--tp", opts->tp, "tensor-parallel shards (default 1)")
-      ->check(NonNegativeInteger);
+      ->check(PositiveInteger);
+  cmd->add_option("--tp", opts->tp, "tensor-parallel shards (default 1)")->check(PositiveInteger);
   cmd->add_option("--pp", opts->pp,
                   "pipeline stages: the layers split into this many balanced stages run in a "
                   "1F1B schedule (default 1)")
@@ -380,7 +391,8 @@ void registerTrainCommand(CLI::App &app, Action &action) {
       ->check(PositiveInteger);
   cmd->add_option("--zero", opts->zero,
                   "0; 1: shard the optimizer state over the replicas in equal slices; 2: and "
-                  "the gradients; 3: and the weights, gathered before each use");
+                  "the gradients; 3: and the weights, gathered before each use")
+      ->check(IntegerIn(0, 3));
   cmd->add_option("--grad-accum", opts->grad_accum,
                   "micro-batches per step: each replica's share of --batch runs in this many "
                   "pieces whose gradients are summed before the update (default 1)")
@@ -389,7 +401,8 @@ void registerTrainCommand(CLI::App &app, Action &action) {
                   "under mpirun: the devices each process drives (processes x this = --devices)")
       ->check(PositiveInteger);
   cmd->add_option("--device-memory", opts->device_memory,
-                  "memory of each device, e.g. 2GiB (default: the target's HBM)");
+                  "memory of each device, e.g. 2GiB (default: the target's HBM)")
+      ->check(ByteSize);
   cmd->add_option("--checkpoint-dir", opts->trainer.checkpoint_dir,
                   "write checkpoints here (step-N.safetensors); one run at a time per folder");
   cmd->add_option("--checkpoint-every", opts->trainer.checkpoint_every,
@@ -409,7 +422,8 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--weights", opts->weights,
                   "initial weights by HF names: a safetensors file, a sharded checkpoint's index, "
                   "or the model folder; default: initialised from --seed");
-  cmd->add_option("--seed", opts->trainer.seed, "initialisation and data seed (default 0)");
+  cmd->add_option("--seed", opts->trainer.seed, "initialisation and data seed (default 0)")
+      ->check(NonNegativeInteger);
   cmd->add_option("--log-json", opts->log_json, "one JSON line per step");
   cmd->add_option("--trace", opts->trainer.trace_path,
                   "write a Chrome/Perfetto trace, one track per device");

@@ -19,11 +19,21 @@ struct KernelCost {
   // inside the kernel stay on chip (UB, L0C) and cost nothing here.
   double input_bytes = 0, output_bytes = 0;
   double bytes() const { return input_bytes + output_bytes; }
-  double matmul_flops = 0; // the part of `flops` done by MatMul / BatchMatMul
+  // The part of `flops` done on the cube: MatMul, BatchMatMul and the
+  // matmuls inside fused attention.
+  double matmul_flops = 0;
 };
 
-// The FLOPs of one node.
-double nodeFlops(const Graph &graph, const Node &node);
+// The FLOPs of one node, split between the cube (matmuls, and the matmuls
+// inside fused attention) and the vector units.
+struct NodeWork {
+  double cube = 0, vector = 0;
+  double total() const { return cube + vector; }
+};
+NodeWork nodeWork(const Graph &graph, const Node &node);
+inline double nodeFlops(const Graph &graph, const Node &node) {
+  return nodeWork(graph, node).total();
+}
 
 KernelCost kernelCost(const Graph &graph, const KernelSpec &kernel);
 

@@ -74,18 +74,17 @@ public:
     double cube = 0, vector = 0;
     for (NodeId id : kernel.members) {
       const Node &node = graph.node(id);
-      const double flops = codegen::nodeFlops(graph, node);
-      if (flops == 0)
-        continue;
-      if (node.op == "MatMul" || node.op == "BatchMatMul") {
+      const codegen::NodeWork work = codegen::nodeWork(graph, node);
+      if (work.cube > 0) {
         const DType d = graph.type(node.inputs[0]).dtype;
         auto rate = target_.peak_tflops.find(d);
         if (rate == target_.peak_tflops.end())
           return Error("target '" + target_.name + "' gives no cube peak for " +
                        std::string(dtypeName(d)) + " matmuls (peak_tflops." +
                        std::string(dtypeName(d)) + ")");
-        cube += flops / (rate->second * 1e12);
-      } else {
+        cube += work.cube / (rate->second * 1e12);
+      }
+      if (work.vector > 0) {
         const DType d = node.outputs.empty() ? DType::F32 : graph.type(node.outputs[0]).dtype;
         auto rate = target_.vector_peak_tflops.find(d);
         if (rate == target_.vector_peak_tflops.end())
@@ -93,7 +92,7 @@ public:
         if (rate == target_.vector_peak_tflops.end())
           return Error("target '" + target_.name +
                        "' gives no vector peak (vector_peak_tflops.f32)");
-        vector += flops / (rate->second * 1e12);
+        vector += work.vector / (rate->second * 1e12);
       }
     }
     const double memory = codegen::kernelCost(graph, kernel).bytes() /

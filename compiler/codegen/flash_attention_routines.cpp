@@ -50,8 +50,8 @@ Attention attentionOf(const int64_t *args, int first) {
 }
 
 // Rows [s0, s0 + count) of head n of a [B, heads, S, D] tensor, as f32.
-void loadRows(const void *data, const Attention &a, int64_t heads, int64_t b, int64_t n,
-              int64_t s0, int64_t count, std::vector<float> &out) {
+void loadRows(const void *data, const Attention &a, int64_t heads, int64_t b, int64_t n, int64_t s0,
+              int64_t count, std::vector<float> &out) {
   out.resize(static_cast<size_t>(count * a.D));
   const int64_t base = a.row(heads, b, n, s0);
   for (int64_t e = 0; e < count * a.D; ++e)
@@ -59,9 +59,8 @@ void loadRows(const void *data, const Attention &a, int64_t heads, int64_t b, in
 }
 
 // c [m, n] = alpha * op(x) op(y) + beta * c, row-major f32 blocks.
-void gemm(bool trans_x, bool trans_y, int64_t m, int64_t n, int64_t k, float alpha,
-          const float *x, int64_t ldx, const float *y, int64_t ldy, float beta, float *c,
-          int64_t ldc) {
+void gemm(bool trans_x, bool trans_y, int64_t m, int64_t n, int64_t k, float alpha, const float *x,
+          int64_t ldx, const float *y, int64_t ldy, float beta, float *c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, trans_x ? CblasTrans : CblasNoTrans,
               trans_y ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
               static_cast<int>(k), alpha, x, static_cast<int>(ldx), y, static_cast<int>(ldy), beta,
@@ -118,10 +117,10 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
       blockScores(a, qb, kb, i0, rows, j0, cols, scores);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c)
-          scores[r * cols + c] = roundToDType(std::exp(scores[r * cols + c] - m[r]) / l[r],
-                                              a.dtype, OverflowMode::InfNan);
-      gemm(false, false, rows, D, cols, 1.0f, scores.data(), cols, vb.data(), D, 1.0f,
-           acc.data(), D);
+          scores[r * cols + c] = roundToDType(std::exp(scores[r * cols + c] - m[r]) / l[r], a.dtype,
+                                              OverflowMode::InfNan);
+      gemm(false, false, rows, D, cols, 1.0f, scores.data(), cols, vb.data(), D, 1.0f, acc.data(),
+           D);
     }
     const int64_t base = a.row(a.N, b, n, i0);
     for (int64_t e = 0; e < rows * D; ++e)
@@ -188,8 +187,8 @@ void probabilitiesAndScoreGrads(const Attention &a, const GradInputs &in, const 
       p[r * cols + c] =
           std::exp(p[r * cols + c] - in.row_max[qb.stat + r]) / in.row_sum[qb.stat + r];
   ds.resize(p.size());
-  gemm(false, true, qb.rows, cols, a.D, 1.0f, qb.dout.data(), a.D, v.data(), a.D, 0.0f,
-       ds.data(), cols);
+  gemm(false, true, qb.rows, cols, a.D, 1.0f, qb.dout.data(), a.D, v.data(), a.D, 0.0f, ds.data(),
+       cols);
   for (int64_t r = 0; r < qb.rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - qb.delta[r]) * a.scale;
@@ -238,10 +237,9 @@ void dkvRows(const GradInputs &in, const Attention &a, int64_t b, int64_t kv, in
         probabilitiesAndScoreGrads(a, in, qb, kb, vb, j0, cols, p, ds);
         for (float &x : p)
           x = roundToDType(x, a.dtype, OverflowMode::InfNan); // P as the cube reads it
-        gemm(true, false, cols, D, rows, 1.0f, p.data(), cols, qb.dout.data(), D, 1.0f,
-             dv.data(), D);
-        gemm(true, false, cols, D, rows, 1.0f, ds.data(), cols, qb.q.data(), D, 1.0f,
-             dk.data(), D);
+        gemm(true, false, cols, D, rows, 1.0f, p.data(), cols, qb.dout.data(), D, 1.0f, dv.data(),
+             D);
+        gemm(true, false, cols, D, rows, 1.0f, ds.data(), cols, qb.q.data(), D, 1.0f, dk.data(), D);
       }
     const int64_t base = a.row(a.Nkv, b, kv, j0);
     for (int64_t e = 0; e < cols * D; ++e) {

@@ -65,7 +65,6 @@ extern "C" void kilnEmbeddingGrad(void **buffers, int64_t row_begin, int64_t row
   publish(status, takeFloatStatus());
 }
 
-
 extern "C" void kilnDropout(void **buffers, int64_t row_begin, int64_t row_end, uint32_t *status,
                             const int64_t *args) {
   const void *x = buffers[args[0]];

@@ -11,6 +11,7 @@
 #include "compiler/frontend/model_loader.h"
 #include "ir/hf_checkpoint.h"
 #include "ops/index_inputs.h"
+#include "passes/fusion/flash_attention_fusion.h"
 
 namespace kiln::driver {
 
@@ -92,6 +93,9 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
   if (model.config && ids == data.tensors.end())
     return Error(request.inputs_path + ": no tensor 'input_ids'");
   Graph graph = std::move(model.graph);
+  if (request.job) // the job's fused attention, before its gradient is built
+    KILN_RETURN_IF_ERROR(
+        passes::fuseAttentionBeforeAutodiff(graph, *request.job->context).status());
   if (request.training) {
     autodiff::TrainingStepOptions options;
     options.optimizer = false;

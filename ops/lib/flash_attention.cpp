@@ -30,8 +30,7 @@ Expected<Dims> dimsOf(const TensorType &q, const TensorType &k, const TensorType
     return Error("FlashAttentionScore: q is " + std::string(dtypeName(q.dtype)) + ", k and v " +
                  std::string(dtypeName(k.dtype)) + ": expected one dtype");
   Dims d{q.shape[0], q.shape[1], k.shape[1], q.shape[2], q.shape[3]};
-  if (k.shape[0] != d.B || k.shape[2] != d.S || k.shape[3] != d.D || d.Nkv < 1 ||
-      d.N % d.Nkv != 0)
+  if (k.shape[0] != d.B || k.shape[2] != d.S || k.shape[3] != d.D || d.Nkv < 1 || d.N % d.Nkv != 0)
     return Error("FlashAttentionScore: q " + typeToString(q) + " and k " + typeToString(k) +
                  ": expected equal batch, sequence and head size, and query heads a multiple "
                  "of the key/value heads");
@@ -61,8 +60,7 @@ Expected<std::vector<ValueId>> gradFlashAttention(GradContext &ctx) {
   // The statistics feed nothing but this gradient: theirs is not needed.
   return ctx.builder.createMulti(
       "FlashAttentionScoreGrad", "grad",
-      {ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0), dout, ctx.output(1),
-       ctx.output(2)},
+      {ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0), dout, ctx.output(1), ctx.output(2)},
       {{"scale", ctx.attrs().getFloat("scale")}, {"causal", ctx.attrs().getBool("causal")}});
 }
 
@@ -107,8 +105,8 @@ Status flashAttentionKernel(const KernelContext &ctx, const std::vector<const Te
         std::fill(acc.begin(), acc.end(), 0.0);
         for (size_t j = 0; j < s.size(); ++j) {
           // P in the compute dtype, as the cube reads it for P v.
-          const double p = roundToDType(static_cast<float>(std::exp(s[j] - m) / l), dt,
-                                        OverflowMode::InfNan);
+          const double p =
+              roundToDType(static_cast<float>(std::exp(s[j] - m) / l), dt, OverflowMode::InfNan);
           for (int64_t d = 0; d < x.D; ++d)
             acc[d] += p * v.getFloat(at(x, x.Nkv, b, n / x.group(), j, d));
         }
@@ -142,8 +140,7 @@ Status flashAttentionGradKernel(const KernelContext &ctx, const std::vector<cons
   const double scale = attrs.getFloat("scale");
   const bool causal = attrs.getBool("causal");
   const DType dt = q.dtype();
-  std::vector<double> dq(q.numElements(), 0.0), dk(k.numElements(), 0.0),
-      dv(v.numElements(), 0.0);
+  std::vector<double> dq(q.numElements(), 0.0), dk(k.numElements(), 0.0), dv(v.numElements(), 0.0);
   for (int64_t b = 0; b < x.B; ++b)
     for (int64_t n = 0; n < x.N; ++n) {
       const int64_t kv = n / x.group();

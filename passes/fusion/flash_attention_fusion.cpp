@@ -86,8 +86,7 @@ public:
     core.q = scores.inputs[0];
     if (scores_reshape != kNoNode) { // grouped-query attention: q was seen grouped
       const NodeId grouped = view_.producer(core.q);
-      if (grouped == kNoNode || g_.node(grouped).op != "Reshape" ||
-          !onlyReadBy(core.q, p, why))
+      if (grouped == kNoNode || g_.node(grouped).op != "Reshape" || !onlyReadBy(core.q, p, why))
         return fail(why, describe(scores) + " reads no grouped q");
       core.nodes.push_back(grouped);
       core.q = g_.node(grouped).inputs[0];
@@ -165,8 +164,8 @@ private:
   bool checkShapes(const AttentionCore &core, std::string &why) const {
     const TensorType &q = g_.type(core.q), &k = g_.type(core.k), &v = g_.type(core.v);
     const TensorType &out = g_.type(core.result);
-    const bool ok = q.rank() == 4 && k == v && k.rank() == 4 && q.dtype == k.dtype &&
-                    out == q && k.shape[0] == q.shape[0] && k.shape[2] == q.shape[2] &&
+    const bool ok = q.rank() == 4 && k == v && k.rank() == 4 && q.dtype == k.dtype && out == q &&
+                    k.shape[0] == q.shape[0] && k.shape[2] == q.shape[2] &&
                     k.shape[3] == q.shape[3] && q.shape[1] % k.shape[1] == 0;
     if (!ok)
       why = "q " + typeToString(q) + ", k " + typeToString(k) + ", v " + typeToString(v) +
@@ -203,9 +202,8 @@ Verdict tilesFit(const target::Target &t, const TensorType &q) {
 
 std::string fusedName(const Graph &g, const Node &softmax) {
   const size_t dot = softmax.name.rfind('.');
-  std::string base =
-      (dot == std::string::npos ? std::string() : softmax.name.substr(0, dot + 1)) +
-      "flash_attention";
+  std::string base = (dot == std::string::npos ? std::string() : softmax.name.substr(0, dot + 1)) +
+                     "flash_attention";
   std::string name = base;
   for (int i = 1; g.findNode(name) != kNoNode; ++i)
     name = base + "_" + std::to_string(i);
@@ -293,9 +291,8 @@ private:
     ops::OpBuilder b(graph);
     b.setProvenance(Provenance{kFlashAttentionPassName, origins});
     const std::string name = fusedName(graph, softmax);
-    std::vector<ValueId> outs =
-        b.createMulti(kFlashAttentionOp, name, {core.q, core.k, core.v},
-                      {{"scale", core.scale}, {"causal", true}});
+    std::vector<ValueId> outs = b.createMulti(kFlashAttentionOp, name, {core.q, core.k, core.v},
+                                              {{"scale", core.scale}, {"causal", true}});
     graph.replaceAllUses(core.result, outs[0]);
     for (NodeId n : core.nodes)
       graph.eraseNode(n);

@@ -57,9 +57,8 @@ TEST_F(FlashAttentionCli, EveryFamilysGradientsMatchAFloat64Model) {
                    "--training" +
                    kFlash);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    ASSERT_EQ(run("compile " + example(name) + " --training --report report.json" + kFlash)
-                  .exit_code,
-              0);
+    ASSERT_EQ(
+        run("compile " + example(name) + " --training --report report.json" + kFlash).exit_code, 0);
     const json report = json::parse(slurp(path("report.json")));
     for (const json &p : report["passes"]) {
       if (p["name"] == "FlashAttentionFusionPass") {
@@ -106,10 +105,10 @@ TEST_F(FlashAttentionCli, LayoutsWithThePassEqualOneDevice) {
 
 TEST_F(FlashAttentionCli, TheSeedsOverflowRunsFiniteWithoutAttentionFp32CastPass) {
   const std::string cfg = kSource + "/examples/overflow/config.json";
-  ASSERT_EQ(run("init " + cfg +
-                " -o ow.safetensors --scale 'transformer.h.*.attn.c_attn.weight=2000'")
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      run("init " + cfg + " -o ow.safetensors --scale 'transformer.h.*.attn.c_attn.weight=2000'")
+          .exit_code,
+      0);
   ASSERT_EQ(run("make-inputs " + cfg + " --batch 2 --seq 16 -o oi.safetensors").exit_code, 0);
   const std::string run_cfg = "run " + cfg +
                               " --weights ow.safetensors --inputs oi.safetensors --outputs "
@@ -123,7 +122,8 @@ TEST_F(FlashAttentionCli, TheSeedsOverflowRunsFiniteWithoutAttentionFp32CastPass
                     " --weights ow.safetensors --inputs oi.safetensors --outputs f32.safetensors "
                     "--training --precision-mode force_fp32");
   ASSERT_EQ(fp32.exit_code, 0) << fp32.err;
-  auto got = readSafetensors(path("oo.safetensors")), want = readSafetensors(path("f32.safetensors"));
+  auto got = readSafetensors(path("oo.safetensors")),
+       want = readSafetensors(path("f32.safetensors"));
   ASSERT_TRUE(got.isOk() && want.isOk());
   const double loss = got->tensors.at("loss").getFloat(0);
   ASSERT_TRUE(std::isfinite(loss)) << fused.out;

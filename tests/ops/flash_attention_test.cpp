@@ -132,9 +132,10 @@ TEST(FlashAttention, ShapesAndBadInputs) {
   ASSERT_TRUE(t.isOk()) << t.message();
   EXPECT_EQ((*t)[0], q);
   EXPECT_EQ((*t)[1], (TensorType{DType::F32, {2, 8, 16}}));
-  EXPECT_FALSE(inferOp("FlashAttentionScore", {q, TensorType{DType::BF16, {2, 3, 16, 4}},
-                                               TensorType{DType::BF16, {2, 3, 16, 4}}},
-                       {{"scale", 0.5}}))
+  EXPECT_FALSE(
+      inferOp("FlashAttentionScore",
+              {q, TensorType{DType::BF16, {2, 3, 16, 4}}, TensorType{DType::BF16, {2, 3, 16, 4}}},
+              {{"scale", 0.5}}))
       << "8 query heads over 3 key/value heads";
   EXPECT_FALSE(inferOp("FlashAttentionScore", {q, kv, kv}, {{"scale", 0.0}}));
   EXPECT_FALSE(inferOp("FlashAttentionScore",

@@ -50,8 +50,9 @@ public:
 
   ExprRef score(ExprRef b, ExprRef n, ExprRef i, ExprRef j) {
     const int d = ctx_.newReduceVar();
-    ExprRef dot = reduce(ReduceOp::Sum, d, s_.D,
-                         ctx_.input(0, {b, n, i, rvar(d)}) * ctx_.input(1, {b, kvHead(n), j, rvar(d)}));
+    ExprRef dot =
+        reduce(ReduceOp::Sum, d, s_.D,
+               ctx_.input(0, {b, n, i, rvar(d)}) * ctx_.input(1, {b, kvHead(n), j, rvar(d)}));
     ExprRef scaled = dot * fconst(ctx_.attrs().getFloat("scale"));
     if (!ctx_.attrs().getBool("causal"))
       return scaled;
@@ -74,19 +75,19 @@ Bodies lowerFlashAttention(LowerContext &ctx) {
   Forms f(ctx, s);
   const std::vector<ExprRef> row = LowerContext::vars(3), idx = LowerContext::vars(4);
   int j = ctx.newReduceVar();
-  const int max = ctx.addStage("max", {s.B, s.N, s.S}, ScalarType::F32,
-                               reduce(ReduceOp::Max, j, s.S,
-                                      f.score(row[0], row[1], row[2], rvar(j))));
+  const int max =
+      ctx.addStage("max", {s.B, s.N, s.S}, ScalarType::F32,
+                   reduce(ReduceOp::Max, j, s.S, f.score(row[0], row[1], row[2], rvar(j))));
   j = ctx.newReduceVar();
   ExprRef shifted = f.score(row[0], row[1], row[2], rvar(j)) - ctx.read(max, row);
   const int sum = ctx.addStage("sum", {s.B, s.N, s.S}, ScalarType::F32,
                                reduce(ReduceOp::Sum, j, s.S, unary(UnaryOp::Exp, shifted)));
   j = ctx.newReduceVar();
   const std::vector<ExprRef> at_row = {idx[0], idx[1], idx[2]};
-  ExprRef out = reduce(ReduceOp::Sum, j, s.S,
-                       f.probability(idx[0], idx[1], idx[2], rvar(j), ctx.read(max, at_row),
-                                     ctx.read(sum, at_row)) *
-                           ctx.input(2, {idx[0], f.kvHead(idx[1]), rvar(j), idx[3]}));
+  ExprRef out = reduce(
+      ReduceOp::Sum, j, s.S,
+      f.probability(idx[0], idx[1], idx[2], rvar(j), ctx.read(max, at_row), ctx.read(sum, at_row)) *
+          ctx.input(2, {idx[0], f.kvHead(idx[1]), rvar(j), idx[3]}));
   // Output slots go at 3, 4 and 5; rows are (b, n).
   std::vector<int64_t> args = {ctx.inputBuffer(0), ctx.inputBuffer(1), ctx.inputBuffer(2), 0, 0, 0};
   for (int64_t a : sharedArgs(ctx, s))
@@ -108,9 +109,9 @@ Bodies lowerFlashAttentionGrad(LowerContext &ctx) {
   };
   auto ds = [&](ExprRef b, ExprRef n, ExprRef i, ExprRef jj) {
     const int e = ctx.newReduceVar(), e2 = ctx.newReduceVar();
-    ExprRef dp = reduce(ReduceOp::Sum, e, s.D,
-                        ctx.input(4, {b, n, i, rvar(e)}) *
-                            ctx.input(2, {b, f.kvHead(n), jj, rvar(e)}));
+    ExprRef dp =
+        reduce(ReduceOp::Sum, e, s.D,
+               ctx.input(4, {b, n, i, rvar(e)}) * ctx.input(2, {b, f.kvHead(n), jj, rvar(e)}));
     ExprRef delta = reduce(ReduceOp::Sum, e2, s.D,
                            ctx.input(4, {b, n, i, rvar(e2)}) * ctx.input(3, {b, n, i, rvar(e2)}));
     return p(b, n, i, jj) * (dp - delta);

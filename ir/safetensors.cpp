@@ -37,7 +37,7 @@ Expected<SafetensorsFile> parseSafetensors(std::string_view bytes, std::string_v
   SafetensorsFile file;
   file.metadata = std::move(header.metadata);
   for (const SafetensorsEntry &e : header.entries) {
-    Tensor t(TensorType{e.dtype, e.shape});
+    Tensor t = Tensor::uninitialized(TensorType{e.dtype, e.shape}); // every byte copied below
     assert(t.byteSize() == e.end - e.begin);
     if (t.byteSize() > 0)
       std::memcpy(t.data(), buffer.data() + e.begin, t.byteSize());

@@ -150,7 +150,8 @@ Expected<SafetensorsFile> SafetensorsReader::read() {
   file.metadata = header_.metadata;
   // Entries are in buffer order: the file is read front to back.
   for (const SafetensorsEntry &e : header_.entries) {
-    Tensor t(TensorType{e.dtype, e.shape});
+    // Every byte is read below, or the tensor is dropped with the error.
+    Tensor t = Tensor::uninitialized(TensorType{e.dtype, e.shape});
     if (t.byteSize() > 0)
       KILN_RETURN_IF_ERROR(
           readAt(static_cast<char *>(t.data()), t.byteSize(), header_.data_start + e.begin, e));

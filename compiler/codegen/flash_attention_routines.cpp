@@ -1,9 +1,8 @@
 // FlashAttentionScore's host routines: blocks of query rows against blocks of
 // keys, the inputs widened to f32 once per block so the inner loops run over
-// contiguous f32 rows in cache. The forward computes each query block's row
-// max and sum first, then the probabilities rounded to the compute dtype
-// times v, as the reference kernel (ops/lib/flash_attention.cpp) orders it;
-// the backward recomputes the probabilities from the saved statistics.
+// contiguous f32 rows in cache, the block products on BLAS. The forward is
+// FlashAttention-2's online softmax; the backward recomputes the
+// probabilities from the saved statistics once per block pair.
 #include "compiler/codegen/flash_attention_routines.h"
 
 #include <algorithm>
@@ -81,8 +80,17 @@ void blockScores(const Attention &a, const std::vector<float> &q, const std::vec
       scores[r * cols + c] = -std::numeric_limits<float>::infinity();
 }
 
-// One (b, n): each query block's row max and sum over its key blocks, then
-// the probabilities rounded to the compute dtype times v.
+// P as the cube reads it: rounded to the compute dtype (nothing to do in f32).
+void roundProbabilities(std::vector<float> &p, const Attention &a) {
+  if (a.dtype == DType::F32)
+    return;
+  for (float &x : p)
+    x = roundToDType(x, a.dtype, OverflowMode::InfNan);
+}
+
+// One (b, n): each query block against its key blocks in one pass
+// (FlashAttention-2's online softmax: the running max rescales the running
+// sum and the output accumulator), the output divided by the sum at the end.
 void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_t b, int64_t n) {
   const void *q = buffers[args[0]], *k = buffers[args[1]], *v = buffers[args[2]];
   void *out = buffers[args[3]];
@@ -90,41 +98,37 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
   float *row_max = args[4] < 0 ? nullptr : static_cast<float *>(buffers[args[4]]);
   float *row_sum = args[5] < 0 ? nullptr : static_cast<float *>(buffers[args[5]]);
   const int64_t kv = n / a.group(), D = a.D;
-  std::vector<float> qb, kb, vb, scores, acc;
+  std::vector<float> qb, kb, vb, p, acc;
   for (int64_t i0 = 0; i0 < a.S; i0 += kBlock) {
     const int64_t rows = std::min(kBlock, a.S - i0), key_end = a.keysFor(i0 + rows - 1);
     loadRows(q, a, a.N, b, n, i0, rows, qb);
     std::vector<float> m(rows, -std::numeric_limits<float>::infinity()), l(rows, 0.0f);
-    for (int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
-      const int64_t cols = std::min(kBlock, key_end - j0);
-      loadRows(k, a, a.Nkv, b, kv, j0, cols, kb);
-      blockScores(a, qb, kb, i0, rows, j0, cols, scores);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float *s = &scores[r * cols];
-        const float mb = std::max(m[r], *std::max_element(s, s + cols));
-        float sum = 0;
-        for (int64_t c = 0; c < cols; ++c)
-          sum += std::exp(s[c] - mb);
-        l[r] = l[r] * std::exp(m[r] - mb) + sum;
-        m[r] = mb;
-      }
-    }
     acc.assign(static_cast<size_t>(rows * D), 0.0f);
     for (int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
       const int64_t cols = std::min(kBlock, key_end - j0);
       loadRows(k, a, a.Nkv, b, kv, j0, cols, kb);
       loadRows(v, a, a.Nkv, b, kv, j0, cols, vb);
-      blockScores(a, qb, kb, i0, rows, j0, cols, scores);
-      for (int64_t r = 0; r < rows; ++r)
+      blockScores(a, qb, kb, i0, rows, j0, cols, p);
+      for (int64_t r = 0; r < rows; ++r) {
+        float *s = &p[r * cols];
+        const float mb = std::max(m[r], *std::max_element(s, s + cols));
+        const float rescale = std::exp(m[r] - mb);
+        float sum = 0;
         for (int64_t c = 0; c < cols; ++c)
-          scores[r * cols + c] = roundToDType(std::exp(scores[r * cols + c] - m[r]) / l[r], a.dtype,
-                                              OverflowMode::InfNan);
-      gemm(false, false, rows, D, cols, 1.0f, scores.data(), cols, vb.data(), D, 1.0f, acc.data(),
-           D);
+          sum += (s[c] = std::exp(s[c] - mb));
+        l[r] = l[r] * rescale + sum;
+        m[r] = mb;
+        if (rescale != 1.0f)
+          for (int64_t e = 0; e < D; ++e)
+            acc[r * D + e] *= rescale;
+      }
+      roundProbabilities(p, a);
+      gemm(false, false, rows, D, cols, 1.0f, p.data(), cols, vb.data(), D, 1.0f, acc.data(), D);
     }
     const int64_t base = a.row(a.N, b, n, i0);
-    for (int64_t e = 0; e < rows * D; ++e)
-      storeFloat(out, a.dtype, base + e, acc[e], a.overflow);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t e = 0; e < D; ++e)
+        storeFloat(out, a.dtype, base + r * D + e, acc[r * D + e] / l[r], a.overflow);
     const int64_t stat = (b * a.N + n) * a.S + i0;
     if (row_max)
       std::copy(m.begin(), m.end(), row_max + stat);
@@ -153,99 +157,79 @@ GradInputs gradInputsOf(void **buffers, const int64_t *args) {
                     buffers[args[9]]};
 }
 
-// A query block of head n with what the backward needs of it: q, dout and
-// delta = rowsum(dout * out), and the saved statistics.
-struct QueryBlock {
-  int64_t i0 = 0, rows = 0, stat = 0;
+// What the backward reads of query head n, whole: q, dout and delta =
+// rowsum(dout * out) in f32, and where its saved statistics start.
+struct QueryHead {
+  int64_t stat = 0;
   std::vector<float> q, dout, delta;
 };
 
-void loadQueryBlock(const GradInputs &in, const Attention &a, int64_t b, int64_t n, int64_t i0,
-                    int64_t rows, QueryBlock &qb) {
-  qb.i0 = i0;
-  qb.rows = rows;
-  qb.stat = (b * a.N + n) * a.S + i0;
+void loadQueryHead(const GradInputs &in, const Attention &a, int64_t b, int64_t n,
+                   QueryHead &h) {
+  h.stat = (b * a.N + n) * a.S;
   std::vector<float> out;
-  loadRows(in.q, a, a.N, b, n, i0, rows, qb.q);
-  loadRows(in.dout, a, a.N, b, n, i0, rows, qb.dout);
-  loadRows(in.out, a, a.N, b, n, i0, rows, out);
-  qb.delta.assign(static_cast<size_t>(rows), 0.0f);
-  for (int64_t r = 0; r < rows; ++r)
+  loadRows(in.q, a, a.N, b, n, 0, a.S, h.q);
+  loadRows(in.dout, a, a.N, b, n, 0, a.S, h.dout);
+  loadRows(in.out, a, a.N, b, n, 0, a.S, out);
+  h.delta.assign(static_cast<size_t>(a.S), 0.0f);
+  for (int64_t r = 0; r < a.S; ++r)
     for (int64_t e = 0; e < a.D; ++e)
-      qb.delta[r] += qb.dout[r * a.D + e] * out[r * a.D + e];
+      h.delta[r] += h.dout[r * a.D + e] * out[r * a.D + e];
 }
 
-// For a query block against a key block (k and v as f32): p = the
-// probabilities and ds = scale * p * (dout v^T - delta), both [rows, cols].
-void probabilitiesAndScoreGrads(const Attention &a, const GradInputs &in, const QueryBlock &qb,
-                                const std::vector<float> &k, const std::vector<float> &v,
-                                int64_t j0, int64_t cols, std::vector<float> &p,
-                                std::vector<float> &ds) {
-  blockScores(a, qb.q, k, qb.i0, qb.rows, j0, cols, p);
-  for (int64_t r = 0; r < qb.rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      p[r * cols + c] =
-          std::exp(p[r * cols + c] - in.row_max[qb.stat + r]) / in.row_sum[qb.stat + r];
-  ds.resize(p.size());
-  gemm(false, true, qb.rows, cols, a.D, 1.0f, qb.dout.data(), a.D, v.data(), a.D, 0.0f, ds.data(),
-       cols);
-  for (int64_t r = 0; r < qb.rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - qb.delta[r]) * a.scale;
-}
-
-// Rows [t0, t1) of dq of head n: each query block against the keys it sees.
-void dqRows(const GradInputs &in, const Attention &a, int64_t b, int64_t n, int64_t t0,
-            int64_t t1) {
-  const int64_t kv = n / a.group(), D = a.D;
-  QueryBlock qb;
-  std::vector<float> kb, vb, p, ds, dq;
-  for (int64_t i0 = t0; i0 < t1; i0 += kBlock) {
-    const int64_t rows = std::min(kBlock, t1 - i0), key_end = a.keysFor(i0 + rows - 1);
-    loadQueryBlock(in, a, b, n, i0, rows, qb);
-    dq.assign(static_cast<size_t>(rows * D), 0.0f);
-    for (int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
-      const int64_t cols = std::min(kBlock, key_end - j0);
-      loadRows(in.k, a, a.Nkv, b, kv, j0, cols, kb);
-      loadRows(in.v, a, a.Nkv, b, kv, j0, cols, vb);
-      probabilitiesAndScoreGrads(a, in, qb, kb, vb, j0, cols, p, ds);
-      gemm(false, false, rows, D, cols, 1.0f, ds.data(), cols, kb.data(), D, 1.0f, dq.data(), D);
-    }
-    const int64_t base = a.row(a.N, b, n, i0);
-    for (int64_t e = 0; e < rows * D; ++e)
-      storeFloat(in.dq, a.dtype, base + e, dq[e], a.overflow);
+// Key/value head kv of batch b: for each key block, every query block of its
+// group that sees it. The probabilities and the score gradients of a block
+// pair are computed once and give dv and dk of the key block and dq of the
+// query block (summed over the key blocks in a whole-head accumulator).
+void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t kv) {
+  const int64_t D = a.D, g = a.group();
+  std::vector<QueryHead> heads(static_cast<size_t>(g));
+  std::vector<std::vector<float>> dq(static_cast<size_t>(g));
+  for (int64_t h = 0; h < g; ++h) {
+    loadQueryHead(in, a, b, kv * g + h, heads[h]);
+    dq[h].assign(static_cast<size_t>(a.S * D), 0.0f);
   }
-}
-
-// Rows [t0, t1) of dk and dv of key/value head kv: each key block against
-// the query blocks of its group that see it.
-void dkvRows(const GradInputs &in, const Attention &a, int64_t b, int64_t kv, int64_t t0,
-             int64_t t1) {
-  const int64_t D = a.D;
-  QueryBlock qb;
-  std::vector<float> kb, vb, p, ds, dk, dv;
-  for (int64_t j0 = t0; j0 < t1; j0 += kBlock) {
-    const int64_t cols = std::min(kBlock, t1 - j0);
+  std::vector<float> kb, vb, qb, p, ds, dk, dv;
+  for (int64_t j0 = 0; j0 < a.S; j0 += kBlock) {
+    const int64_t cols = std::min(kBlock, a.S - j0);
     loadRows(in.k, a, a.Nkv, b, kv, j0, cols, kb);
     loadRows(in.v, a, a.Nkv, b, kv, j0, cols, vb);
     dk.assign(static_cast<size_t>(cols * D), 0.0f);
     dv.assign(static_cast<size_t>(cols * D), 0.0f);
-    for (int64_t n = kv * a.group(); n < (kv + 1) * a.group(); ++n)
-      for (int64_t i0 = a.causal ? j0 / kBlock * kBlock : 0; i0 < a.S; i0 += kBlock) {
+    for (int64_t h = 0; h < g; ++h) {
+      const QueryHead &qh = heads[h];
+      for (int64_t i0 = a.causal ? j0 : 0; i0 < a.S; i0 += kBlock) {
         const int64_t rows = std::min(kBlock, a.S - i0);
-        loadQueryBlock(in, a, b, n, i0, rows, qb);
-        probabilitiesAndScoreGrads(a, in, qb, kb, vb, j0, cols, p, ds);
-        for (float &x : p)
-          x = roundToDType(x, a.dtype, OverflowMode::InfNan); // P as the cube reads it
-        gemm(true, false, cols, D, rows, 1.0f, p.data(), cols, qb.dout.data(), D, 1.0f, dv.data(),
-             D);
-        gemm(true, false, cols, D, rows, 1.0f, ds.data(), cols, qb.q.data(), D, 1.0f, dk.data(), D);
+        qb.assign(qh.q.begin() + i0 * D, qh.q.begin() + (i0 + rows) * D);
+        blockScores(a, qb, kb, i0, rows, j0, cols, p);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c)
+            p[r * cols + c] = std::exp(p[r * cols + c] - in.row_max[qh.stat + i0 + r]) /
+                              in.row_sum[qh.stat + i0 + r];
+        // ds = scale * p * (dout v^T - delta)
+        ds.resize(p.size());
+        const float *dout = &qh.dout[i0 * D];
+        gemm(false, true, rows, cols, D, 1.0f, dout, D, vb.data(), D, 0.0f, ds.data(), cols);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c)
+            ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - qh.delta[i0 + r]) * a.scale;
+        gemm(false, false, rows, D, cols, 1.0f, ds.data(), cols, kb.data(), D, 1.0f,
+             &dq[h][i0 * D], D);
+        gemm(true, false, cols, D, rows, 1.0f, ds.data(), cols, qb.data(), D, 1.0f, dk.data(), D);
+        roundProbabilities(p, a);
+        gemm(true, false, cols, D, rows, 1.0f, p.data(), cols, dout, D, 1.0f, dv.data(), D);
       }
+    }
     const int64_t base = a.row(a.Nkv, b, kv, j0);
     for (int64_t e = 0; e < cols * D; ++e) {
       storeFloat(in.dk, a.dtype, base + e, dk[e], a.overflow);
       storeFloat(in.dv, a.dtype, base + e, dv[e], a.overflow);
     }
+  }
+  for (int64_t h = 0; h < g; ++h) {
+    const int64_t base = a.row(a.N, b, kv * g + h, 0);
+    for (int64_t e = 0; e < a.S * D; ++e)
+      storeFloat(in.dq, a.dtype, base + e, dq[h][e], a.overflow);
   }
 }
 
@@ -269,18 +253,13 @@ extern "C" void kilnFlashAttentionGrad(void **buffers, int64_t row_begin, int64_
   const Attention a = attentionOf(args, 10);
   const GradInputs in = gradInputsOf(buffers, args);
   takeFloatStatus();
-  if (a.N == a.Nkv) { // rows are (b, n)
-    for (int64_t r = row_begin; r < row_end; ++r) {
-      dqRows(in, a, r / a.N, r % a.N, 0, a.S);
-      dkvRows(in, a, r / a.N, r % a.N, 0, a.S);
-    }
+  if (a.N == a.Nkv) { // rows are (b, n): n is its own key/value head
+    for (int64_t r = row_begin; r < row_end; ++r)
+      backwardGroup(in, a, r / a.N, r % a.N);
   } else { // rows are batches
-    for (int64_t b = row_begin; b < row_end; ++b) {
-      for (int64_t n = 0; n < a.N; ++n)
-        dqRows(in, a, b, n, 0, a.S);
+    for (int64_t b = row_begin; b < row_end; ++b)
       for (int64_t kv = 0; kv < a.Nkv; ++kv)
-        dkvRows(in, a, b, kv, 0, a.S);
-    }
+        backwardGroup(in, a, b, kv);
   }
   publish(status, takeFloatStatus());
 }

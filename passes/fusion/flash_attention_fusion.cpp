@@ -232,7 +232,8 @@ public:
             "(FlashAttention-2). Applies where the target ships the fused op (ascend910b; "
             "CANN has it for the Atlas A2 series only) and the tiles fit its buffers. Leaves an "
             "attention alone when another node reads its scores or probabilities. Off by "
-            "default until the host kernel is tiled."};
+            "default for now: on the host its bf16 step is still slower than the unfused one "
+            "(f32 blocks against oneDNN's bf16 GEMMs); --enable-pass turns it on per job."};
     return info;
   }
 

@@ -105,6 +105,17 @@ protected:
     return lines;
   }
 
+  // The losses of a `kiln train ARGS` run, logged to `log` (--log-json);
+  // the run must succeed.
+  std::vector<double> trainLosses(const std::string &args, const std::string &log) {
+    Result r = run("train " + args + " --log-json " + log);
+    EXPECT_EQ(r.exit_code, 0) << args << ": " << r.err;
+    std::vector<double> out;
+    for (const nlohmann::json &line : logLines(log))
+      out.push_back(line["loss"].get<double>());
+    return out;
+  }
+
   // Two checkpoints (safetensors files in the test's folder) hold the same
   // tensors, bit for bit: what a resumed run must end with.
   void expectSameTensors(const std::string &want, const std::string &got) const {

@@ -29,13 +29,8 @@ class FlashAttentionCli : public Cli {
 protected:
   std::vector<double> losses(const std::string &model, const std::string &name,
                              const std::string &flags) {
-    Result r = run("train " + model + " --data train.bin --batch 4 --seq 32 --lr 1e-2 --steps 6" +
-                   " --log-json " + name + ".jsonl " + flags);
-    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
-    std::vector<double> out;
-    for (const json &line : logLines(name + ".jsonl"))
-      out.push_back(line["loss"].get<double>());
-    return out;
+    return trainLosses(model + " --data train.bin --batch 4 --seq 32 --lr 1e-2 --steps 6 " + flags,
+                       name + ".jsonl");
   }
 };
 

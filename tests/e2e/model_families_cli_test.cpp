@@ -34,16 +34,11 @@ protected:
     return config.isOk() ? *config : frontend::DecoderConfig{};
   }
 
-  // Losses of `steps` training steps of `model` with `flags`.
+  // Losses of 8 training steps of `model` with `flags`.
   std::vector<double> losses(const std::string &model, const std::string &name,
-                             const std::string &flags, int steps = 8) {
-    Result r = run("train " + model + " --data train.bin --batch 4 --seq 16 --lr 1e-2 --steps " +
-                   std::to_string(steps) + " --log-json " + name + ".jsonl " + flags);
-    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
-    std::vector<double> out;
-    for (const json &line : logLines(name + ".jsonl"))
-      out.push_back(line["loss"].get<double>());
-    return out;
+                             const std::string &flags) {
+    return trainLosses(model + " --data train.bin --batch 4 --seq 16 --lr 1e-2 --steps 8 " + flags,
+                       name + ".jsonl");
   }
 };
 
@@ -123,8 +118,8 @@ TEST_F(FamiliesCli, MpiEqualsOneProcessAndResumeIsExact) {
                             " --data train.bin --batch 4 --seq 16 --lr 1e-2 --steps 4 "
                             "--checkpoint-every 2 --devices 4 --tp 2 --pp 2 --micro-batches 2 ";
   ASSERT_EQ(run(train + "--log-json one.jsonl --checkpoint-dir one").exit_code, 0);
-  Result mpi = shell(mpirun + train +
-                     "--devices-per-process 2 --log-json mpi.jsonl --checkpoint-dir mpi");
+  Result mpi =
+      shell(mpirun + train + "--devices-per-process 2 --log-json mpi.jsonl --checkpoint-dir mpi");
   if (mpi.exit_code != 0 && mpi.err.find("built without MPI") != std::string::npos)
     GTEST_SKIP() << "kiln was built without MPI";
   ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
@@ -153,8 +148,8 @@ TEST_F(FamiliesCli, LoraOnQwen2WritesPeftNamesAndMergesBack) {
   ASSERT_TRUE(adapter.isOk()) << adapter.message();
   EXPECT_EQ(adapter->config.targets, (std::vector<std::string>{"q_proj", "v_proj"}));
   EXPECT_EQ(adapter->tensors.size(), 2u * 2u * 2u);
-  EXPECT_TRUE(adapter->tensors.count(
-      "base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight"));
+  EXPECT_TRUE(
+      adapter->tensors.count("base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight"));
   const json config = json::parse(slurp(path("ckpt/step-000004-adapter/adapter_config.json")));
   EXPECT_EQ(config["target_modules"], json::array({"q_proj", "v_proj"}));
   EXPECT_EQ(config["peft_type"], "LORA");
@@ -193,8 +188,8 @@ TEST_F(FamiliesCli, AttentionFp32CastPassFindsEveryLayerOfEveryFamily) {
 TEST_F(FamiliesCli, PublishedConfigsCompileForThe910B) {
   for (const std::string name : {"qwen2.5-14b", "llama-3.1-8b"})
     for (const std::string dtype : {"f16", "bf16"}) {
-      Result r = run("compile " + example(name) + " --target ascend910b --seq 256 --dtype " +
-                     dtype);
+      Result r =
+          run("compile " + example(name) + " --target ascend910b --seq 256 --dtype " + dtype);
       EXPECT_EQ(r.exit_code, 0) << name << " " << dtype << ": " << r.err;
       EXPECT_NE((r.out + r.err).find("kernels:"), std::string::npos) << name;
     }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tests/support/reference_math.h"
+
 namespace kiln::testing {
 
 std::pair<ReferenceDecoder::Mat, double> ReferenceDecoder::forward(const Tensor &ids) {
@@ -28,74 +30,28 @@ std::pair<ReferenceDecoder::Mat, double> ReferenceDecoder::forward(const Tensor 
   }
   x = rmsNorm(x, H, "model.norm.weight");
   Mat logits = linear(x, H, V, c_.tie_word_embeddings ? "model.embed_tokens" : "lm_head");
-  double loss = 0;
-  for (int64_t b = 0; b < B_; ++b)
-    for (int64_t s = 0; s + 1 < S_; ++s) {
-      const double *row = &logits[(b * S_ + s) * V];
-      double mx = *std::max_element(row, row + V), sum = 0;
-      for (int64_t v = 0; v < V; ++v)
-        sum += std::exp(row[v] - mx);
-      loss += mx + std::log(sum) - row[ids.getInt(b * S_ + s + 1)];
-    }
-  return {logits, loss / static_cast<double>(B_ * (S_ - 1))};
+  const double loss = shiftedCrossEntropy(logits, ids, V);
+  return {std::move(logits), loss};
 }
 
 double ReferenceDecoder::centralDifference(const Tensor &ids, Tensor &weight, int64_t index) {
-  const float x = weight.getFloat(index);
-  const double h = 1.0 / 1024;
-  weight.setFloat(index, static_cast<float>(x + h), OverflowMode::InfNan);
-  const double up = forward(ids).second;
-  weight.setFloat(index, static_cast<float>(x - h), OverflowMode::InfNan);
-  const double down = forward(ids).second;
-  weight.setFloat(index, x, OverflowMode::InfNan);
-  return (up - down) / (2 * h);
+  return testing::centralDifference([&] { return forward(ids).second; }, weight, index);
 }
 
 // nn.Linear: the bias is there when the checkpoint has one.
 ReferenceDecoder::Mat ReferenceDecoder::linear(const Mat &x, int64_t in, int64_t out,
                                                const std::string &module) const {
-  const int64_t rows = static_cast<int64_t>(x.size()) / in;
-  const float *W = w(module + ".weight");
-  const bool bias = has(module + ".bias");
-  Mat y(rows * out);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t o = 0; o < out; ++o) {
-      double acc = bias ? w(module + ".bias")[o] : 0.0;
-      for (int64_t i = 0; i < in; ++i)
-        acc += x[r * in + i] * W[o * in + i];
-      y[r * out + o] = acc;
-    }
-  if (!lora_.enabled() || !has(frontend::loraAName(module)))
-    return y;
-  const int64_t rank = lora_.rank;
-  const float *A = w(frontend::loraAName(module)), *Bw = w(frontend::loraBName(module));
-  for (int64_t r = 0; r < rows; ++r) {
-    std::vector<double> low(rank, 0.0);
-    for (int64_t k = 0; k < rank; ++k)
-      for (int64_t i = 0; i < in; ++i)
-        low[k] += x[r * in + i] * A[k * in + i];
-    for (int64_t o = 0; o < out; ++o) {
-      double acc = 0;
-      for (int64_t k = 0; k < rank; ++k)
-        acc += low[k] * Bw[o * rank + k];
-      y[r * out + o] += lora_.scale() * acc;
-    }
-  }
-  return y;
+  LoraFactors lora;
+  if (lora_.enabled() && has(frontend::loraAName(module)))
+    lora = {w(frontend::loraAName(module)), w(frontend::loraBName(module)), lora_.rank,
+            lora_.scale()};
+  return referenceLinear(x, in, out, w(module + ".weight"),
+                         has(module + ".bias") ? w(module + ".bias") : nullptr, lora);
 }
 
 ReferenceDecoder::Mat ReferenceDecoder::rmsNorm(const Mat &x, int64_t width,
                                                 const std::string &weight) const {
-  Mat y(x.size());
-  for (size_t r = 0; r < x.size() / width; ++r) {
-    double ms = 0;
-    for (int64_t h = 0; h < width; ++h)
-      ms += x[r * width + h] * x[r * width + h];
-    double inv = 1.0 / std::sqrt(ms / width + c_.rms_norm_eps);
-    for (int64_t h = 0; h < width; ++h)
-      y[r * width + h] = x[r * width + h] * inv * w(weight)[h];
-  }
-  return y;
+  return referenceRmsNorm(x, width, w(weight), c_.rms_norm_eps);
 }
 
 // theta^(-2i/d), with Llama 3.1's rope_scaling applied as

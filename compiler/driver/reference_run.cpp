@@ -47,10 +47,12 @@ Expected<ops::TensorMap> bindModelInputs(const Graph &graph, const ops::TensorMa
         return in_range.error().withContext(source);
     }
   }
+  std::vector<std::string> unused;
   for (const auto &[name, t] : weights)
     if (!graph.findInput(name))
-      spdlog::warn("{}: tensor '{}' is not a parameter of the model; ignored", weights_source,
-                   name);
+      unused.push_back(name);
+  if (!unused.empty()) // one line, however many (a checkpoint's optimizer state)
+    spdlog::warn("{}", unusedTensorsNote(weights_source, unused));
   return bound;
 }
 

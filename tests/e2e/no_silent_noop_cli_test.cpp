@@ -102,6 +102,21 @@ TEST_F(QuietCli, MergeSaysOnceThatACheckpointsOptimizerStateIsIgnored) {
       << r.err;
 }
 
+TEST_F(QuietCli, RunSaysOnceThatACheckpointsOptimizerStateIsIgnored) {
+  writeLearnableTokens("train.bin");
+  ASSERT_EQ(run("train " + kTiny + " --data train.bin --batch 2 --seq 16 --devices 1 --steps 1 " +
+                "--checkpoint-dir full")
+                .exit_code,
+            0);
+  ASSERT_EQ(run("make-inputs " + kTiny + " --batch 1 --seq 8 -o i.safetensors").exit_code, 0);
+  Result r = run("run " + kTiny +
+                 " --weights full/step-000001.safetensors --inputs i.safetensors --outputs "
+                 "o.safetensors");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count(r.err, "not a parameter"), 1u) << r.err;
+  EXPECT_NE(r.err.find("a kiln checkpoint's optimizer state"), std::string::npos) << r.err;
+}
+
 TEST_F(QuietCli, InspectListsAFewKernelsUnlessAskedForAll) {
   ASSERT_EQ(run("compile " + kTiny + " --seq 8 --training -o job.kiln").exit_code, 0);
   Result all = run("inspect job.kiln --kernels all");

@@ -17,7 +17,7 @@ using nlohmann::json;
 
 namespace {
 
-enum class Range { Any, Positive, UnitInterval, NonNegative };
+enum class Range { Any, Positive, UnitInterval };
 
 using Member = std::variant<int64_t DecoderConfig::*, double DecoderConfig::*,
                             bool DecoderConfig::*, std::optional<bool> DecoderConfig::*>;
@@ -235,8 +235,8 @@ Status readArchitectures(const json &doc, DecoderConfig &config, std::string_vie
 // does not implement WHAT (got V)".
 Error unsupported(std::string_view source, std::string_view field, const std::string &what,
                   const json &value) {
-  return Error(std::string(source) + ": field '" + std::string(field) + "': kiln does not implement " +
-               what + " (got " + describe(value) + ")");
+  return Error(std::string(source) + ": field '" + std::string(field) +
+               "': kiln does not implement " + what + " (got " + describe(value) + ")");
 }
 
 // Features of the Llama-named families that kiln refuses rather than ignore:
@@ -246,17 +246,16 @@ Status refuseUnimplemented(const json &doc, std::string_view source) {
     return unsupported(source, "hidden_act", "an MLP activation other than \"silu\"", *it);
   if (auto it = doc.find("use_sliding_window"); it != doc.end() && *it != false)
     return unsupported(source, "use_sliding_window", "sliding-window attention", *it);
-  for (const char *field : {"num_experts", "num_local_experts", "moe_intermediate_size",
-                            "num_experts_per_tok"})
+  for (const char *field :
+       {"num_experts", "num_local_experts", "moe_intermediate_size", "num_experts_per_tok"})
     if (auto it = doc.find(field);
         it != doc.end() && !it->is_null() && !(it->is_number() && it->get<double>() == 0))
       return unsupported(source, field, "mixture-of-experts layers", *it);
   if (auto it = doc.find("attention_dropout");
       it != doc.end() && !(it->is_number() && it->get<double>() == 0))
-    return unsupported(source, "attention_dropout", "dropout on the attention probabilities",
-                       *it);
-  if (auto it = doc.find("pretraining_tp"); it != doc.end() && !(it->is_number_integer() &&
-                                                                 it->get<int64_t>() == 1))
+    return unsupported(source, "attention_dropout", "dropout on the attention probabilities", *it);
+  if (auto it = doc.find("pretraining_tp");
+      it != doc.end() && !(it->is_number_integer() && it->get<int64_t>() == 1))
     return unsupported(source, "pretraining_tp", "Llama's sliced pretraining_tp linears", *it);
   return Status::ok();
 }
@@ -302,8 +301,8 @@ Status readRopeScaling(const json &doc, DecoderConfig &config, std::string_view 
                       "a number above low_freq_factor (" + numberText(s.low_freq_factor) + ")",
                       numberText(s.high_freq_factor));
   if (original != std::floor(original) || original > static_cast<double>(kMaxSize))
-    return fieldError(source, "rope_scaling.original_max_position_embeddings",
-                      "a positive integer", numberText(original));
+    return fieldError(source, "rope_scaling.original_max_position_embeddings", "a positive integer",
+                      numberText(original));
   s.original_max_position_embeddings = static_cast<int64_t>(original);
   return Status::ok();
 }
@@ -392,8 +391,8 @@ Status validateDecoderConfig(const DecoderConfig &config, std::string_view sourc
   // The largest weight matrix: the embedding or LM head [vocab, hidden], the
   // attention's query projection [heads * head_dim, hidden] (Qwen v1: c_attn,
   // three of them) or the MLP's [mlp, hidden].
-  const int64_t q_rows = (config.family->fused_qkv ? 3 : 1) * config.num_attention_heads *
-                         config.head_dim;
+  const int64_t q_rows =
+      (config.family->fused_qkv ? 3 : 1) * config.num_attention_heads * config.head_dim;
   const std::pair<const char *, int64_t> rows[] = {{"vocab_size", config.vocab_size},
                                                    {"hidden_size", q_rows},
                                                    {"intermediate_size", config.mlpWidth()}};

@@ -43,16 +43,16 @@ struct DecoderConfig {
   // seq_length; the other families' max_position_embeddings, at most 4096.
   int64_t seq_length = 0;
   int64_t max_position_embeddings = 0;
-  double rms_norm_eps = 0;       // Qwen v1's layer_norm_epsilon
-  double rope_theta = 0;         // Qwen v1's rotary_emb_base
-  double rotary_pct = 1;         // Qwen v1: the share of each head the rotary turns
-  RopeScaling rope_scaling;      // Llama 3.1's "llama3"
-  bool no_bias = true;           // Qwen v1
-  bool attention_bias = false;   // Llama, Qwen3
-  bool mlp_bias = false;         // Llama
+  double rms_norm_eps = 0;     // Qwen v1's layer_norm_epsilon
+  double rope_theta = 0;       // Qwen v1's rotary_emb_base
+  double rotary_pct = 1;       // Qwen v1: the share of each head the rotary turns
+  RopeScaling rope_scaling;    // Llama 3.1's "llama3"
+  bool no_bias = true;         // Qwen v1
+  bool attention_bias = false; // Llama, Qwen3
+  bool mlp_bias = false;       // Llama
   bool tie_word_embeddings = false;
-  bool use_logn_attn = false;    // Qwen v1, read but only used past seq_length
-  bool use_dynamic_ntk = false;  // Qwen v1, likewise
+  bool use_logn_attn = false;   // Qwen v1, read but only used past seq_length
+  bool use_dynamic_ntk = false; // Qwen v1, likewise
   bool scale_attn_weights = true;
   // Qwen v1's flag (default false); the other families always take the
   // softmax in f32.

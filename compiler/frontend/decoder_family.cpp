@@ -35,8 +35,8 @@ std::vector<std::string> DecoderFamily::linearModules() const {
 namespace {
 
 // Qwen2, Llama and Qwen3 share Llama's module names.
-DecoderFamily llamaNamed(std::string_view architecture, std::string_view name,
-                         BiasRule qkv_bias, BiasRule o_bias, BiasRule mlp_bias, bool qk_norm) {
+DecoderFamily llamaNamed(std::string_view architecture, std::string_view name, BiasRule qkv_bias,
+                         BiasRule o_bias, BiasRule mlp_bias, bool qk_norm) {
   return DecoderFamily{
       .architecture = architecture,
       .name = name,
@@ -101,7 +101,8 @@ const std::vector<DecoderFamily> &decoderFamilies() {
           .scaled_output_init = true,
           .default_lora_targets = {"c_attn", "c_proj", "w1", "w2"},
       },
-      llamaNamed("Qwen2ForCausalLM", "qwen2", BiasRule::Always, BiasRule::Never, BiasRule::Never, false),
+      llamaNamed("Qwen2ForCausalLM", "qwen2", BiasRule::Always, BiasRule::Never, BiasRule::Never,
+                 false),
       llamaNamed("LlamaForCausalLM", "llama", BiasRule::AttentionBias, BiasRule::AttentionBias,
                  BiasRule::MlpBias, false),
       llamaNamed("Qwen3ForCausalLM", "qwen3", BiasRule::AttentionBias, BiasRule::AttentionBias,

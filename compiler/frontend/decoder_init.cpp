@@ -31,8 +31,10 @@ Tensor initialValue(const ParamSpec &p, const DecoderConfig &config, uint64_t se
   case ParamKind::Weight: {
     const double proj_std =
         config.initializer_range / std::sqrt(2.0 * static_cast<double>(config.num_hidden_layers));
-    std::normal_distribution<double> dist(
-        0.0, config.family->scaled_output_init && p.name.ends_with("c_proj.weight") ? proj_std : config.initializer_range);
+    std::normal_distribution<double> dist(0.0, config.family->scaled_output_init &&
+                                                       p.name.ends_with("c_proj.weight")
+                                                   ? proj_std
+                                                   : config.initializer_range);
     for (int64_t i = 0; i < n; ++i)
       data[i] = static_cast<float>(dist(rng));
     break;

@@ -6,8 +6,8 @@
 #include <map>
 #include <string>
 
-#include "compiler/frontend/lora_config.h"
 #include "compiler/frontend/decoder_config.h"
+#include "compiler/frontend/lora_config.h"
 #include "ir/error.h"
 #include "ir/tensor.h"
 

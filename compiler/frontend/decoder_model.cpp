@@ -26,9 +26,9 @@ public:
       : b_(graph), config_(config), fam_(*config.family), dt_(options.dtype), B_(options.batch),
         S_(seq), H_(config.hidden_size), tp_(options.tensor_parallel),
         heads_(config.num_attention_heads / tp_), kv_heads_(config.kvHeads() / tp_),
-        hd_(config.headDim()), A_(heads_ * hd_), KV_(kv_heads_ * hd_),
-        F_(config.mlpWidth() / tp_), V_(config.vocab_size / tp_), rot_(config.rotaryDim()),
-        lora_scale_(0), params_(std::move(params)) {
+        hd_(config.headDim()), A_(heads_ * hd_), KV_(kv_heads_ * hd_), F_(config.mlpWidth() / tp_),
+        V_(config.vocab_size / tp_), rot_(config.rotaryDim()), lora_scale_(0),
+        params_(std::move(params)) {
     if (options.lora.enabled())
       lora_scale_ = options.lora.scale();
     if (options.lora.enabled() && options.lora.dropout > 0) {
@@ -55,8 +55,8 @@ public:
       }
       x = rmsNorm(x, param(fam_.finalNormWeight()), fam_.final_norm);
     }
-    ValueId lm_w = config_.tie_word_embeddings ? param(fam_.embeddingWeight())
-                                               : param("lm_head.weight");
+    ValueId lm_w =
+        config_.tie_word_embeddings ? param(fam_.embeddingWeight()) : param("lm_head.weight");
     x = tensorParallel("TensorParallelCopy", x, "lm_head.tp_copy");
     ValueId logits = linear("lm_head", x, H_, V_, lm_w, kNoValue);
     logits = cast(logits, dt_, DType::F32, "lm_head.to_f32");
@@ -132,8 +132,8 @@ private:
     const std::string name(fam_.embedding);
     if (tp_ == 1)
       return b_.create("Gather", name, {table, input_ids});
-    ValueId local = b_.create("ShardIndex", name + ".shard_index", {input_ids, tp_rank_},
-                              {{"shard_size", V_}});
+    ValueId local =
+        b_.create("ShardIndex", name + ".shard_index", {input_ids, tp_rank_}, {{"shard_size", V_}});
     ValueId rows = b_.create("Gather", name, {table, local}, {{"skip_out_of_range", true}});
     return tensorParallel("TensorParallelReduce", rows, name + ".tp_reduce");
   }
@@ -301,8 +301,9 @@ private:
         // Each rank normalises its own heads with the whole (replicated)
         // weight, so its gradient is partial: Megatron's f sums it over the
         // ranks in the backward.
-        ValueId weight = tensorParallel("TensorParallelCopy", param(p + std::string(norm) + ".weight"),
-                                        std::string(norm) + ".tp_copy");
+        ValueId weight =
+            tensorParallel("TensorParallelCopy", param(p + std::string(norm) + ".weight"),
+                           std::string(norm) + ".tp_copy");
         x = rmsNorm(x, weight, norm, 3);
       }
       return x;
@@ -333,8 +334,8 @@ private:
     x = tensorParallel("TensorParallelCopy", x, "tp_copy");
     auto columnLinear = [&](std::string_view module) {
       const std::string m = p + std::string(module), name(module);
-      ValueId y = linear(name, x, H_, F_, param(m + ".weight"),
-                         bias ? param(m + ".bias") : kNoValue);
+      ValueId y =
+          linear(name, x, H_, F_, param(m + ".weight"), bias ? param(m + ".bias") : kNoValue);
       return withLora(m, name, y, input, H_, F_, false);
     };
     ValueId up = columnLinear(fam_.up);
@@ -398,8 +399,8 @@ private:
   int64_t hd_;       // channels per head
   int64_t A_;        // this rank's query width: heads_ * hd_
   int64_t KV_;       // this rank's key (and value) width: kv_heads_ * hd_
-  int64_t F_;     // this rank's MLP width
-  int64_t V_;     // this rank's vocabulary rows
+  int64_t F_;        // this rank's MLP width
+  int64_t V_;        // this rank's vocabulary rows
   int64_t rot_;
   double lora_scale_;       // alpha / r
   double lora_dropout_ = 0; // its probability, with dropout_seed_
@@ -411,135 +412,6 @@ private:
 };
 
 } // namespace
-
-namespace {
-
-// One linear layer of a decoder layer, as LoRA and the parameter list see it.
-struct LinearSpec {
-  std::string module; // under the layer prefix: "self_attn.q_proj"
-  int64_t out, in;
-  TensorSplit split; // the weight's
-  bool bias;
-};
-
-std::vector<LinearSpec> layerLinears(const DecoderConfig &config) {
-  const DecoderFamily &f = *config.family;
-  const int64_t H = config.hidden_size, F = config.mlpWidth();
-  const int64_t A = config.num_attention_heads * config.headDim();
-  const int64_t KV = config.kvHeads() * config.headDim();
-  const TensorSplit rows{0}, columns{1}, qkv_rows{0, 3};
-  const std::string attn = std::string(f.attention) + ".", mlp = std::string(f.mlp) + ".";
-  const bool qkv_bias = config.hasBias(f.qkv_bias), mlp_bias = config.hasBias(f.mlp_bias);
-  std::vector<LinearSpec> out;
-  if (f.fused_qkv) {
-    out.push_back({attn + std::string(f.qkv), 3 * A, H, qkv_rows, qkv_bias});
-  } else {
-    out.push_back({attn + std::string(f.q), A, H, rows, qkv_bias});
-    out.push_back({attn + std::string(f.k), KV, H, rows, qkv_bias});
-    out.push_back({attn + std::string(f.v), KV, H, rows, qkv_bias});
-  }
-  out.push_back({attn + std::string(f.o), H, A, columns, config.hasBias(f.o_bias)});
-  out.push_back({mlp + std::string(f.up), F, H, rows, mlp_bias});
-  out.push_back({mlp + std::string(f.gate), F, H, rows, mlp_bias});
-  out.push_back({mlp + std::string(f.down), H, F, columns, mlp_bias});
-  return out;
-}
-
-// PEFT's "all-linear": every linear of every layer (not the output layer).
-bool allLinear(const LoraConfig &lora) {
-  return lora.targets.size() == 1 && lora.targets.front() == "all-linear";
-}
-
-std::string linearNames(const DecoderConfig &config) {
-  std::string out;
-  for (const LinearSpec &l : layerLinears(config))
-    out += (out.empty() ? "" : ", ") + l.module;
-  return out;
-}
-
-} // namespace
-
-std::vector<ParamSpec> decoderParameters(const DecoderConfig &config) {
-  const DecoderFamily &f = *config.family;
-  const int64_t H = config.hidden_size, V = config.vocab_size;
-  const TensorSplit replicated, rows{0};
-  std::vector<ParamSpec> params;
-  params.push_back({f.embeddingWeight(), {V, H}, ParamKind::Embedding, rows});
-  const std::vector<LinearSpec> linears = layerLinears(config);
-  // The post-attention norm precedes the MLP's first linear; Qwen3's q and k
-  // norms follow v_proj.
-  const std::string first_mlp = std::string(f.mlp) + "." + std::string(f.up);
-  const std::string v_proj = std::string(f.attention) + "." + std::string(f.v);
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    const std::string p = f.layerPrefix(i);
-    auto norm = [&](std::string_view module, int64_t size) {
-      params.push_back({p + std::string(module) + ".weight", {size}, ParamKind::Norm, replicated});
-    };
-    norm(f.input_norm, H);
-    for (const LinearSpec &l : linears) {
-      if (l.module == first_mlp)
-        norm(f.post_attention_norm, H);
-      params.push_back({p + l.module + ".weight", {l.out, l.in}, ParamKind::Weight, l.split});
-      // A column-parallel layer's bias splits with its rows; a row-parallel
-      // one's is added once after the sum, whole on every rank.
-      if (l.bias)
-        params.push_back({p + l.module + ".bias", {l.out}, ParamKind::Bias,
-                          l.split.axis == 0 ? l.split : replicated});
-      if (!f.q_norm.empty() && l.module == v_proj) {
-        norm(std::string(f.attention) + "." + std::string(f.q_norm), config.headDim());
-        norm(std::string(f.attention) + "." + std::string(f.k_norm), config.headDim());
-      }
-    }
-  }
-  params.push_back({f.finalNormWeight(), {H}, ParamKind::Norm, replicated});
-  if (!config.tie_word_embeddings)
-    params.push_back({"lm_head.weight", {V, H}, ParamKind::Weight, rows});
-  return params;
-}
-
-LoraConfig withDefaultTargets(const DecoderConfig &config, LoraConfig lora) {
-  if (lora.targets.empty())
-    lora.targets = config.family->default_lora_targets;
-  return lora;
-}
-
-Expected<std::vector<ParamSpec>> loraParameters(const DecoderConfig &config,
-                                                const LoraConfig &requested) {
-  KILN_RETURN_IF_ERROR(validateLoraConfig(requested, "LoRA"));
-  const LoraConfig lora = withDefaultTargets(config, requested);
-  const DecoderFamily &f = *config.family;
-  const int64_t r = lora.rank;
-  const TensorSplit replicated, columns{1};
-  const std::vector<LinearSpec> linears = layerLinears(config);
-  const bool all = allLinear(lora);
-  for (const std::string &t : lora.targets) {
-    if (all)
-      break;
-    LoraConfig one = lora;
-    one.targets = {t};
-    bool found = false;
-    for (int64_t i = 0; i < config.num_hidden_layers && !found; ++i)
-      for (const LinearSpec &l : linears)
-        found = found || isLoraTarget(one, f.layerPrefix(i) + l.module);
-    if (!found)
-      return Error("LoRA target '" + t + "' matches no linear layer of the " +
-                   std::string(f.architecture) + " model; its linears are " +
-                   linearNames(config) + " (or all-linear; lm_head takes no adapter)");
-  }
-  std::vector<ParamSpec> params;
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i)
-    for (const LinearSpec &l : linears) {
-      const std::string module = f.layerPrefix(i) + l.module;
-      if (!all && !isLoraTarget(lora, module))
-        continue;
-      const bool row_parallel = l.split == columns;
-      params.push_back(
-          {loraAName(module), {r, l.in}, ParamKind::LoraA, row_parallel ? columns : replicated});
-      params.push_back(
-          {loraBName(module), {l.out, r}, ParamKind::LoraB, row_parallel ? replicated : l.split});
-    }
-  return params;
-}
 
 namespace {
 

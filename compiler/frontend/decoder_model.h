@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "compiler/frontend/lora_config.h"
 #include "compiler/frontend/decoder_config.h"
+#include "compiler/frontend/decoder_parameters.h"
+#include "compiler/frontend/lora_config.h"
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "ir/graph.h"
@@ -32,21 +33,6 @@ struct ModelOptions {
   std::shared_ptr<const ops::OpRegistry> ops;
 };
 
-// What a parameter is, which decides its initialisation.
-enum class ParamKind { Embedding, Weight, Norm, Bias, LoraA, LoraB };
-
-struct ParamSpec {
-  std::string name; // the Hugging Face state-dict name
-  Shape shape;      // PyTorch layout: [out, in] for linear weights
-  ParamKind kind;
-  // How tensor parallelism splits it: the q/k/v projections (Qwen v1's
-  // c_attn by q, k and v each) and the MLP's up and gate column-parallel (by
-  // rows), the attention output and MLP down projections row-parallel (by
-  // columns), the embedding and lm_head by vocabulary rows (Megatron's
-  // vocab-parallel layers), the norms and the row-parallel biases replicated.
-  TensorSplit split;
-};
-
 // With LoRA dropout, the step's input holding the dropout seed (i64 scalar,
 // Hyperparameter): the trainer feeds a new one every step.
 inline constexpr const char *kLoraDropoutSeedName = "lora.dropout_seed";
@@ -55,24 +41,6 @@ inline constexpr const char *kLoraDropoutSeedName = "lora.dropout_seed";
 // group (i64 scalar, Hyperparameter): the vocab-parallel embedding and loss
 // find their shard of the vocabulary by it.
 inline constexpr const char *kTensorParallelRankName = "tensor_parallel.rank";
-
-// Every parameter of the model in Hugging Face order (the embedding, the
-// layers, the final norm, lm_head unless tied). Which linears carry a bias
-// is the family's rule (Qwen v1: c_attn always, the others unless no_bias;
-// Qwen2: q, k and v; Llama: attention_bias and mlp_bias).
-std::vector<ParamSpec> decoderParameters(const DecoderConfig &config);
-
-// `lora` with its targets, when it names none, the family's default ones.
-LoraConfig withDefaultTargets(const DecoderConfig &config, LoraConfig lora);
-
-// The LoRA adapters of every linear layer `lora` targets, in model order (A
-// then B of each; PEFT's names). Tensor parallelism splits them with their
-// base weight: a column-parallel layer's B by rows as its weight, a
-// row-parallel layer's A by columns, the other factor replicated. A target
-// that matches no linear layer is an error (lm_head is not adaptable).
-// "all-linear" (PEFT's) targets every linear of every layer.
-Expected<std::vector<ParamSpec>> loraParameters(const DecoderConfig &config,
-                                                const LoraConfig &lora);
 
 // Inputs: "input_ids" and "labels" (i64 [B,S], data), then every parameter of
 // decoderParameters() in options.dtype (with tensor_parallel > 1, each rank's

@@ -7,6 +7,7 @@
 #include "compiler/autodiff/training_step.h"
 #include "compiler/driver/compile.h"
 #include "compiler/driver/finite_weights.h"
+#include "compiler/frontend/decoder_parameters.h"
 #include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/model_loader.h"
 #include "ir/hf_checkpoint.h"
@@ -112,6 +113,9 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
   KILN_ASSIGN_OR_RETURN(
       ops::TensorMap weights,
       readHfWeights(request.weights_path, finiteWeightsCheck(NonFiniteWeights::Report)));
+  if (model.config)
+    KILN_RETURN_IF_ERROR(
+        frontend::checkWeightsFamily(*model.config, weights, request.weights_path));
   if (adapter)
     weights.insert(adapter->tensors.begin(), adapter->tensors.end());
   KILN_ASSIGN_OR_RETURN(ops::TensorMap bound,

@@ -46,4 +46,21 @@ LoraConfig withDefaultTargets(const DecoderConfig &config, LoraConfig lora);
 Expected<std::vector<ParamSpec>> loraParameters(const DecoderConfig &config,
                                                 const LoraConfig &lora);
 
+// A weights file of another family (its embedding named as that family
+// names it, the model's own missing) is an error naming `source`, both
+// families and the names; anything else is left to the binding's checks.
+template <class TensorMap>
+Status checkWeightsFamily(const DecoderConfig &config, const TensorMap &weights,
+                          const std::string &source) {
+  if (weights.count(config.family->embeddingWeight()))
+    return Status::ok();
+  for (const DecoderFamily &other : decoderFamilies())
+    if (&other != config.family && weights.count(other.embeddingWeight()))
+      return Error(source + ": a checkpoint of " + std::string(other.architecture) +
+                   " (it holds '" + other.embeddingWeight() + "'), but the model is " +
+                   std::string(config.family->architecture) + ", whose embedding is '" +
+                   config.family->embeddingWeight() + "'");
+  return Status::ok();
+}
+
 } // namespace kiln::frontend

@@ -171,6 +171,29 @@ TEST_F(FamiliesCli, LoraOnQwen2WritesPeftNamesAndMergesBack) {
       << "k_proj has no adapter";
 }
 
+TEST_F(FamiliesCli, AnotherFamilysCheckpointIsAClearError) {
+  writeLearnableTokens("train.bin");
+  ASSERT_EQ(run("init " + kTiny + " -o qwen1.safetensors").exit_code, 0);
+  ASSERT_EQ(
+      run("make-inputs " + example("qwen2-tiny") + " --batch 1 --seq 8 -o i.safetensors").exit_code,
+      0);
+  const std::vector<std::string> fragments = {
+      "qwen1.safetensors", "a checkpoint of QWenLMHeadModel", "'transformer.wte.weight'",
+      "the model is Qwen2ForCausalLM", "'model.embed_tokens.weight'"};
+  for (const std::string &command :
+       {"run " + example("qwen2-tiny") +
+            " --weights qwen1.safetensors --inputs i.safetensors --outputs o.safetensors",
+        "train " + example("qwen2-tiny") +
+            " --weights qwen1.safetensors --data train.bin --steps 1 --batch 2 --seq 8 "
+            "--devices 1"}) {
+    Result r = run(command);
+    EXPECT_EQ(r.exit_code, 1) << command;
+    for (const std::string &f : fragments)
+      EXPECT_NE(r.err.find(f), std::string::npos)
+          << command << ": missing '" << f << "' in " << r.err;
+  }
+}
+
 TEST_F(FamiliesCli, AttentionFp32CastPassFindsEveryLayerOfEveryFamily) {
   for (const std::string name : {"qwen2-tiny", "llama-tiny", "qwen3-tiny"}) {
     Result r = run("compile " + example(name) +

@@ -11,6 +11,7 @@
 #include "compiler/driver/plan_report.h"
 #include "compiler/driver/training.h"
 #include "compiler/frontend/decoder_init.h"
+#include "compiler/frontend/decoder_parameters.h"
 #include "ir/hf_checkpoint.h"
 #include "runtime/checkpoint_lock.h"
 #include "runtime/mpi_communicator.h"
@@ -124,6 +125,7 @@ startingWeights(TrainOptions &opts, const frontend::DecoderConfig &config,
     if (!file)
       return file.error();
     weights = std::move(*file);
+    KILN_RETURN_IF_ERROR(frontend::checkWeightsFamily(config, weights, opts.weights));
   } else {
     weights = frontend::initDecoderWeights(config, t.seed);
   }

@@ -79,6 +79,12 @@ std::string trainCommand(const PlanRequest &request, const ResolvedJob &job,
       " --target " + job.target.name + " --device-memory " + memory + " " + candidate.trainFlags();
   if (request.model.lora.enabled())
     cmd += " --lora-rank " + std::to_string(request.model.lora.rank);
+  // The passes the plan was made with (FlashAttentionFusionPass changes the
+  // peak more than any layout does).
+  for (const std::string &pass : job.spec.flags.enable_passes)
+    cmd += " --enable-pass " + pass;
+  for (const std::string &pass : job.spec.flags.disable_passes)
+    cmd += " --disable-pass " + pass;
   return cmd;
 }
 

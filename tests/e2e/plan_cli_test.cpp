@@ -99,6 +99,13 @@ TEST_F(PlanCli, TheCommandTrainsWhenItsBlanksAreFilledIn) {
       << r.out;
   const std::string command = m[1].str();
   EXPECT_NE(command.find(" --device-memory 600KiB "), std::string::npos) << command;
+  // The passes the plan was made with go along.
+  Result flash = run("plan " + kTiny +
+                     " --global-batch 8 --device-memory 600KiB --enable-pass "
+                     "FlashAttentionFusionPass");
+  ASSERT_EQ(flash.exit_code, 0) << flash.out << flash.err;
+  EXPECT_NE(flash.out.find(" --enable-pass FlashAttentionFusionPass\n"), std::string::npos)
+      << flash.out;
   writeLearnableTokens("train.bin");
   Result train = run(filledIn(command));
   EXPECT_EQ(train.exit_code, 0) << command << "\n" << train.out << train.err;

@@ -22,6 +22,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libdnnl-dev libssl-dev
   libopenmpi-dev openmpi-bin
+  chromium # renders kiln report's page in the browser test (tests/e2e/report_cli_test.cpp)
   "${extra[@]}"
 )
 missing=()

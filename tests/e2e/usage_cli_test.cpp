@@ -50,6 +50,7 @@ const std::vector<std::pair<std::string, std::string>> kCommands = {
     {"keys trust", "00"},
     {"merge", kTiny + " --weights w.safetensors --lora adapter -o merged"},
     {"plan", kTiny + " --global-batch 8"},
+    {"report", "log.jsonl -o report.html"},
 };
 
 // A bad value for every flag that takes one a command line can judge.
@@ -135,6 +136,7 @@ const std::set<std::string> kAnyValue = {"--cache-dir",
                                          "--outputs",
                                          "--profile",
                                          "--report",
+                                         "--title",
                                          "--trace",
                                          "--weights"};
 const std::set<std::string> kSwitches = {"--allow-unknown-passes",

@@ -139,5 +139,6 @@ void registerTrainCommand(CLI::App &app, Action &action);
 void registerKeysCommand(CLI::App &app, Action &action);
 void registerMergeCommand(CLI::App &app, Action &action);
 void registerPlanCommand(CLI::App &app, Action &action);
+void registerReportCommand(CLI::App &app, Action &action);
 
 } // namespace kiln::cli

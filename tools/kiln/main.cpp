@@ -63,6 +63,7 @@ int main(int argc, char **argv) {
   kiln::cli::registerKeysCommand(app, action);
   kiln::cli::registerMergeCommand(app, action);
   kiln::cli::registerPlanCommand(app, action);
+  kiln::cli::registerReportCommand(app, action);
   if (argc > 1 && argv[1][0] != '-' &&
       app.get_subcommands([&](const CLI::App *c) { return c->check_name(argv[1]); }).empty()) {
     // CLI11 would only say "a subcommand is required"; name the word it did not know.

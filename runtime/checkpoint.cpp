@@ -70,6 +70,12 @@ int64_t firstBadElement(const Tensor &t, bool non_negative) {
 
 } // namespace
 
+std::string checkpointPath(const std::string &dir, int64_t step) {
+  char name[48];
+  std::snprintf(name, sizeof(name), "step-%06lld.safetensors", static_cast<long long>(step));
+  return (fs::path(dir) / name).string();
+}
+
 Expected<std::string> writeCheckpoint(const std::string &dir, const TrainingState &state) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -89,9 +95,7 @@ Expected<std::string> writeCheckpoint(const std::string &dir, const TrainingStat
     file.tensors[name] = t;
   for (const auto &[name, t] : state.moments)
     file.tensors[name] = t;
-  char name[48];
-  std::snprintf(name, sizeof(name), "step-%06lld.safetensors", static_cast<long long>(state.step));
-  const std::string path = (fs::path(dir) / name).string();
+  const std::string path = checkpointPath(dir, state.step);
   // Checkpoints a killed run was writing, whatever their step.
   removeStaleTemporaries(dir,
                          [](std::string_view target) { return stepOf(std::string(target)) >= 0; });
@@ -199,12 +203,12 @@ Expected<int> pruneCheckpoints(const std::string &dir, int64_t keep) {
   std::sort(steps.begin(), steps.end());
   int removed = 0;
   for (size_t i = 0; i + keep < steps.size(); ++i) {
-    if (!fs::remove(steps[i].second, ec))
-      return Error(steps[i].second.string() + ": cannot remove an old checkpoint (" +
-                   (ec ? ec.message() : std::string("gone")) + ")");
     const std::string exported = checkpointExportDir(steps[i].second.string());
     if (fs::remove_all(exported, ec) == static_cast<std::uintmax_t>(-1))
       return Error(exported + ": cannot remove an old checkpoint's folder (" + ec.message() + ")");
+    if (!fs::remove(steps[i].second, ec))
+      return Error(steps[i].second.string() + ": cannot remove an old checkpoint (" +
+                   (ec ? ec.message() : std::string("gone")) + ")");
     ++removed;
   }
   return removed;

@@ -34,6 +34,8 @@ struct TrainingState {
   std::map<std::string, Tensor> moments;
 };
 
+// DIR/step-<step>.safetensors: where writeCheckpoint puts a step's state.
+std::string checkpointPath(const std::string &dir, int64_t step);
 // DIR/step-<step>.safetensors (DIR created when missing); returns the path.
 Expected<std::string> writeCheckpoint(const std::string &dir, const TrainingState &state);
 // Reads and checks a checkpoint: counters whole and non-negative, the step
@@ -46,10 +48,14 @@ Expected<TrainingState> checkpointFromSafetensors(SafetensorsFile file, const st
 // The checkpoint of the highest step in `dir`; nothing when there is none.
 Expected<std::optional<std::string>> latestCheckpoint(const std::string &dir);
 // Removes all but the `keep` newest step files of `dir`, each with its
-// export folder; returns how many it removed.
+// export folder (the folder first: a kill between leaves an old step file,
+// which the next pruning removes, never an orphaned folder); returns how
+// many it removed.
 Expected<int> pruneCheckpoints(const std::string &dir, int64_t keep);
 // The folder beside checkpoint file `checkpoint` that holds what a run
 // exports with it (a LoRA run's PEFT adapter): "DIR/step-000020-adapter".
+// The trainer writes it whole before it publishes the step file, so a
+// checkpoint that exists has its export.
 std::string checkpointExportDir(const std::string &checkpoint);
 // The settings of `state` that differ from `now`, as "model 'a' (now 'b')";
 // empty when they agree. Keys either side lacks are not compared.

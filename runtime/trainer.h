@@ -54,8 +54,9 @@ struct TrainerOptions {
   bool resume_if_exists = false;    // with resume: an empty folder starts afresh, not an error
   bool resume_any_settings = false; // resume from a checkpoint of other settings
   int64_t keep_checkpoints = 0;     // > 0: only the newest N step files stay
-  // Called after each checkpoint is written, with its path and state: what
-  // the run exports beside it (a LoRA run's PEFT adapter folder).
+  // What the run exports beside each checkpoint (a LoRA run's PEFT adapter
+  // folder), called with the checkpoint's path and state just before the
+  // step file is published (trainer_checkpoint.cpp says why).
   std::function<Status(const std::string &, const TrainingState &)> after_checkpoint;
   // What the run trains (model, layout, batch, dtype, data): written into
   // each checkpoint; a resumed run must have the same (checkpoint.h).

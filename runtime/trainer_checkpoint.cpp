@@ -3,6 +3,7 @@
 // every replica's slice, the counters) and how a run resumes from one.
 #include "runtime/trainer.h"
 
+#include "ir/file_io.h"
 #include "runtime/checkpoint.h"
 
 namespace kiln::runtime {
@@ -127,9 +128,16 @@ Status Trainer::checkpoint() {
   }
   if (comm_->firstLocalRank() != 0 || (link_ && link_->index() != 0))
     return Status::ok();
-  KILN_ASSIGN_OR_RETURN(std::string path, writeCheckpoint(options_.checkpoint_dir, state));
-  if (options_.after_checkpoint)
+  // The export first, the step file last: a run killed between leaves the
+  // previous checkpoint as the latest, and the resumed run redoes this step
+  // and its export; the other order left a checkpoint whose export was torn
+  // (or missing) for good.
+  if (options_.after_checkpoint) {
+    const std::string path = checkpointPath(options_.checkpoint_dir, state.step);
+    removeStaleTemporaries(checkpointExportDir(path), [](std::string_view) { return true; });
     KILN_RETURN_IF_ERROR(options_.after_checkpoint(path, state));
+  }
+  KILN_RETURN_IF_ERROR(writeCheckpoint(options_.checkpoint_dir, state).status());
   if (options_.keep_checkpoints > 0)
     KILN_RETURN_IF_ERROR(
         pruneCheckpoints(options_.checkpoint_dir, options_.keep_checkpoints).status());

@@ -6,12 +6,14 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 #include "compiler/driver/finite_weights.h"
 #include "compiler/driver/plan_report.h"
 #include "compiler/driver/training.h"
 #include "compiler/frontend/decoder_init.h"
 #include "compiler/frontend/decoder_parameters.h"
+#include "ir/file_io.h"
 #include "ir/hf_checkpoint.h"
 #include "runtime/checkpoint_lock.h"
 #include "runtime/mpi_communicator.h"
@@ -109,6 +111,30 @@ Status resolveTrainerOptions(TrainOptions &opts, const driver::ResolvedJob &job)
   if (t.keep_checkpoints > 0 && t.checkpoint_dir.empty())
     return usageError("--keep-checkpoints needs --checkpoint-dir");
   return Status::ok();
+}
+
+// Keeps the lines of a --log-json file up to step `steps_done`: a run killed
+// after logging a step and before its checkpoint redoes that step when
+// resumed and logs it again. The file is rewritten atomically; a missing one
+// is fine.
+Status keepLogUpTo(const std::string &path, int64_t steps_done) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return Status::ok();
+  KILN_ASSIGN_OR_RETURN(std::string text, readFile(path));
+  std::string kept;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    // A line cut short by the kill is dropped with the redone steps' lines.
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
+    if (!row.is_object() || (row.contains("step") && row["step"].is_number_integer() &&
+                             row["step"].get<int64_t>() > steps_done))
+      continue;
+    kept += line + "\n";
+  }
+  if (kept.size() == text.size())
+    return Status::ok();
+  return writeFileAtomic(path, kept);
 }
 
 // The weights the run starts from (--weights, or initialised from --seed),
@@ -220,16 +246,20 @@ int trainOn(TrainOptions &opts, const parallel::ParallelConfig &layout,
     std::cout << "kiln: " << layout.toString() << ", global batch " << opts.model.batch << " "
               << driver::batchSplit(program) << ", seq " << program.seq << "; "
               << program.memory.toText() << " of " << formatBytes(t.device_memory) << "\n";
-  std::ofstream log;
-  if (!opts.log_json.empty()) {
-    log.open(opts.log_json, t.resume ? std::ios::app : std::ios::trunc);
-    if (!log)
-      return failJob(opts.log_json + ": cannot open the log for writing");
-  }
   auto trainer = runtime::Trainer::create(std::move(program), t, std::move(comm),
                                           std::move(weights), data, std::move(comms.stages));
   if (!trainer)
     return failJob(trainer.error());
+  std::ofstream log;
+  if (!opts.log_json.empty()) {
+    // A resumed run redoes the steps after its checkpoint: their old lines go.
+    if (t.resume)
+      if (Status kept = keepLogUpTo(opts.log_json, (*trainer)->stepsDone()); !kept)
+        return failJob(kept.error());
+    log.open(opts.log_json, t.resume ? std::ios::app : std::ios::trunc);
+    if (!log)
+      return failJob(opts.log_json + ": cannot open the log for writing");
+  }
   if (!(*trainer)->resumedFrom().empty())
     std::cout << "kiln: resumed from " << (*trainer)->resumedFrom() << " at step "
               << (*trainer)->stepsDone() << "\n";

@@ -3,8 +3,9 @@
 # step compiled ahead of time (passes, target checks, kernels through a fresh
 # kernel cache, then again from it), one training step of a tiny Qwen on the
 # compiled kernels and on the reference interpreter, the fp16 attention
-# overflow with its fix, the Qwen-14B per-device memory plans and the layout
-# kiln plan recommends for 8 x 32 GB, and the tiny
+# overflow with its two fixes (fp32 attention, fused attention), the Qwen-14B
+# per-device memory plans (seq 8192 with and without fused attention too) and
+# the layout kiln plan recommends for 8 x 32 GB, and the tiny
 # Qwen trained across 8 simulated devices (data, then tensor parallel), a LoRA
 # fine-tune merged back, and a second family: Qwen2.5-14B planned, a tiny
 # Qwen2 (grouped-query attention) trained and LoRA-tuned.
@@ -57,6 +58,10 @@ echo -n "allow_mix_precision, pass off:           "
 overflow_run --precision-mode allow_mix_precision --disable-pass AttentionFp32CastPass
 echo -n "allow_mix_precision, pass on (default):  "; overflow_run --precision-mode allow_mix_precision
 
+echo -n "allow_mix_precision, FlashAttentionFusionPass instead (the fused op keeps QK^T in f32): "
+overflow_run --precision-mode allow_mix_precision --disable-pass AttentionFp32CastPass \
+  --enable-pass FlashAttentionFusionPass
+
 echo "== the same model with layer 1's MLP overflowing: kiln debug overflow names the op and"
 echo "   verifies its fixes (exit code 3: an overflow was found)"
 "$kiln" init "$cfg" -o "$work/mw.safetensors" --scale 'transformer.h.1.mlp.w1.weight=3000' \
@@ -72,6 +77,13 @@ for layout in "--zero 1 --batch 8" "--tp 8 --recompute full"; do
   # Exit code 4: the plan does not fit (docs/cli.md).
   "$kiln" train examples/qwen-14b/config.json --compile-only --devices 8 $layout --seq 2048 \
     --dtype f16 --target ascend910 --device-memory 32GiB || [ $? -eq 4 ]
+done
+echo "== Qwen-14B at seq 8192, 8-way tensor parallel on 8 x ascend910b (64 GB), no recomputation:"
+echo "   the B x N x S x S scores (does not fit), then fused attention (fits)"
+for pass in "" "--enable-pass FlashAttentionFusionPass"; do
+  # shellcheck disable=SC2086
+  "$kiln" train examples/qwen-14b/config.json --compile-only --devices 8 --tp 8 --batch 1 \
+    --seq 8192 --dtype f16 --target ascend910b $pass | sed -n 3p || [ $? -eq 4 ]
 done
 echo "== kiln plan: every layout of 8 x ascend910 (32 GB) for a Qwen-14B full fine-tune, global"
 echo "   batch 16, planned by the compiler and ranked by the target's cost model"

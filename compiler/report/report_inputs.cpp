@@ -18,41 +18,6 @@ const char *const kWhatKilnReads =
     "expected a kiln train --log-json file, the JSON of kiln plan --format json, or a --profile "
     "folder (with op_summary.csv)";
 
-// RFC 4180 rows, as runtime/profiler.cpp writes them: a quoted field may
-// hold commas and doubled quotes; no field holds a newline.
-std::vector<std::vector<std::string>> csvRows(std::string_view text) {
-  std::vector<std::vector<std::string>> rows;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find('\n', at);
-    if (end == std::string_view::npos)
-      end = text.size();
-    std::string_view line = text.substr(at, end - at);
-    at = end + 1;
-    if (!line.empty() && line.back() == '\r')
-      line.remove_suffix(1);
-    if (line.empty())
-      continue;
-    std::vector<std::string> row{""};
-    bool quoted = false;
-    for (size_t i = 0; i < line.size(); ++i) {
-      const char c = line[i];
-      if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        row.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = !quoted;
-      } else if (c == ',' && !quoted) {
-        row.emplace_back();
-      } else {
-        row.back() += c;
-      }
-    }
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
-
 std::optional<double> number(const nlohmann::json &line, const char *key) {
   auto it = line.find(key);
   if (it == line.end() || !it->is_number())
@@ -108,6 +73,39 @@ Expected<ReportInput> readProfileFolder(const std::string &path) {
 }
 
 } // namespace
+
+std::vector<std::vector<std::string>> csvRows(std::string_view text) {
+  std::vector<std::vector<std::string>> rows;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos)
+      end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    if (!line.empty() && line.back() == '\r')
+      line.remove_suffix(1);
+    if (line.empty())
+      continue;
+    std::vector<std::string> row{""};
+    bool quoted = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        row.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = !quoted;
+      } else if (c == ',' && !quoted) {
+        row.emplace_back();
+      } else {
+        row.back() += c;
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
 
 Expected<TrainingLog> parseTrainingLog(std::string_view text, const std::string &source) {
   TrainingLog log{source, {}};

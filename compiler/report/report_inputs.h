@@ -73,6 +73,11 @@ using ReportInput = std::variant<TrainingLog, LayoutPlan, Profile>;
 // expected of it.
 Expected<ReportInput> readReportInput(const std::string &path);
 
+// RFC 4180 rows, as runtime/profiler.cpp writes them: a quoted field may
+// hold commas and doubled quotes; no field holds a newline. Empty lines are
+// skipped.
+std::vector<std::vector<std::string>> csvRows(std::string_view text);
+
 // The readers behind it, for tests: `source` names the input in errors.
 Expected<TrainingLog> parseTrainingLog(std::string_view text, const std::string &source);
 Expected<LayoutPlan> parseLayoutPlan(const nlohmann::json &plan, const std::string &source);

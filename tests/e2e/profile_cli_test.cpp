@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "compiler/report/report_inputs.h"
 #include "tests/e2e/cli_fixture.h"
 
 namespace kiln {
@@ -15,34 +16,9 @@ namespace {
 
 using namespace kiln::testing;
 
-// RFC 4180 rows: quoted fields may hold commas.
-std::vector<std::vector<std::string>> readCsv(const std::string &text) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    std::vector<std::string> row{""};
-    bool quoted = false;
-    for (size_t i = 0; i < line.size(); ++i) {
-      const char c = line[i];
-      if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        row.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = !quoted;
-      } else if (c == ',' && !quoted) {
-        row.emplace_back();
-      } else {
-        row.back() += c;
-      }
-    }
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
-
 // The rows of a CSV file as maps from its header's column names.
 std::vector<std::map<std::string, std::string>> table(const std::string &text) {
-  auto rows = readCsv(text);
+  auto rows = report::csvRows(text);
   std::vector<std::map<std::string, std::string>> out;
   for (size_t r = 1; r < rows.size(); ++r) {
     EXPECT_EQ(rows[r].size(), rows[0].size()) << "row " << r;

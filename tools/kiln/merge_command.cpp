@@ -7,6 +7,7 @@
 #include "compiler/frontend/decoder_model.h"
 #include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/model_loader.h"
+#include "ir/file_io.h"
 #include "ir/hf_checkpoint.h"
 #include "tools/kiln/cli_common.h"
 
@@ -66,11 +67,15 @@ int runMerge(const MergeOptions &opts) {
   auto files = writeHfWeights(opts.output, *merged, *shard_bytes);
   if (!files)
     return fail(files.error());
-  // The config beside the weights, so the folder loads as a model.
-  std::filesystem::copy_file(*config, std::filesystem::path(opts.output) / "config.json",
-                             std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec)
-    return fail(opts.output + "/config.json: cannot copy the model's config: " + ec.message());
+  // The config beside the weights, last and atomically: a folder holding
+  // one holds the whole merge, even if the merge was killed.
+  auto config_text = readFile(*config);
+  if (!config_text)
+    return fail(config_text.error());
+  if (Status written = writeFileAtomic(
+          (std::filesystem::path(opts.output) / "config.json").string(), *config_text);
+      !written)
+    return fail(written.error().withContext(opts.output + "/config.json"));
   note("merged " + std::to_string(adapter->tensors.size() / 2) + " adapted layers (" +
        adapter->config.toString() + ") into " + std::to_string(merged->size()) +
        " tensors; wrote " + std::to_string(files->size()) + " file(s) to " + opts.output);

@@ -158,12 +158,12 @@ Status parseOptionalFacts(const JsonReader &r, const json &doc, Target &t) {
 Expected<Target> parseTarget(const json &doc, std::string_view source) {
   JsonReader r(source);
   const std::string root = "$";
-  KILN_RETURN_IF_ERROR(r.checkKeys(
-      doc, root,
-      {"format", "version", "name", "description", "dtypes", "cube_input_dtypes", "overflow_modes",
-       "default_overflow_mode", "fixpipe", "cores", "memory", "vector_tile_elements", "cube_tile",
-       "hbm_bandwidth_gbps", "peak_tflops", "vector_peak_tflops", "interconnect", "unconfirmed",
-       "fused_ops"}));
+  KILN_RETURN_IF_ERROR(
+      r.checkKeys(doc, root,
+                  {"format", "version", "name", "description", "dtypes", "cube_input_dtypes",
+                   "overflow_modes", "default_overflow_mode", "fixpipe", "cores", "memory",
+                   "vector_tile_elements", "cube_tile", "hbm_bandwidth_gbps", "peak_tflops",
+                   "vector_peak_tflops", "interconnect", "unconfirmed", "fused_ops"}));
   KILN_ASSIGN_OR_RETURN(std::string format, r.string(doc, root, "format"));
   if (format != "kiln.target")
     return r.error("$.format", "expected \"kiln.target\", got \"" + format + "\"");

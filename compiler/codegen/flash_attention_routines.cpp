@@ -164,8 +164,7 @@ struct QueryHead {
   std::vector<float> q, dout, delta;
 };
 
-void loadQueryHead(const GradInputs &in, const Attention &a, int64_t b, int64_t n,
-                   QueryHead &h) {
+void loadQueryHead(const GradInputs &in, const Attention &a, int64_t b, int64_t n, QueryHead &h) {
   h.stat = (b * a.N + n) * a.S;
   std::vector<float> out;
   loadRows(in.q, a, a.N, b, n, 0, a.S, h.q);
@@ -213,8 +212,8 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t c = 0; c < cols; ++c)
             ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - qh.delta[i0 + r]) * a.scale;
-        gemm(false, false, rows, D, cols, 1.0f, ds.data(), cols, kb.data(), D, 1.0f,
-             &dq[h][i0 * D], D);
+        gemm(false, false, rows, D, cols, 1.0f, ds.data(), cols, kb.data(), D, 1.0f, &dq[h][i0 * D],
+             D);
         gemm(true, false, cols, D, rows, 1.0f, ds.data(), cols, qb.data(), D, 1.0f, dk.data(), D);
         roundProbabilities(p, a);
         gemm(true, false, cols, D, rows, 1.0f, p.data(), cols, dout, D, 1.0f, dv.data(), D);

@@ -57,8 +57,8 @@ std::string predictedTime(const target::Target &target, const parallel::Training
 
 std::string planReport(const ModelRequest &model, const ResolvedJob &job,
                        const KernelSettings &settings, const parallel::ParallelConfig &layout,
-                       const frontend::DecoderConfig &config, const parallel::TrainingProgram &program,
-                       int64_t capacity) {
+                       const frontend::DecoderConfig &config,
+                       const parallel::TrainingProgram &program, int64_t capacity) {
   const parallel::DeviceMemoryEstimate &m = program.memory;
   const passes::RecomputeMode recompute = job.context->recompute().mode;
   std::ostringstream out;

@@ -20,7 +20,7 @@ std::string batchSplit(const parallel::TrainingProgram &program);
 // lower a plan that does not fit compiles each (layout_suggestions.h).
 std::string planReport(const ModelRequest &model, const ResolvedJob &job,
                        const KernelSettings &settings, const parallel::ParallelConfig &layout,
-                       const frontend::DecoderConfig &config, const parallel::TrainingProgram &program,
-                       int64_t capacity);
+                       const frontend::DecoderConfig &config,
+                       const parallel::TrainingProgram &program, int64_t capacity);
 
 } // namespace kiln::driver

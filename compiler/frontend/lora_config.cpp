@@ -9,7 +9,6 @@
 namespace kiln::frontend {
 namespace {
 
-
 std::string number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", v);

@@ -28,8 +28,7 @@ std::string MemoryFormula::toText() const {
 
 MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const frontend::LoraConfig &lora,
                             const ParallelConfig &layout, int64_t micro_batch, int64_t seq,
-                            DType dtype, passes::RecomputeMode recompute,
-                            bool fused_attention) {
+                            DType dtype, passes::RecomputeMode recompute, bool fused_attention) {
   const double w = static_cast<double>(dtypeSize(dtype));
   PerParameter trained = w == 2 ? PerParameter{4, 12} : PerParameter{2 * w, 2 * w};
   // Pipeline stages split the parameters as tensor parallelism does; the

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "compiler/frontend/lora_config.h"
 #include "compiler/frontend/decoder_config.h"
+#include "compiler/frontend/lora_config.h"
 #include "compiler/parallel/parallel_config.h"
 #include "ir/dtype.h"
 #include "passes/memory/recompute_settings.h"

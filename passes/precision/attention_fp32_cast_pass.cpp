@@ -41,7 +41,8 @@ public:
                    "f32 around low-precision matmuls",
         .description =
             "Anchored at each Softmax over the last axis: walks back through Div/Mul/Add/"
-            "CausalMask/Cast/Reshape to the BatchMatMul computing QK^T, which keeps its low-precision "
+            "CausalMask/Cast/Reshape to the BatchMatMul computing QK^T, which keeps its "
+            "low-precision "
             "inputs and stores f32 (fp32_out); the scale, mask and softmax compute in f32; the "
             "BatchMatMuls reading the probabilities (PV, and dV in the backward) take them cast "
             "to the low dtype. Backward: the SoftmaxGrad of that softmax runs in f32, the "

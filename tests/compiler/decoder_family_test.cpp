@@ -154,13 +154,12 @@ TEST_P(FamilyReferenceTest, LossAndEveryGradientMatchAFloat64Model) {
   EXPECT_EQ(parameters, static_cast<int>(decoderParameters(config).size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Families, FamilyReferenceTest,
-    ::testing::Values(Family{"Qwen2GroupedQuery", "qwen2-tiny", false},
-                      Family{"Qwen2TiedEmbeddings", "qwen2-tiny", true},
-                      Family{"Llama31BiasesRopeScaling", "llama-tiny", false},
-                      Family{"Qwen3HeadDimAndQkNormTied", "qwen3-tiny", true}),
-    [](const auto &info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Families, FamilyReferenceTest,
+                         ::testing::Values(Family{"Qwen2GroupedQuery", "qwen2-tiny", false},
+                                           Family{"Qwen2TiedEmbeddings", "qwen2-tiny", true},
+                                           Family{"Llama31BiasesRopeScaling", "llama-tiny", false},
+                                           Family{"Qwen3HeadDimAndQkNormTied", "qwen3-tiny", true}),
+                         [](const auto &info) { return std::string(info.param.name); });
 
 // One config field changed from the tiny Qwen2 (null removes it).
 Status parseWith(const std::string &field, const json &value,
@@ -186,16 +185,21 @@ TEST(DecoderFamilyTest, UnimplementedFeaturesAreErrorsNamingTheField) {
       {"use_sliding_window", true, {"field 'use_sliding_window'", "sliding-window"}},
       {"num_experts", 64, {"field 'num_experts'", "mixture-of-experts"}},
       {"attention_dropout", 0.1, {"field 'attention_dropout'", "0.1"}},
-      {"rope_scaling", json{{"rope_type", "yarn"}, {"factor", 4}},
+      {"rope_scaling",
+       json{{"rope_type", "yarn"}, {"factor", 4}},
        {"field 'rope_scaling.rope_type'", "\"yarn\""}},
-      {"rope_scaling", json{{"rope_type", "llama3"}, {"factor", 8}},
+      {"rope_scaling",
+       json{{"rope_type", "llama3"}, {"factor", 8}},
        {"rope_scaling.low_freq_factor", "missing"}},
-      {"num_key_value_heads", 3, {"field 'num_key_value_heads'", "a divisor of num_attention_heads"}},
+      {"num_key_value_heads",
+       3,
+       {"field 'num_key_value_heads'", "a divisor of num_attention_heads"}},
       {"num_key_value_heads", 8, {"field 'num_key_value_heads'"}},
       {"hidden_size", 66, {"field 'hidden_size'", "multiple of num_attention_heads"}},
       {"head_dim", 15, {"field 'head_dim'", "even"}},
       {"rms_norm_eps", nullptr, {"field 'rms_norm_eps'", "missing"}},
-      {"architectures", json::array({"MistralForCausalLM"}),
+      {"architectures",
+       json::array({"MistralForCausalLM"}),
        {"field 'architectures'", "Qwen2ForCausalLM", "LlamaForCausalLM", "Qwen3ForCausalLM",
         "QWenLMHeadModel"}},
   };
@@ -222,8 +226,7 @@ TEST(DecoderFamilyTest, TensorParallelismMustDivideTheKeyValueHeads) {
   options.tensor_parallel = 4;
   auto graph = buildDecoderForward(config, options);
   ASSERT_FALSE(graph.isOk());
-  EXPECT_NE(graph.message().find("num_key_value_heads (2)"), std::string::npos)
-      << graph.message();
+  EXPECT_NE(graph.message().find("num_key_value_heads (2)"), std::string::npos) << graph.message();
 }
 
 TEST(DecoderFamilyTest, LoraTargetsAreTheFamilysNames) {
@@ -244,8 +247,7 @@ TEST(DecoderFamilyTest, LoraTargetsAreTheFamilysNames) {
   lora.targets = {"c_attn"};
   auto qwen_name = loraParameters(config, lora);
   ASSERT_FALSE(qwen_name.isOk());
-  EXPECT_NE(qwen_name.message().find("self_attn.q_proj"), std::string::npos)
-      << qwen_name.message();
+  EXPECT_NE(qwen_name.message().find("self_attn.q_proj"), std::string::npos) << qwen_name.message();
 }
 
 } // namespace

@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "compiler/autodiff/training_step.h"
-#include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/decoder_init.h"
 #include "compiler/frontend/decoder_model.h"
+#include "compiler/frontend/lora_adapter.h"
 #include "ops/interpreter.h"
 #include "tests/support/random.h"
 #include "tests/support/reference_qwen.h"

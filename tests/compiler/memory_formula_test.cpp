@@ -14,8 +14,8 @@ namespace kiln::parallel {
 namespace {
 
 frontend::DecoderConfig configOf(const std::string &name) {
-  auto config =
-      frontend::readDecoderConfig(std::string(KILN_SOURCE_DIR) + "/examples/" + name + "/config.json");
+  auto config = frontend::readDecoderConfig(std::string(KILN_SOURCE_DIR) + "/examples/" + name +
+                                            "/config.json");
   EXPECT_TRUE(config.isOk()) << config.message();
   return config.isOk() ? *config : frontend::DecoderConfig{};
 }

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/autodiff/training_step.h"
-#include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/decoder_init.h"
+#include "compiler/frontend/model_loader.h"
 #include "compiler/parallel/pipeline_partition.h"
 #include "compiler/parallel/pipeline_schedule.h"
 #include "ops/interpreter.h"

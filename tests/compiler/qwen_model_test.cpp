@@ -17,7 +17,8 @@ namespace kiln::frontend {
 namespace {
 
 DecoderConfig loadConfig(const std::string &name) {
-  auto config = readDecoderConfig(std::string(KILN_SOURCE_DIR) + "/examples/" + name + "/config.json");
+  auto config =
+      readDecoderConfig(std::string(KILN_SOURCE_DIR) + "/examples/" + name + "/config.json");
   EXPECT_TRUE(config.isOk()) << config.message();
   return config.isOk() ? *config : DecoderConfig{};
 }

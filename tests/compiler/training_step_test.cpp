@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "compiler/autodiff/training_step.h"
-#include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/decoder_init.h"
+#include "compiler/frontend/model_loader.h"
 #include "ops/interpreter.h"
 #include "tests/support/random.h"
 

@@ -69,7 +69,8 @@ TEST_F(Cli, BadConfigsAreOneLineErrors) {
   write("typed.json", typed.dump());
   expectError(run("graph " + path("typed.json")), {"typed.json", "hidden_size"});
   write("arch.json", R"({"architectures": ["MistralForCausalLM"]})");
-  expectError(run("graph " + path("arch.json")), {"arch.json", "MistralForCausalLM", "Qwen2ForCausalLM"});
+  expectError(run("graph " + path("arch.json")),
+              {"arch.json", "MistralForCausalLM", "Qwen2ForCausalLM"});
   write("broken.json", "{\"architectures\": [");
   expectError(run("graph " + path("broken.json")), {"broken.json", "line 1"});
   expectError(run("graph " + path("absent.json")), {"absent.json"});

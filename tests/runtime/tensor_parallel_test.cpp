@@ -7,8 +7,8 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/codegen/kernel_compiler.h"
-#include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/decoder_init.h"
+#include "compiler/frontend/model_loader.h"
 #include "ops/interpreter.h"
 #include "ops/op_builder.h"
 #include "runtime/executor.h"

@@ -3,9 +3,9 @@
 #include <cmath>
 
 #include "compiler/autodiff/training_step.h"
-#include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/decoder_config.h"
 #include "compiler/frontend/decoder_init.h"
+#include "compiler/frontend/model_loader.h"
 #include "ops/op_builder.h"
 #include "ops/op_verifier.h"
 #include "tests/support/random.h"

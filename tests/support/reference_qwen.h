@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/frontend/lora_config.h"
 #include "compiler/frontend/decoder_config.h"
+#include "compiler/frontend/lora_config.h"
 #include "ir/tensor.h"
 
 namespace kiln::testing {

@@ -28,9 +28,8 @@ void addLoraFlags(CLI::App &cmd, LoraFlags &flags, bool new_adapters);
 // The adapters the command starts from, or nothing when no LoRA flag is
 // given; a folder and a rank together are an error. Without `initialise`,
 // new adapters come without tensors (a plan needs only their shapes).
-Expected<std::optional<frontend::LoraAdapter>> resolveLoraFlags(const LoraFlags &flags,
-                                                                const frontend::DecoderConfig &config,
-                                                                uint64_t seed,
-                                                                bool initialise = true);
+Expected<std::optional<frontend::LoraAdapter>>
+resolveLoraFlags(const LoraFlags &flags, const frontend::DecoderConfig &config, uint64_t seed,
+                 bool initialise = true);
 
 } // namespace kiln::cli

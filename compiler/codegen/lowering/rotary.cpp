@@ -21,8 +21,7 @@ ExprRef llama3Scaled(const AttrMap &attrs, ExprRef inv_freq) {
   const float original = static_cast<float>(attrs.getInt("original_max_position"));
   const ExprRef wavelen = fconst(2.0f * static_cast<float>(M_PI)) / inv_freq;
   const ExprRef smooth = (fconst(original) / wavelen - fconst(low)) / fconst(high - low);
-  const ExprRef blended =
-      (fconst(1.0f) - smooth) * inv_freq / fconst(factor) + smooth * inv_freq;
+  const ExprRef blended = (fconst(1.0f) - smooth) * inv_freq / fconst(factor) + smooth * inv_freq;
   const ExprRef long_wave = binary(BinaryOp::Lt, fconst(original / low), wavelen);
   const ExprRef short_wave = binary(BinaryOp::Lt, wavelen, fconst(original / high));
   return select(long_wave, inv_freq / fconst(factor), select(short_wave, inv_freq, blended));

@@ -16,6 +16,7 @@
 #include "ops/interpreter.h"
 #include "tests/support/random.h"
 #include "tests/support/reference_decoder.h"
+#include "tests/support/reference_math.h"
 #include "tests/support/reference_qwen.h"
 
 namespace kiln::frontend {
@@ -91,18 +92,6 @@ struct Family {
 
 class FamilyReferenceTest : public ::testing::TestWithParam<Family> {};
 
-ops::TensorMap feedOf(const Graph &graph, const std::map<std::string, Tensor> &weights,
-                      const Tensor &ids) {
-  ops::TensorMap feed;
-  for (const GraphInput &in : graph.inputs()) {
-    if (in.name == "input_ids" || in.name == "labels")
-      feed[in.name] = ids;
-    else if (auto it = weights.find(in.name); it != weights.end())
-      feed[in.name] = it->second;
-  }
-  return feed;
-}
-
 // Logits, loss and sampled elements of every gradient of the training step
 // (reference interpreter) against the float64 model and its central
 // differences.
@@ -118,10 +107,10 @@ TEST_P(FamilyReferenceTest, LossAndEveryGradientMatchAFloat64Model) {
   step.output_gradients = true;
   auto train = autodiff::buildTrainingStep(*forward, step);
   ASSERT_TRUE(train.isOk()) << train.message();
-  auto out = ops::interpret(*train, feedOf(*train, weights, ids));
+  auto out = ops::interpret(*train, testing::modelFeed(*train, weights, ids));
   ASSERT_TRUE(out.isOk()) << out.message();
 
-  auto forward_out = ops::interpret(*forward, feedOf(*forward, weights, ids));
+  auto forward_out = ops::interpret(*forward, testing::modelFeed(*forward, weights, ids));
   ASSERT_TRUE(forward_out.isOk()) << forward_out.message();
 
   testing::ReferenceDecoder reference(config, weights);

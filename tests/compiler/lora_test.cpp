@@ -13,6 +13,7 @@
 #include "compiler/frontend/lora_adapter.h"
 #include "ops/interpreter.h"
 #include "tests/support/random.h"
+#include "tests/support/reference_math.h"
 #include "tests/support/reference_qwen.h"
 
 namespace kiln::frontend {
@@ -30,15 +31,6 @@ LoraConfig rank(int64_t r, std::vector<std::string> targets = {"c_attn", "c_proj
   lora.alpha = 16;
   lora.targets = std::move(targets);
   return lora;
-}
-
-ops::TensorMap feedOf(const Graph &graph, const std::map<std::string, Tensor> &weights,
-                      const Tensor &ids) {
-  ops::TensorMap feed{{"input_ids", ids}, {"labels", ids}};
-  for (const GraphInput &in : graph.inputs())
-    if (isWeight(in.role))
-      feed[in.name] = weights.at(in.name).castTo(graph.type(in.value).dtype);
-  return feed;
 }
 
 TEST(LoraConfigTest, TargetsMatchByDottedSuffixAsPeftDoes) {
@@ -163,7 +155,7 @@ TEST(LoraGraphTest, ForwardAndAdapterGradientsMatchAFloat64Model) {
   step.output_gradients = true;
   auto train = autodiff::buildTrainingStep(*forward, step);
   ASSERT_TRUE(train.isOk()) << train.message();
-  auto out = ops::interpret(*train, feedOf(*train, weights, ids));
+  auto out = ops::interpret(*train, testing::modelFeed(*train, weights, ids));
   ASSERT_TRUE(out.isOk()) << out.message();
 
   testing::ReferenceQwen reference(config, weights, lora);

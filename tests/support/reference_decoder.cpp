@@ -115,24 +115,12 @@ ReferenceDecoder::Mat ReferenceDecoder::attention(const std::string &p, const Ma
   for (int64_t b = 0; b < B_; ++b)
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t kvh = h / group;
-      for (int64_t i = 0; i < S_; ++i) {
-        const double *qi = &q[((b * S_ + i) * heads + h) * hd];
-        std::vector<double> s(i + 1);
-        for (int64_t j = 0; j <= i; ++j) {
-          const double *kj = &k[((b * S_ + j) * kv_heads + kvh) * hd];
-          double dot = 0;
-          for (int64_t d = 0; d < hd; ++d)
-            dot += qi[d] * kj[d];
-          s[j] = dot * scale;
-        }
-        double mx = *std::max_element(s.begin(), s.end()), sum = 0;
-        for (double &e : s)
-          sum += (e = std::exp(e - mx));
-        for (int64_t j = 0; j <= i; ++j)
-          for (int64_t d = 0; d < hd; ++d)
-            ctx[((b * S_ + i) * heads + h) * hd + d] +=
-                s[j] / sum * v[((b * S_ + j) * kv_heads + kvh) * hd + d];
-      }
+      for (int64_t i = 0; i < S_; ++i)
+        causalAttentionRow(
+            &q[((b * S_ + i) * heads + h) * hd],
+            [&](int64_t j) { return &k[((b * S_ + j) * kv_heads + kvh) * hd]; },
+            [&](int64_t j) { return &v[((b * S_ + j) * kv_heads + kvh) * hd]; }, i, hd, scale,
+            &ctx[((b * S_ + i) * heads + h) * hd]);
     }
   return linear(ctx, heads * hd, H, a + "o_proj");
 }

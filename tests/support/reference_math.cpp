@@ -60,6 +60,36 @@ double shiftedCrossEntropy(const Mat &logits, const Tensor &ids, int64_t vocab) 
   return loss / static_cast<double>(B * (S - 1));
 }
 
+void causalAttentionRow(const double *q, const std::function<const double *(int64_t)> &key,
+                        const std::function<const double *(int64_t)> &value, int64_t i, int64_t hd,
+                        double scale, double *out) {
+  std::vector<double> p(i + 1);
+  for (int64_t j = 0; j <= i; ++j) {
+    const double *k = key(j);
+    double dot = 0;
+    for (int64_t d = 0; d < hd; ++d)
+      dot += q[d] * k[d];
+    p[j] = dot * scale;
+  }
+  double mx = *std::max_element(p.begin(), p.end()), sum = 0;
+  for (double &e : p)
+    sum += (e = std::exp(e - mx));
+  for (int64_t j = 0; j <= i; ++j) {
+    const double *v = value(j);
+    for (int64_t d = 0; d < hd; ++d)
+      out[d] += p[j] / sum * v[d];
+  }
+}
+
+ops::TensorMap modelFeed(const Graph &graph, const std::map<std::string, Tensor> &weights,
+                         const Tensor &ids) {
+  ops::TensorMap feed{{"input_ids", ids}, {"labels", ids}};
+  for (const GraphInput &in : graph.inputs())
+    if (isWeight(in.role))
+      feed[in.name] = weights.at(in.name).castTo(graph.type(in.value).dtype);
+  return feed;
+}
+
 double centralDifference(const std::function<double()> &loss, Tensor &weight, int64_t index) {
   const float x = weight.getFloat(index);
   const double h = 1.0 / 1024;

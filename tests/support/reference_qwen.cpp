@@ -111,21 +111,11 @@ ReferenceQwen::Mat ReferenceQwen::attention(Mat qkv) const {
   Mat ctx(B_ * S_ * H, 0.0);
   for (int64_t b = 0; b < B_; ++b)
     for (int64_t head = 0; head < c_.num_attention_heads; ++head)
-      for (int64_t i = 0; i < S_; ++i) {
-        std::vector<double> p(i + 1);
-        for (int64_t j = 0; j <= i; ++j) {
-          double dot = 0;
-          for (int64_t d = 0; d < hd; ++d)
-            dot += at(b, i, 0, head)[d] * at(b, j, 1, head)[d];
-          p[j] = dot * scale;
-        }
-        double mx = *std::max_element(p.begin(), p.end()), sum = 0;
-        for (double &e : p)
-          sum += (e = std::exp(e - mx));
-        for (int64_t j = 0; j <= i; ++j)
-          for (int64_t d = 0; d < hd; ++d)
-            ctx[(b * S_ + i) * H + head * hd + d] += p[j] / sum * at(b, j, 2, head)[d];
-      }
+      for (int64_t i = 0; i < S_; ++i)
+        causalAttentionRow(
+            at(b, i, 0, head), [&](int64_t j) { return at(b, j, 1, head); },
+            [&](int64_t j) { return at(b, j, 2, head); }, i, hd, scale,
+            &ctx[(b * S_ + i) * H + head * hd]);
   return ctx;
 }
 

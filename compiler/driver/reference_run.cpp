@@ -88,7 +88,7 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
                         frontend::loadModel(request.model, model_options));
   if (adapter) {
     if (!model.config)
-      return Error(request.lora_path + ": a LoRA adapter applies to a Hugging Face Qwen model, "
+      return Error(request.lora_path + ": a LoRA adapter applies to a Hugging Face decoder, "
                                        "not a kiln graph");
     KILN_RETURN_IF_ERROR(frontend::checkLoraAdapter(
         *model.config, *adapter, request.lora_path + "/" + frontend::kAdapterWeightsFile));

@@ -4,12 +4,8 @@
 
 namespace kiln::frontend {
 
-std::string DecoderFamily::layerScope() const {
-  return std::string(model) + "." + std::string(layers) + ".";
-}
-
 std::string DecoderFamily::layerPrefix(int64_t i) const {
-  return layerScope() + std::to_string(i) + ".";
+  return std::string(model) + "." + std::string(layers) + "." + std::to_string(i) + ".";
 }
 
 std::string DecoderFamily::embeddingWeight() const {
@@ -18,18 +14,6 @@ std::string DecoderFamily::embeddingWeight() const {
 
 std::string DecoderFamily::finalNormWeight() const {
   return std::string(model) + "." + std::string(final_norm) + ".weight";
-}
-
-std::vector<std::string> DecoderFamily::linearModules() const {
-  const std::string a = std::string(attention) + ".", m = std::string(mlp) + ".";
-  std::vector<std::string> out;
-  if (fused_qkv)
-    out.push_back(a + std::string(qkv));
-  else
-    out.insert(out.end(), {a + std::string(q), a + std::string(k), a + std::string(v)});
-  out.push_back(a + std::string(o));
-  out.insert(out.end(), {m + std::string(up), m + std::string(gate), m + std::string(down)});
-  return out;
 }
 
 namespace {

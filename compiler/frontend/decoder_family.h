@@ -50,15 +50,10 @@ struct DecoderFamily {
   // v1; PEFT's default q_proj and v_proj for the others).
   std::vector<std::string> default_lora_targets;
 
-  // "transformer.h." / "model.layers.": the prefix of layer i's names
-  // before the number.
-  std::string layerScope() const;
-  std::string layerPrefix(int64_t i) const; // "model.layers.3."
-  std::string embeddingWeight() const;      // "model.embed_tokens.weight"
-  std::string finalNormWeight() const;      // "model.norm.weight"
-  // The linear layers of one layer, as "<attention>.<q>" module paths under
-  // layerPrefix(i), in the order the layer applies them.
-  std::vector<std::string> linearModules() const;
+  // The prefix of layer i's names: "transformer.h.3." / "model.layers.3.".
+  std::string layerPrefix(int64_t i) const;
+  std::string embeddingWeight() const; // "model.embed_tokens.weight"
+  std::string finalNormWeight() const; // "model.norm.weight"
 };
 
 // Every family kiln builds, Qwen v1 first.

@@ -84,7 +84,7 @@ void registerMakeInputsCommand(CLI::App &app, Action &action) {
   auto opts = std::make_shared<MakeInputsOptions>();
   CLI::App *cmd = app.add_subcommand(
       "make-inputs", "Write random inputs for a model: uniform input_ids (i64 [batch, seq]) for "
-                     "a Qwen config, normal(0, 1) data inputs for a graph JSON");
+                     "a Hugging Face config, normal(0, 1) data inputs for a graph JSON");
   addModelArgument(*cmd, opts->model, ModelArgument::AnyModel);
   cmd->add_option("-o,--output", opts->output, "the safetensors file to write")->required();
   cmd->add_option("--batch", opts->batch, "batch size")->check(PositiveInteger);

@@ -86,4 +86,12 @@ Tensor TokenData::batch(uint64_t seed, int64_t step, int64_t first, int64_t coun
   return ids;
 }
 
+Tensor TokenData::windows(int64_t first, int64_t count) const {
+  Tensor ids(TensorType{DType::I64, {count, seq_}});
+  int64_t *out = ids.dataAs<int64_t>();
+  for (int64_t i = 0; i < count * seq_; ++i)
+    out[i] = tokens_[static_cast<size_t>(first * seq_ + i)];
+  return ids;
+}
+
 } // namespace kiln::runtime

@@ -3,7 +3,8 @@
 // or a safetensors file with an integer tensor "input_ids" (flattened).
 // Step k's sequences are drawn at offsets that depend only on the seed, k and
 // the sequence's index in the global batch, so a resumed run reads exactly
-// what an unbroken one would, whatever the device count.
+// what an unbroken one would, whatever the device count. An evaluation reads
+// the file in order instead, as consecutive windows that do not overlap.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,13 @@ public:
   // input_ids i64 [count, seq] (the model's labels are the same ids: it
   // shifts them itself).
   Tensor batch(uint64_t seed, int64_t step, int64_t first, int64_t count) const;
+
+  int64_t seq() const { return seq_; }
+  // The whole windows of `seq` tokens the file holds end to end: window i is
+  // tokens [i seq, (i + 1) seq).
+  int64_t windows() const { return tokens() / seq_; }
+  // Windows [first, first + count) as input_ids i64 [count, seq].
+  Tensor windows(int64_t first, int64_t count) const;
 
 private:
   std::vector<uint32_t> tokens_;

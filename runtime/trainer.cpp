@@ -27,14 +27,27 @@ nlohmann::json StepRecord::toJson() const {
   auto number = [](double v) -> nlohmann::json {
     return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
   };
-  return {{"step", step},
-          {"loss", number(loss)},
-          {"loss_scale", loss_scale},
-          {"grad_norm", number(grad_norm)},
-          {"lr", lr},
-          {"overflow", overflow},
-          {"seconds", seconds},
-          {"tokens_per_s", tokens_per_s}};
+  nlohmann::json json = {{"step", step},
+                         {"loss", number(loss)},
+                         {"loss_scale", loss_scale},
+                         {"grad_norm", number(grad_norm)},
+                         {"lr", lr},
+                         {"overflow", overflow},
+                         {"seconds", seconds},
+                         {"tokens_per_s", tokens_per_s}};
+  if (validation) {
+    // kiln report draws every "eval..." number: the loss beside the training
+    // loss, the perplexity in a chart of its own.
+    json["eval_loss"] = number(validation->loss);
+    json["eval_perplexity"] = number(validation->perplexity);
+    json["validation"] = validation->toJson();
+  }
+  return json;
+}
+
+std::string StepRecord::validationText() const {
+  return validation ? "validation at step " + std::to_string(step) + ": " + validation->toText()
+                    : "";
 }
 
 std::string StepRecord::toText(int64_t steps) const {
@@ -166,7 +179,9 @@ Status Trainer::createExecutors() {
     KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g.graph, g.kernels, update_options));
     update_executors_.push_back(std::move(ex));
   }
-  return Status::ok();
+  ExecutorOptions eval_options = step_options;
+  eval_options.output_leaves = nullptr; // a forward makes no gradient
+  return createEvalExecutors(eval_options);
 }
 
 Status Trainer::startProfiler() {
@@ -251,6 +266,9 @@ Status Trainer::placeWeights(const std::map<std::string, Tensor> &weights, bool 
 Status Trainer::run(const std::function<Status(const StepRecord &)> &on_step) {
   while (step_ < options_.steps) {
     KILN_ASSIGN_OR_RETURN(StepRecord record, step());
+    if (validatesAt(step_)) {
+      KILN_ASSIGN_OR_RETURN(record.validation, validate());
+    }
     KILN_RETURN_IF_ERROR(on_step(record));
     const bool last = step_ == options_.steps;
     if (!options_.checkpoint_dir.empty() &&

@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/device.h"
+#include "runtime/evaluation.h"
 #include "runtime/executor.h"
 #include "runtime/float_status.h"
 #include "runtime/loss_scaler.h"
@@ -65,6 +67,14 @@ struct TrainerOptions {
   int64_t device_memory = 0; // bytes per device
   std::string trace_path;
   std::string profile_dir; // per-kernel profile (profiler.h), written at the end
+  // Validation (trainer_validation.cpp): after every `eval_every` steps
+  // and after the last, the held-out windows of `eval_data` (named
+  // `eval_path` in errors; null: no validation) run through program.eval,
+  // at most `eval_tokens` tokens of them (0: all) in whole global batches.
+  const TokenData *eval_data = nullptr;
+  std::string eval_path;
+  int64_t eval_every = 0; // 0: only after the last step
+  int64_t eval_tokens = 0;
   // Testing the overflow path: at this step the first gradient element of
   // the last replica's first device overflows before the reduction (inf in
   // INFNAN mode; in saturation mode f16's largest finite value with that
@@ -81,8 +91,14 @@ struct StepRecord {
   bool overflow = false;
   double seconds = 0;
   double tokens_per_s = 0;
+  // The held-out loss after this step, when the run validated at it.
+  std::optional<EvalRecord> validation;
+  // With a validation also "eval_loss" and "eval_perplexity" (null when not
+  // finite; what kiln report draws) and "validation", its whole record.
   nlohmann::json toJson() const;
   std::string toText(int64_t steps) const;
+  // "validation at step 10: loss 5.1234  perplexity 168.0  (...)"; empty without one.
+  std::string validationText() const;
 };
 
 class Trainer {
@@ -116,6 +132,13 @@ private:
   Status placeWeights(const std::map<std::string, Tensor> &weights, bool fresh);
   Status resume(const std::string &path);
   Expected<StepRecord> step();
+  // Validation (trainer_validation.cpp): whether it runs after step `step`,
+  // the held-out loss, and one micro-batch of it on local replica `r`: the
+  // windows from `first` through its stages, its loss added to `loss`.
+  bool validatesAt(int64_t step) const;
+  Status createEvalExecutors(const ExecutorOptions &options);
+  Expected<EvalRecord> validate();
+  Status evalMicroBatch(int r, int64_t first, std::vector<FloatStatus> &status, float &loss);
   Status forwardBackward(int replica, double scale, float &loss);
   // With pipeline stages (trainer_pipeline.cpp): the replica's
   // micro-batches through its stages in the 1F1B order.
@@ -194,6 +217,10 @@ private:
   std::map<std::string, size_t> transfer_of_; // a transfer's name -> its index (its MPI tag)
   std::map<std::string, size_t> gradient_of_; // a gradient's name -> its parameter
   std::vector<std::unique_ptr<Executor>> update_executors_; // per optimizer graph
+  // Validation: per stage its forward's executor; the eval transfers by name.
+  std::vector<std::unique_ptr<Executor>> eval_executors_;
+  std::map<std::string, size_t> eval_transfer_of_;
+  int64_t eval_windows_ = 0; // the held-out windows each validation reads
   // Per local device: replica r's tensor-parallel rank t is device r*T + t.
   std::vector<DeviceMemory> memory_;
   std::vector<FloatStatus> float_status_; // cleared before each step

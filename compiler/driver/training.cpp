@@ -178,10 +178,63 @@ Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob 
   return Status::ok();
 }
 
+Expected<parallel::EvalProgram> compileEvalProgram(const ModelRequest &model,
+                                                   const ResolvedJob &job,
+                                                   const KernelSettings &settings,
+                                                   const parallel::ParallelConfig &config,
+                                                   int64_t micro_batch, cache::KernelCache *cache) {
+  frontend::ModelOptions options;
+  options.batch = micro_batch;
+  options.seq = model.seq;
+  options.dtype = job.dtype;
+  options.tensor_parallel = config.tp;
+  options.lora = model.lora;
+  options.lora.dropout = 0; // evaluation: PEFT's eval mode
+  options.ops = job.ops;
+  KILN_ASSIGN_OR_RETURN(frontend::LoadedModel loaded, frontend::loadModel(model.model, options));
+  Graph forward = std::move(loaded.graph);
+  forward.setName(forward.name() + "_eval");
+  KILN_RETURN_IF_ERROR(passes::fuseAttentionBeforeAutodiff(forward, *job.context).status());
+  // The loss alone: the logits' buffer is the arena's to reuse.
+  std::erase_if(forward.mutableOutputs(),
+                [](const GraphOutput &out) { return out.name != "loss"; });
+  if (!forward.findOutput("loss"))
+    return Error("graph '" + forward.name() + "' has no output named 'loss' to evaluate");
+  if (config.zero == 3) {
+    // The weights as the step keeps them: each replica's slice, gathered before use.
+    std::set<std::string> trained;
+    for (const GraphInput &in : forward.inputs())
+      if (in.role == InputRole::Parameter)
+        trained.insert(in.name);
+    KILN_ASSIGN_OR_RETURN(forward, parallel::shardWeights(forward, trained, config.dp));
+  }
+  parallel::EvalProgram program;
+  program.micro_batch = micro_batch;
+  program.seq = model.seq > 0 ? model.seq : loaded.config ? loaded.config->seq_length : 0;
+  if (config.pp == 1) {
+    KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph whole,
+                          compiled(std::move(forward), job, settings, cache));
+    program.stages.push_back(std::move(whole));
+    return program;
+  }
+  // The step's cut of the layers (a forward has no backward to place).
+  KILN_RETURN_IF_ERROR(passes::matchPrecisionSettings(forward, job.context->precision()).status());
+  KILN_ASSIGN_OR_RETURN(parallel::PipelinePartition cut,
+                        parallel::partitionPipeline(forward, config.pp));
+  for (int s = 0; s < cut.stages; ++s) {
+    KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph stage,
+                          compiled(std::move(cut.forward[s]), job, settings, cache, false));
+    program.stages.push_back(std::move(stage));
+  }
+  program.transfers = std::move(cut.transfers);
+  return program;
+}
+
 Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &model,
                                                            const ResolvedJob &job,
                                                            const KernelSettings &settings,
-                                                           const parallel::ParallelConfig &config) {
+                                                           const parallel::ParallelConfig &config,
+                                                           bool evaluation) {
   // One cache for the step and every update bucket: opened, and its
   // counters written, once.
   std::string cache_dir;
@@ -189,6 +242,10 @@ Expected<parallel::TrainingProgram> compileTrainingProgram(const ModelRequest &m
   KILN_ASSIGN_OR_RETURN(parallel::TrainingProgram program,
                         compileTrainingStep(model, job, settings, config, cache.get()));
   KILN_RETURN_IF_ERROR(addTrainingUpdates(program, job, settings, cache.get()));
+  if (evaluation) {
+    KILN_ASSIGN_OR_RETURN(program.eval, compileEvalProgram(model, job, settings, config,
+                                                           program.micro_batch, cache.get()));
+  }
   return program;
 }
 

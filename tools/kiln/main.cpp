@@ -60,6 +60,7 @@ int main(int argc, char **argv) {
   kiln::cli::registerDebugCommand(app, action);
   kiln::cli::registerInspectCommand(app, action);
   kiln::cli::registerTrainCommand(app, action);
+  kiln::cli::registerTokenizeCommand(app, action);
   kiln::cli::registerEvalCommand(app, action);
   kiln::cli::registerKeysCommand(app, action);
   kiln::cli::registerMergeCommand(app, action);

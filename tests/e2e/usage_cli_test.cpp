@@ -45,6 +45,7 @@ const std::vector<std::pair<std::string, std::string>> kCommands = {
     {"inspect", "a.kiln"},
     {"run", kTiny + " --weights w.safetensors --inputs i.safetensors --outputs o.safetensors"},
     {"train", kTiny},
+    {"eval", kTiny + " --weights w.safetensors --data held.bin"},
     {"keys show", ""},
     {"keys export", ""},
     {"keys trust", "00"},
@@ -70,6 +71,8 @@ const std::map<std::string, std::string> kBadValues = {
     {"--dp", "0"},
     {"--dtype", "f64"},
     {"--enable-pass", "Bogus"},
+    {"--eval-every", "0"},
+    {"--eval-tokens", "-1"},
     {"--fix-tolerance", "0"},
     {"--format", "html"},
     {"--global-batch", "0"},
@@ -83,6 +86,7 @@ const std::map<std::string, std::string> kBadValues = {
     {"--loss-scale", "dynamic:0,2,10"},
     {"--lr", "nan"},
     {"--max-size", "zz"},
+    {"--max-tokens", "0"},
     {"--max-trials", "0"},
     {"--micro-batches", "0"},
     {"--min-lr", "-1"},
@@ -116,29 +120,18 @@ const std::map<std::string, std::string> kBadValues = {
 // Flags whose value is a file, a folder or a name the command looks for
 // (an error when it is not there is about that input, exit code 1), and
 // switches, which take no value.
-const std::set<std::string> kAnyValue = {"--cache-dir",
-                                         "--checkpoint-dir",
-                                         "--custom-ops",
-                                         "--data",
-                                         "--dump-dir",
-                                         "--fusion-rules",
-                                         "--fusion-switch-file",
-                                         "--inputs",
-                                         "--job",
-                                         "--keep-dtype",
-                                         "--kernel-dump-dir",
-                                         "--log-json",
-                                         "--lora",
-                                         "--lora-targets",
-                                         "--modify-mixlist",
-                                         "--name",
-                                         "--output",
-                                         "--outputs",
-                                         "--profile",
-                                         "--report",
-                                         "--title",
-                                         "--trace",
-                                         "--weights"};
+const std::set<std::string> kAnyValue = {"--cache-dir",    "--checkpoint-dir",
+                                         "--custom-ops",   "--data",
+                                         "--dump-dir",     "--eval-data",
+                                         "--fusion-rules", "--fusion-switch-file",
+                                         "--inputs",       "--job",
+                                         "--keep-dtype",   "--kernel-dump-dir",
+                                         "--log-json",     "--lora",
+                                         "--lora-targets", "--modify-mixlist",
+                                         "--name",         "--output",
+                                         "--outputs",      "--profile",
+                                         "--report",       "--title",
+                                         "--trace",        "--weights"};
 const std::set<std::string> kSwitches = {"--allow-unknown-passes",
                                          "--compile-only",
                                          "--explain-cache-misses",
@@ -241,6 +234,10 @@ TEST_F(UsageCli, FlagsThatDoNotGoTogetherAreRefusedWithWhy) {
   expectUsage(run("train " + kTiny + " --data d --steps 1 --resume"), "needs --checkpoint-dir");
   expectUsage(run("train " + kTiny + " --compile-only --lr 1e-4 --min-lr 1e-3"), "--min-lr");
   expectUsage(run("train " + kTiny + " --steps 1"), "--data is required");
+  expectUsage(run("train " + kTiny + " --data d --steps 1 --eval-every 5"),
+              "--eval-every needs --eval-data");
+  expectUsage(run("train " + kTiny + " --data d --steps 1 --eval-tokens 500"),
+              "--eval-tokens needs --eval-data");
   expectUsage(run("inspect a.kiln --format json --kernels 3"), "--kernels");
   expectUsage(run("passes show TbeMatmulFixpipeFusionPass"), "unknown pass");
 }

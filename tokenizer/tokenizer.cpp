@@ -57,6 +57,11 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json_text, std::string_vie
   KILN_ASSIGN_OR_RETURN(nlohmann::json json, parseJson(json_text, source));
   if (!json.is_object() || !json.contains("model"))
     return Error(source + ": not a tokenizer.json (no 'model')");
+  // The model's kind first: it says most about a file kiln cannot read.
+  if (const auto &model = json["model"]; !model.is_object() || model.value("type", "") != "BPE")
+    return Error(source + ": model type '" + (typeOf(model).empty() ? "(none)" : typeOf(model)) +
+                 "' is not supported; kiln reads byte-level BPE tokenizers (Qwen2, Qwen2.5, "
+                 "Qwen3, Llama 3)");
   Tokenizer t;
   t.source_ = source;
   KILN_ASSIGN_OR_RETURN(

@@ -1,8 +1,12 @@
 // Binding an artifact run's inputs to the bucket of their seq.
 #include "compiler/driver/artifact_run.h"
 
+#include <random>
+
+#include "compiler/autodiff/training_step.h"
 #include "compiler/driver/finite_weights.h"
 #include "compiler/driver/reference_run.h"
+#include "compiler/frontend/random_init.h"
 #include "ir/hf_checkpoint.h"
 #include "ir/safetensors.h"
 
@@ -53,7 +57,8 @@ Expected<PreparedArtifactRun> prepareArtifactRun(const artifact::Artifact &artif
                         ? std::string(" is missing")
                         : " and " + std::to_string(missing.size() - 1) + " more are missing") +
                    " ('lr' f32[], 'adam.step' i64[], 'adam.m.<param>' and 'adam.v.<param>' f32 "
-                   "per parameter)");
+                   "per parameter; kiln make-inputs " +
+                   artifact.source + " --training -o FILE writes a first step's)");
   }
 
   KILN_ASSIGN_OR_RETURN(artifact::LoadedBucket loaded, artifact::loadBucket(artifact, *bucket));
@@ -67,6 +72,59 @@ Expected<PreparedArtifactRun> prepareArtifactRun(const artifact::Artifact &artif
                         bindModelInputs(loaded.graph, weights, request.weights_path, data.tensors,
                                         request.inputs_path, m.overflow));
   return PreparedArtifactRun{std::move(loaded), std::move(bound), m.overflow};
+}
+
+namespace {
+
+// The rows of the embedding table `input_ids` index: the vocabulary.
+std::optional<int64_t> vocabularyOf(const Graph &graph) {
+  const GraphInput *ids = graph.findInput("input_ids");
+  if (!ids)
+    return std::nullopt;
+  for (const Node &node : graph.nodes())
+    if (node.op == "Gather" && node.inputs.size() == 2 && node.inputs[1] == ids->value &&
+        !graph.type(node.inputs[0]).shape.empty())
+      return graph.type(node.inputs[0]).shape.front();
+  return std::nullopt;
+}
+
+} // namespace
+
+Expected<ops::TensorMap> makeArtifactInputs(const artifact::Artifact &artifact,
+                                            const ArtifactInputsRequest &request) {
+  const artifact::Bucket *bucket = &artifact.buckets.front();
+  if (request.seq > 0) {
+    KILN_ASSIGN_OR_RETURN(bucket, artifact::selectBucket(artifact, request.seq));
+  }
+  const Graph &graph = bucket->graph;
+  ops::TensorMap inputs;
+  if (const GraphInput *ids = graph.findInput("input_ids")) {
+    std::optional<int64_t> vocab = vocabularyOf(graph);
+    if (!vocab || *vocab <= 0)
+      return Error(artifact.source + ": no embedding reads 'input_ids', so the vocabulary is "
+                                     "unknown; write input_ids with kiln make-inputs MODEL");
+    std::mt19937_64 rng(request.seed);
+    std::uniform_int_distribution<int64_t> token(0, *vocab - 1);
+    const Shape &shape = graph.type(ids->value).shape;
+    std::vector<int64_t> values(static_cast<size_t>(numElements(shape)));
+    for (int64_t &id : values)
+      id = token(rng);
+    inputs["input_ids"] = Tensor::fromInts(DType::I64, shape, values);
+  } else {
+    inputs = frontend::randomGraphInputs(graph, InputRole::Data, request.seed, 1.0);
+  }
+  for (const GraphInput &in : graph.inputs()) {
+    const TensorType &type = graph.type(in.value);
+    if (in.role == InputRole::OptimizerState) {
+      inputs[in.name] = Tensor(type); // zero moments, step 0
+    } else if (in.role == InputRole::Hyperparameter) {
+      const bool is_float =
+          type.dtype == DType::F32 || type.dtype == DType::F16 || type.dtype == DType::BF16;
+      inputs[in.name] = Tensor::scalar(
+          type.dtype, in.name == autodiff::kLearningRateName ? request.lr : (is_float ? 1.0 : 0.0));
+    }
+  }
+  return inputs;
 }
 
 ops::TensorMap selectArtifactOutputs(const artifact::Artifact &artifact, ops::TensorMap outputs) {

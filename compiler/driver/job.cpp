@@ -468,6 +468,12 @@ Expected<ResolvedJob> resolveJob(const JobSpec &spec) {
   return resolved;
 }
 
+std::string numericsSummary(const ResolvedJob &job) {
+  return std::string(dtypeName(job.dtype)) + " model, precision " +
+         std::string(passes::precisionModeName(job.context->precision().mode)) + ", recompute " +
+         job.context->recompute().toString();
+}
+
 ResolvedJob withRecompute(const ResolvedJob &job, passes::RecomputeMode mode) {
   ResolvedJob variant = job;
   variant.context = std::make_shared<passes::PassContext>(*job.context);

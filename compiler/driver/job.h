@@ -23,6 +23,15 @@
 
 namespace kiln::driver {
 
+// The model's dtype when neither --dtype nor the job file sets one, in every
+// command alike (graph, init, make-inputs, compile, run, train, plan, passes,
+// debug): the model as Hugging Face writes it, f32. Lower precision is asked
+// for: --dtype f16|bf16, or a precision mode that lowers what may run low.
+// One rule, so kiln compile, kiln run and kiln train of one model build the
+// same program (and share the program cache), and kiln plan plans what
+// kiln train runs.
+inline constexpr DType kDefaultModelDType = DType::F32;
+
 // What a job file or the command line asks for; unset fields take the
 // layer below (command line > job file > target default).
 struct JobSettings {
@@ -66,7 +75,7 @@ Expected<JobSettings> parseJob(const nlohmann::json &doc, const std::string &sou
 struct JobSpec {
   std::optional<JobSettings> file;
   JobSettings flags; // source "command line"
-  DType default_dtype = DType::F16;
+  DType default_dtype = kDefaultModelDType;
   // The custom op folders as resolving last loaded them, so that a variant
   // resolved from a ResolvedJob's spec reads no op file again; used only
   // while the spec names the same folders.
@@ -111,13 +120,18 @@ struct ResolvedJob {
 // and every switch error of passes::resolveSwitches. The job's custom ops
 // (the job file's folders, then the command line's) are loaded first, so
 // rules may name them and graphs read afterwards may use them.
-// `default_dtype` is the model's dtype when neither sets one (kiln compile:
-// f16, the NPU's working type; kiln run: f32, exact reference results); a
-// precision mode other than must_keep_origin_dtype builds the model in f32
-// (fp32 master weights) unless a dtype is given.
+// `default_dtype` is the model's dtype when neither sets one (every kiln
+// command passes kDefaultModelDType); a precision mode other than
+// must_keep_origin_dtype builds the model in f32 (fp32 master weights)
+// unless a dtype is given.
 Expected<ResolvedJob> resolveJob(const JobSpec &spec);
 Expected<ResolvedJob> resolveJob(const std::optional<JobSettings> &job_file,
                                  const JobSettings &command_line, DType default_dtype);
+
+// What every compile and train banner states about the job, so that no
+// default changes under the user unseen: "f16 model, precision
+// must_keep_origin_dtype, recompute none" (the target is the banner's).
+std::string numericsSummary(const ResolvedJob &job);
 
 // `job` with recomputation `mode` (its layer list kept), in a context of its
 // own: a variant to plan beside the job without changing it.

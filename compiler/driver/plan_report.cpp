@@ -63,8 +63,8 @@ std::string planReport(const ModelRequest &model, const ResolvedJob &job,
   const passes::RecomputeMode recompute = job.context->recompute().mode;
   std::ostringstream out;
   out << "kiln: compiled the training step for " << layout.toString() << ", global batch "
-      << model.batch << " " << batchSplit(program) << ", seq " << program.seq << ", "
-      << dtypeName(job.dtype) << "\n"
+      << model.batch << " " << batchSplit(program) << ", seq " << program.seq << "; "
+      << job.target.name << ", " << numericsSummary(job) << "\n"
       << "  step kernels: " << stepKernels(program)
       << "; update buckets: " << program.optimizers.size() << "\n"
       << "  " << m.toText() << "\n  at the peak ("

@@ -30,7 +30,8 @@ protected:
 
   // Compiles the tiny model (f16) at seq 8 and 16 into job.kiln.
   void compileJob(const std::string &extra = "") {
-    Result r = run("compile " + kTiny + " --seq 8,16 -o " + path("job.kiln") + " " + extra);
+    Result r =
+        run("compile " + kTiny + " --seq 8,16 --dtype f16 -o " + path("job.kiln") + " " + extra);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     ASSERT_NE(r.out.find("wrote " + path("job.kiln") + ": 2 buckets (seq 8, 16)"),
               std::string::npos)

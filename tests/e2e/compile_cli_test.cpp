@@ -16,7 +16,8 @@ protected:
   // Runs the passes over the Qwen-14B training step (seq 2048, f16) with
   // `flags`; returns the report. (Kernels: tests/e2e/kernels_cli_test.cpp.)
   json compile14b(const std::string &flags) {
-    Result r = run("compile " + k14b + " --training --seq 2048 --batch 1 --passes-only --report " +
+    Result r = run("compile " + k14b +
+                   " --training --seq 2048 --batch 1 --dtype f16 --passes-only --report " +
                    path("report.json") + " " + flags);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return json::parse(slurp(path("report.json")));

@@ -27,8 +27,8 @@ protected:
 };
 
 TEST_F(KernelsCli, SecondCompileOfQwen14bComesFromTheCache) {
-  const std::string args = "compile " + k14b + " --training --seq 2048 --report " + path("r.json") +
-                           " --cache-dir " + path("cache");
+  const std::string args = "compile " + k14b + " --training --seq 2048 --dtype f16 --report " +
+                           path("r.json") + " --cache-dir " + path("cache");
   Result cold = run(args);
   ASSERT_EQ(cold.exit_code, 0) << cold.err;
   json c = json::parse(slurp(path("r.json")))["kernels"];
@@ -80,7 +80,7 @@ TEST_F(KernelsCli, AKernelTheTargetCannotHoldIsACodedErrorInTheReport) {
   std::string target = slurp(kSource + "/target/data/ascend910b.json");
   target.replace(target.find("196608"), 6, "16384");
   write("small_ub.json", target);
-  const std::string args = "compile " + k14b + " --training --seq 2048 --target " +
+  const std::string args = "compile " + k14b + " --training --seq 2048 --dtype f16 --target " +
                            path("small_ub.json") + " --report " + path("report.json");
   Result r = run(args);
   EXPECT_FALSE(r.signaled);

@@ -25,7 +25,8 @@ protected:
     Cli::TearDown();
   }
   std::string compile(const std::string &model, const std::string &flags) {
-    return "compile " + model + " --training --batch 2 --cache-dir " + path("cache") + " " + flags;
+    return "compile " + model + " --training --batch 2 --dtype f16 --cache-dir " + path("cache") +
+           " " + flags;
   }
   Result ok(const std::string &args) {
     Result r = run(args);
@@ -100,8 +101,8 @@ TEST_F(ProgramCacheCli, AProgramStoredWithoutAnArtifactWritesTheSameArtifactLate
   ok(compile(kTiny, "--seq 8"));
   Result warm = ok(compile(kTiny, "--seq 8 -o " + path("warm.kiln")));
   EXPECT_NE(warm.out.find("program: from the cache"), std::string::npos) << warm.out;
-  ok("compile " + kTiny + " --training --batch 2 --seq 8 --cache-dir " + path("fresh") + " -o " +
-     path("cold.kiln"));
+  ok("compile " + kTiny + " --training --batch 2 --seq 8 --dtype f16 --cache-dir " + path("fresh") +
+     " -o " + path("cold.kiln"));
   EXPECT_TRUE(slurp(path("warm.kiln")) == slurp(path("cold.kiln"))) << "the artifacts differ";
 }
 

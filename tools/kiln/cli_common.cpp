@@ -289,7 +289,8 @@ CLI::Option *addOptionalDTypeFlag(CLI::App &app, std::optional<DType> &dtype) {
       .add_option_function<std::string>(
           "--dtype",
           [&dtype](const std::string &text) { dtype = parseFloatDType("--dtype", text); },
-          "compute dtype of the model")
+          "the model's dtype (default f32 in every command; a --precision-mode lowers what "
+          "may run low)")
       ->type_name("f32|f16|bf16");
 }
 

@@ -55,8 +55,7 @@ void printSummary(const driver::ProgramCompile &c, const driver::ResolvedJob &jo
                   const std::string &seq) {
   const driver::ProgramSummary &s = c.program.summary;
   std::cout << "kiln: compiled '" << printableName(s.graph) << "'" << seq << " for "
-            << job.target.name << " (" << dtypeName(job.dtype) << " model, "
-            << passes::precisionModeName(job.context->precision().mode) << "): " << s.nodes_before
+            << job.target.name << " (" << driver::numericsSummary(job) << "): " << s.nodes_before
             << " nodes -> " << s.nodes << " nodes, " << s.groups << " fused groups\n";
   for (const driver::PassLine &p : s.passes)
     std::cout << "  " << printableName(p.name) << ": match_times " << p.match_times
@@ -128,7 +127,7 @@ int runCompile(const CompileOptions &opts) {
   if (to_artifact && opts.passes_only)
     return usage("--passes-only compiles no kernels, but an artifact (" + opts.output +
                  ") holds them; drop one of the two");
-  auto job = resolveJobFlags(opts.job, DType::F16);
+  auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return failWithReport(opts.report, nlohmann::json::object(), job.error());
 

@@ -53,7 +53,7 @@ Expected<driver::ResolvedJob> unfusedJob(const driver::ResolvedJob &fused) {
 }
 
 int runCompare(const CompareOptions &opts) {
-  auto job = resolveJobFlags(opts.job, DType::F32);
+  auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
   driver::ReferenceRunRequest request = opts.request;
@@ -198,8 +198,7 @@ int runBisect(const BisectOptions &opts) {
   const bool accuracy = opts.check == "accuracy";
   if (accuracy && (opts.weights.empty() || opts.inputs.empty()))
     return usage("--check accuracy runs the model: give --weights and --inputs");
-  const DType default_dtype = accuracy ? DType::F32 : DType::F16;
-  auto job = resolveJobFlags(opts.job, default_dtype);
+  auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
 

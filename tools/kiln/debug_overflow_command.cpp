@@ -135,7 +135,7 @@ Status verifyOverflowFixes(const OverflowOptions &opts, const driver::ResolvedJo
 }
 
 int runOverflow(const OverflowOptions &opts) {
-  auto job = resolveJobFlags(opts.job, DType::F32);
+  auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
   driver::ReferenceRunRequest request = opts.request;

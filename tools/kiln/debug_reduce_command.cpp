@@ -40,8 +40,8 @@ struct FailureSignature {
 // way: a repro that does not reproduce is worse than none.
 Status checkRepro(const std::string &dir, const FailureSignature &signature) {
   KILN_ASSIGN_OR_RETURN(driver::JobSettings settings, driver::readJobFile(dir + "/job.json"));
-  KILN_ASSIGN_OR_RETURN(driver::ResolvedJob job,
-                        driver::resolveJob(settings, driver::JobSettings{}, DType::F16));
+  KILN_ASSIGN_OR_RETURN(driver::ResolvedJob job, driver::resolveJob(settings, driver::JobSettings{},
+                                                                    driver::kDefaultModelDType));
   driver::ModelRequest model;
   model.model = dir + "/graph.json";
   KILN_ASSIGN_OR_RETURN(Graph graph, driver::buildModelGraph(model, job));
@@ -53,7 +53,7 @@ Status checkRepro(const std::string &dir, const FailureSignature &signature) {
 }
 
 int runReduce(const ReduceOptions &opts) {
-  auto job = resolveJobFlags(opts.job, DType::F16);
+  auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
   auto graph = driver::buildModelGraph(opts.model, *job);

@@ -4,6 +4,7 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/driver/graph_stats.h"
+#include "compiler/driver/job.h"
 #include "compiler/frontend/custom_ops.h"
 #include "compiler/frontend/model_loader.h"
 #include "ir/file_io.h"
@@ -19,7 +20,7 @@ struct GraphOptions {
   bool training = false;
   int64_t batch = 1;
   int64_t seq = 0;
-  DType dtype = DType::F32;
+  DType dtype = driver::kDefaultModelDType;
   std::string format = "text";
   std::string output;
   bool provenance = false;
@@ -71,7 +72,8 @@ void registerGraphCommand(CLI::App &app, Action &action) {
   cmd->add_option("--batch", opts->batch, "batch size")->check(PositiveInteger);
   cmd->add_option("--seq", opts->seq, "sequence length (default: the config's seq_length)")
       ->check(PositiveInteger);
-  addDTypeFlag(*cmd, "--dtype", opts->dtype, "compute dtype of the model (default f32)");
+  addDTypeFlag(*cmd, "--dtype", opts->dtype,
+               "the model's dtype (default f32, as in every command)");
   cmd->add_option("--format", opts->format, "text, json or stats")
       ->check(OneOf({"text", "json", "stats"}));
   cmd->add_flag("--provenance", opts->provenance, "text: show which pass made each node");

@@ -24,7 +24,7 @@ struct InitOptions {
 };
 
 int runInit(const InitOptions &opts) {
-  auto job = resolveJobFlags(opts.job, DType::F32);
+  auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
   frontend::ModelOptions model_options;

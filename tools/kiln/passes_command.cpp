@@ -15,7 +15,7 @@ struct PassesOptions {
 };
 
 int runList(const PassesOptions &opts) {
-  auto job = resolveJobFlags(opts.job, DType::F16);
+  auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
   nlohmann::json listing = driver::passListing(*job);
@@ -29,7 +29,7 @@ int runList(const PassesOptions &opts) {
 }
 
 int runShow(const PassesOptions &opts) {
-  auto job = resolveJobFlags(opts.job, DType::F16);
+  auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
   auto text = driver::describePass(*job, opts.name);

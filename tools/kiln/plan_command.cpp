@@ -23,7 +23,7 @@ struct PlanOptions {
 };
 
 int runPlan(PlanOptions opts) {
-  auto job = resolveJobFlags(opts.job, DType::F16);
+  auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
   driver::PlanRequest &r = opts.request;

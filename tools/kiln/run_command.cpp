@@ -161,8 +161,7 @@ int runRun(const RunOptions &opts, const CLI::App &cmd) {
                  "interpreter instead of them: drop one of the two");
   if (opts.request.model.ends_with(".kiln"))
     return runArtifact(opts, cmd);
-  // Without --dtype or a job's precision, run in f32: exact reference results.
-  auto job = resolveJobFlags(opts.job, DType::F32);
+  auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
   driver::ReferenceRunRequest request = opts.request;

@@ -43,6 +43,7 @@ struct TrainOptions {
   bool compile_only = false;
   LoraFlags lora;
   runtime::TrainerOptions trainer;
+  std::string numerics; // the banner's target, dtype, precision mode and recomputation
 };
 
 std::string number(double v) {
@@ -245,8 +246,8 @@ int trainOn(TrainOptions &opts, const parallel::ParallelConfig &layout,
   }
   if (speaker)
     std::cout << "kiln: " << layout.toString() << ", global batch " << opts.model.batch << " "
-              << driver::batchSplit(program) << ", seq " << program.seq << "; "
-              << program.memory.toText() << " of " << formatBytes(t.device_memory) << "\n";
+              << driver::batchSplit(program) << ", seq " << program.seq << "; " << opts.numerics
+              << "; " << program.memory.toText() << " of " << formatBytes(t.device_memory) << "\n";
   auto trainer = runtime::Trainer::create(std::move(program), t, std::move(comm),
                                           std::move(weights), data, std::move(comms.stages));
   if (!trainer)
@@ -298,7 +299,7 @@ int trainOn(TrainOptions &opts, const parallel::ParallelConfig &layout,
 }
 
 int runTrain(TrainOptions opts) {
-  auto job = resolveJobFlags(opts.job, DType::F32);
+  auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
   if (opts.micro_batches > 0 && opts.grad_accum > 1 && opts.micro_batches != opts.grad_accum)
@@ -387,6 +388,7 @@ int runTrain(TrainOptions opts) {
                                                 eval_data.has_value());
   if (!program)
     return fail(program.error());
+  opts.numerics = job->target.name + ", " + driver::numericsSummary(*job);
 
   auto comms = communicatorsFor(opts, *parallel);
   if (!comms)

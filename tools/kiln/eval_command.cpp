@@ -21,7 +21,7 @@ struct EvalOptions {
 
 int runEval(EvalOptions opts) {
   driver::ModelRequest &model = opts.request.model;
-  auto job = resolveJobFlags(opts.job, DType::F32);
+  auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
   auto data_dtype = runtime::parseTokenDType(opts.data_dtype);

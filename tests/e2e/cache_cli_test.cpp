@@ -1,5 +1,6 @@
 // `kiln cache ...` end to end: stats, list, verify, prune, clean, and bad cache folders.
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -36,6 +37,36 @@ protected:
 
   std::vector<std::string> keys_;
 };
+
+// A kernel name longer than any column widens its column: every row's
+// later columns start where the header's do.
+TEST_F(CacheCli, ListKeepsItsColumnsAlignedWhateverTheNames) {
+  auto c = cache::KernelCache::open(cacheDir());
+  ASSERT_TRUE(c.isOk()) << c.message();
+  for (const std::string name : {"a", "model.layers.0.input_layernorm.eps.and.a.longer.tail"}) {
+    cache::CacheKeyInputs in;
+    in.kernel_name = name;
+    in.kernel_ir = "ir " + name;
+    ASSERT_TRUE((*c)->store(cache::makeCacheKey(in), std::string(100, 'x')).isOk());
+  }
+  Result r = run("cache list --cache-dir " + cacheDir());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string header, row;
+  ASSERT_TRUE(std::getline(lines, header));
+  const size_t last_use = header.find("LAST USE");
+  const size_t bytes_end = header.find("BYTES") + 5;
+  int rows = 0;
+  while (std::getline(lines, row)) {
+    ++rows;
+    ASSERT_GT(row.size(), last_use) << r.out;
+    EXPECT_EQ(row[last_use - 1], ' ') << r.out;
+    EXPECT_NE(row[last_use], ' ') << r.out;
+    EXPECT_NE(row[bytes_end - 1], ' ') << r.out; // numbers right-aligned under BYTES
+    EXPECT_EQ(row[bytes_end], ' ') << r.out;
+  }
+  EXPECT_EQ(rows, 2) << r.out;
+}
 
 TEST_F(CacheCli, StatsOfAFreshCacheCreatesItEmpty) {
   nlohmann::json s = runJson("cache stats");

@@ -7,6 +7,7 @@
 
 #include "compiler/cache/kernel_cache.h"
 #include "ir/printable_text.h"
+#include "ir/text_table.h"
 #include "tools/kiln/cli_common.h"
 
 namespace kiln::cli {
@@ -65,13 +66,13 @@ int runList(cache::KernelCache &c, const CacheOptions &opts) {
     std::cout << nlohmann::json{{"dir", c.dir()}, {"entries", list}}.dump(2) << "\n";
     return 0;
   }
-  std::cout << std::left << std::setw(14) << "KEY" << std::setw(9) << "KIND" << std::setw(32)
-            << "KERNEL OR PROGRAM" << std::setw(12) << "BYTES"
-            << "LAST USE\n";
+  using Align = TextTable::Align;
+  TextTable table({"KEY", "KIND", "KERNEL OR PROGRAM", "BYTES", "LAST USE"},
+                  {Align::Left, Align::Left, Align::Left, Align::Right, Align::Left});
   for (const cache::EntryInfo &e : *entries)
-    std::cout << std::left << std::setw(14) << e.key.substr(0, 12) << std::setw(9)
-              << cache::entryKindName(e.kind) << std::setw(32) << printableName(e.kernel_name)
-              << std::setw(12) << e.bytes << isoTime(e.last_use) << "\n";
+    table.addRow({e.key.substr(0, 12), std::string(cache::entryKindName(e.kind)),
+                  printableName(e.kernel_name), std::to_string(e.bytes), isoTime(e.last_use)});
+  std::cout << table.toString();
   return 0;
 }
 

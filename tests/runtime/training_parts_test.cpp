@@ -19,6 +19,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/device.h"
+#include "runtime/evaluation.h"
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/token_data.h"
@@ -114,6 +115,29 @@ TEST(TokenData, SamplesReproduciblyFromTheFile) {
       EXPECT_EQ((whole.getInt(s * 8 + t - 1) + 1) % 500, whole.getInt(s * 8 + t))
           << "consecutive tokens of the file";
   EXPECT_FALSE(data->batch(7, 4, 0, 4) == whole) << "another step, other offsets";
+}
+
+// An evaluation reads the file in order: window i is tokens [i seq, (i + 1)
+// seq), whole batches of them, at most the tokens it is given.
+TEST(TokenData, EvaluationReadsConsecutiveWindows) {
+  std::vector<uint16_t> tokens(100);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<uint16_t>(i);
+  auto data = TokenData::open(writeTokens("w.bin", tokens), TokenDType::U16, 512, 8);
+  ASSERT_TRUE(data.isOk()) << data.message();
+  EXPECT_EQ(data->windows(), 12); // 100 tokens: 12 whole windows of 8
+  const Tensor two = data->windows(3, 2);
+  EXPECT_EQ(two.shape(), (Shape{2, 8}));
+  for (int64_t i = 0; i < 16; ++i)
+    EXPECT_EQ(two.getInt(i), 24 + i);
+  EXPECT_EQ(*evalWindows(*data, "w.bin", 5, 0), 10); // two whole batches of 5
+  EXPECT_EQ(*evalWindows(*data, "w.bin", 2, 60), 6); // 60 tokens: 7 windows, 3 batches
+  auto none = evalWindows(*data, "w.bin", 16, 0);
+  ASSERT_FALSE(none.isOk());
+  EXPECT_NE(none.message().find("w.bin: 100 tokens hold 12 windows of 8 tokens, fewer than one "
+                                "batch of 16"),
+            std::string::npos)
+      << none.message();
 }
 
 TEST(TokenData, BadFilesAreClearErrors) {

@@ -1,5 +1,6 @@
 #include "compiler/codegen/kernel_compiler.h"
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -8,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "compiler/codegen/kernel_dump.h"
+#include "ir/progress.h"
 #include "ir/thread_pool.h"
 #include "ops/op_registry.h"
 #include "passes/fusion/fusion_group_util.h"
@@ -265,7 +267,10 @@ Status compileObjects(const std::vector<cache::CacheKeyInputs> &unique_inputs,
       options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   std::mutex cache_mutex; // KernelCache instances are not shared between threads
   ThreadPool pool(static_cast<int>(std::min<size_t>(threads, std::max<size_t>(1, n))));
+  std::atomic<size_t> started{0};
   pool.parallelFor(static_cast<int64_t>(n), [&](int64_t i, int) {
+    progress::report("compiling kernels: " + std::to_string(started++) + " of " +
+                     std::to_string(n) + " distinct");
     const CompiledKernel &k = *representative[i];
     const cache::CacheKey &key = out.object_keys[i] = cache::makeCacheKey(unique_inputs[i]);
     if (options.cache) {

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "ir/byte_size.h"
+#include "ir/progress.h"
 
 namespace kiln::driver {
 
@@ -239,6 +240,7 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
   plan.nodes = r.nodes;
   plan.device_memory = r.device_memory;
   Planner planner(r, job, settings);
+  size_t fitting = 0;
   for (const auto &[tp, pp] : tensorAndPipelineSizes(r.devices)) {
     const int dp = r.devices / (tp * pp);
     if (r.model.batch % dp != 0)
@@ -263,6 +265,9 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
             break;
           const bool fits = c->fits;
           plan.candidates.push_back(std::move(*c));
+          fitting += fits;
+          progress::report("planning layouts: " + std::to_string(plan.candidates.size()) +
+                           " planned, " + std::to_string(fitting) + " fit");
           if (!fits) // a larger micro-batch needs more
             break;
         }

@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "ir/progress.h"
+
 namespace kiln::driver {
 namespace {
 
@@ -64,8 +66,11 @@ std::vector<LayoutSuggestion> suggestLayouts(const ModelRequest &model, const Re
                                              const parallel::ParallelConfig &layout, int64_t peak,
                                              int64_t capacity) {
   const Switches given{job.context->recompute().mode, layout};
+  int planned = 0;
   // The plan of `s`; nothing when the model or the batch cannot take it.
   auto plan = [&](const Switches &s) -> std::optional<LayoutSuggestion> {
+    progress::report("planning the switches that would lower the peak: " +
+                     std::to_string(planned++) + " planned");
     auto checked =
         parallel::resolveParallelConfig(s.layout.devices, s.layout.dp, s.layout.tp, s.layout.zero,
                                         model.batch, s.layout.grad_accum, s.layout.pp);

@@ -3,6 +3,8 @@
 #include <iostream>
 #include <memory>
 #include <new>
+#include <optional>
+#include <unistd.h>
 
 #include <spdlog/cfg/helpers.h>
 #include <spdlog/pattern_formatter.h>
@@ -10,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ir/printable_text.h"
+#include "ir/progress.h"
 #include "tools/kiln/cli_common.h"
 
 namespace {
@@ -42,6 +45,15 @@ int main(int argc, char **argv) {
   spdlog::set_formatter(std::make_unique<PrintableFormatter>("kiln: %l: %v"));
   if (const char *level = std::getenv("KILN_LOG_LEVEL"))
     spdlog::cfg::helpers::load_levels(level);
+  // Progress lines on steps that take seconds: on a terminal, or on request.
+  std::string progress_warning;
+  std::unique_ptr<kiln::progress::Reporter> progress = kiln::progress::stderrReporter(
+      std::getenv("KILN_PROGRESS"), ::isatty(STDERR_FILENO) != 0, &progress_warning);
+  if (!progress_warning.empty())
+    spdlog::warn("{}", progress_warning);
+  std::optional<kiln::progress::Scope> progress_scope;
+  if (progress)
+    progress_scope.emplace(*progress);
 
   CLI::App app{"kiln: an ahead-of-time graph compiler and fusion-pass manager for training\n"
                "large language models on Ascend-class NPUs (kernels run on the host CPU\n"

@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include <spdlog/spdlog.h>
+
 #include "compiler/driver/finite_weights.h"
 #include "compiler/driver/training.h"
 #include "compiler/frontend/decoder_parameters.h"
@@ -33,6 +35,14 @@ Expected<PreparedEval> prepareEvaluation(const EvalRequest &request,
   one.devices = one.dp = 1;
   KILN_ASSIGN_OR_RETURN(prepared.program,
                         compileEvalProgram(model, job, settings, one, model.batch, nullptr));
+  // One line for what the forward does not read (a checkpoint's optimizer state), as kiln run says
+  // it.
+  std::vector<std::string> unused;
+  for (const auto &[name, t] : prepared.weights)
+    if (!prepared.program.stages.front().graph.findInput(name))
+      unused.push_back(name);
+  if (!unused.empty())
+    spdlog::warn("{}", unusedTensorsNote(request.weights_path, unused));
   return prepared;
 }
 

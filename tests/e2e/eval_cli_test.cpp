@@ -81,8 +81,11 @@ TEST_F(EvalCli, TrainingLowersTheHeldOutPerplexity) {
   EXPECT_NEAR(adapted["loss"].get<double>(), logLines("lora.jsonl").back()["eval_loss"], 1e-6);
   EXPECT_NE(adapted["loss"], before["loss"]) << "the adapter must change the model";
 
-  Result text = run("eval " + kTiny + " " + eval + "--weights w.safetensors --max-tokens 256");
+  Result text =
+      run("eval " + kTiny + " " + eval + "--weights ckpt/step-000060.safetensors --max-tokens 256");
   ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.err.find("a kiln checkpoint's optimizer state"), std::string::npos) << text.err;
+  EXPECT_EQ(std::count(text.err.begin(), text.err.end(), '\n'), 1) << "said once: " << text.err;
   EXPECT_NE(text.out.find("perplexity "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("tokens 256 (16 windows of 16)"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("tokens/s "), std::string::npos) << text.out;

@@ -4,6 +4,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <string_view>
 #include <unistd.h>
 
 #include <spdlog/cfg/helpers.h>
@@ -93,6 +94,12 @@ int main(int argc, char **argv) {
     // --help and --version exit 0; everything else is a usage error.
     return e.get_exit_code() == 0 ? app.exit(e) : kiln::cli::reportParseError(app, e);
   }
+  // KILN_CHECK_COMMAND_LINE=1: the command line is checked (the command, its
+  // flags, their values' forms) and nothing is done; docs' examples are
+  // tested this way.
+  if (const char *check = std::getenv("KILN_CHECK_COMMAND_LINE");
+      check && *check && std::string_view(check) != "0")
+    return 0;
   // Every error is a value below tools/; an exception that still escapes (a
   // library's, an allocation that failed) is one line and exit code 1, never
   // an abort.

@@ -15,12 +15,18 @@ bool isSafetensors(const std::string &path) {
 
 } // namespace
 
-Expected<TokenDType> parseTokenDType(const std::string &text) {
+Expected<TokenDType> parseTokenDType(const std::string &text, int64_t vocab_size) {
+  if (text == "auto")
+    return vocab_size > 65536 ? TokenDType::U32 : TokenDType::U16;
   if (text == "uint16")
     return TokenDType::U16;
   if (text == "uint32")
     return TokenDType::U32;
-  return Error("--data-dtype '" + text + "': expected uint16 or uint32");
+  return Error("--data-dtype '" + text + "': expected auto, uint16 or uint32");
+}
+
+const char *tokenDTypeName(TokenDType dtype) {
+  return dtype == TokenDType::U16 ? "uint16" : "uint32";
 }
 
 Expected<TokenData> TokenData::open(const std::string &path, TokenDType dtype, int64_t vocab_size,

@@ -18,7 +18,11 @@
 namespace kiln::runtime {
 
 enum class TokenDType { U16, U32 };
-Expected<TokenDType> parseTokenDType(const std::string &text);
+// "uint16", "uint32", or "auto": uint32 when the vocabulary passes 65536,
+// the rule kiln tokenize and kiln make-inputs write by (`vocab_size` <= 0:
+// "auto" is only checked).
+Expected<TokenDType> parseTokenDType(const std::string &text, int64_t vocab_size = 0);
+const char *tokenDTypeName(TokenDType dtype);
 
 class TokenData {
 public:

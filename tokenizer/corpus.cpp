@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/file_io.h"
+#include "ir/progress.h"
 #include "ir/thread_pool.h"
 
 namespace kiln::tokenizer {
@@ -176,8 +177,8 @@ Expected<CorpusSummary> tokenizeCorpus(const Tokenizer &tokenizer, const CorpusO
     }
     summary.documents += static_cast<int64_t>(documents.size());
     done_bytes += sizes[f];
-    if (options.progress)
-      options.progress(done_bytes, total_bytes);
+    progress::report("tokenizing: " + std::to_string(done_bytes >> 20) + " of " +
+                     std::to_string(total_bytes >> 20) + " MiB");
   }
   if (summary.documents == 0)
     return Error("the input holds no text (empty files or no JSON lines)");

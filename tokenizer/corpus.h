@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,8 +33,6 @@ struct CorpusOptions {
   // > 0: the ids must stay below it (the model's vocab_size).
   int64_t model_vocab = 0;
   int threads = 0; // <= 0: one per core
-  // Called now and then with the input bytes read so far and in all.
-  std::function<void(uint64_t done, uint64_t total)> progress;
 };
 
 struct CorpusSummary {

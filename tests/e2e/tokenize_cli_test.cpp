@@ -64,6 +64,27 @@ TEST_F(TokenizeCli, EvalSplitHoldsOutTheTailAtADocumentBoundary) {
   EXPECT_EQ(slurp(path("h.bin")), slurp(path("train.eval.bin")));
 }
 
+TEST_F(TokenizeCli, ItsFileTrainsAndEvaluatesAModelWithQwensVocabulary) {
+  // uint32 ids: kiln train and kiln eval read them by the model's vocabulary
+  // size without being told (--data-dtype auto).
+  const std::string model = kSource + "/examples/qwen2-text";
+  write("text.txt", slurp("/usr/share/common-licenses/GPL-3"));
+  ASSERT_EQ(run(tokenize("text.txt -o t.bin --eval-split 0.2 --model " + model)).exit_code, 0);
+  Result train =
+      run("train " + model + " --data t.bin --eval-data t.eval.bin --steps 2 --batch 2 " +
+          "--seq 32 --devices 2 --checkpoint-dir ckpt");
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  EXPECT_NE(train.out.find("validation at step 2"), std::string::npos) << train.out;
+  Result eval = run("eval " + model + " --weights ckpt/step-000002.safetensors --data t.eval.bin " +
+                    "--seq 32 --format json");
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  EXPECT_LT(nlohmann::json::parse(eval.out)["perplexity"].get<double>(), 151936.0 * 2);
+  Result narrow =
+      run("eval " + model + " --weights ckpt/step-000002.safetensors --data t.eval.bin " +
+          "--seq 32 --data-dtype uint16");
+  EXPECT_EQ(narrow.exit_code, 1) << "read as uint16, Qwen's ids are garbage: " << narrow.err;
+}
+
 TEST_F(TokenizeCli, BadInputIsOneLineNamingTheFileAndNothingIsWritten) {
   write("ok.txt", "fine text");
   write("empty.txt", "");

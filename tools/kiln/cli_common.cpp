@@ -10,6 +10,7 @@
 #include "ir/byte_size.h"
 #include "ir/name_suggest.h"
 #include "ir/printable_text.h"
+#include "runtime/token_data.h"
 
 namespace kiln::cli {
 
@@ -282,6 +283,16 @@ CLI::Option *addDTypeFlag(CLI::App &app, const std::string &name, DType &dtype,
           name, [&dtype, name](const std::string &text) { dtype = parseFloatDType(name, text); },
           help)
       ->type_name("f32|f16|bf16");
+}
+
+CLI::Option *addDataDTypeFlag(CLI::App &app, std::string &dtype) {
+  dtype = "auto";
+  return app
+      .add_option("--data-dtype", dtype,
+                  "auto (default: uint32 past 65536 tokens of vocabulary, as kiln tokenize "
+                  "writes), uint16 or uint32")
+      ->check(parsedBy([](const std::string &text) { return runtime::parseTokenDType(text); },
+                       "TOKEN_DTYPE"));
 }
 
 CLI::Option *addOptionalDTypeFlag(CLI::App &app, std::optional<DType> &dtype) {

@@ -61,6 +61,9 @@ void printText(const std::string &text);
 // Adds `--NAME f32|f16|bf16` bound to `dtype`.
 CLI::Option *addDTypeFlag(CLI::App &app, const std::string &name, DType &dtype,
                           const std::string &help);
+// Adds `--data-dtype auto|uint16|uint32`, a token file's id width (kiln
+// train, kiln eval), bound to `dtype` ("auto" by default).
+CLI::Option *addDataDTypeFlag(CLI::App &app, std::string &dtype);
 // The same flags, for settings that fall back to a job file or a target.
 CLI::Option *addOptionalDTypeFlag(CLI::App &app, std::optional<DType> &dtype);
 CLI::Option *addOptionalOverflowFlag(CLI::App &app, std::optional<OverflowMode> &mode);

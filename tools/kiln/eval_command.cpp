@@ -13,7 +13,7 @@ namespace {
 
 struct EvalOptions {
   driver::EvalRequest request;
-  std::string data, data_dtype = "uint16", format = "text";
+  std::string data, data_dtype = "auto", format = "text";
   int64_t max_tokens = 0;
   JobFlags job;
   driver::KernelSettings kernels;
@@ -24,12 +24,12 @@ int runEval(EvalOptions opts) {
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
-  auto data_dtype = runtime::parseTokenDType(opts.data_dtype);
-  if (!data_dtype)
-    return fail(data_dtype.error());
   auto config = decoderConfigOf(model.model, "kiln eval");
   if (!config)
     return fail(config.error());
+  auto data_dtype = runtime::parseTokenDType(opts.data_dtype, config->vocab_size);
+  if (!data_dtype)
+    return fail(data_dtype.error());
   if (model.seq == 0)
     model.seq = config->seq_length;
   if (opts.max_tokens > 0 && opts.max_tokens < model.seq * model.batch)
@@ -84,8 +84,7 @@ void registerEvalCommand(CLI::App &app, Action &action) {
                   "held-out tokens: a flat token file (as --data of kiln train) or safetensors "
                   "with input_ids")
       ->required();
-  cmd->add_option("--data-dtype", opts->data_dtype, "uint16 (default) or uint32")
-      ->check(parsedBy(runtime::parseTokenDType, "TOKEN_DTYPE"));
+  addDataDTypeFlag(*cmd, opts->data_dtype);
   cmd->add_option("--seq", opts->request.model.seq,
                   "tokens a window (default: the config's seq_length)")
       ->check(PositiveInteger);

@@ -1,9 +1,6 @@
 // `kiln tokenize`: text in, the token file `kiln train --data` and
 // `kiln eval --data` read out, with the model's own tokenizer.
-#include <cstdio>
 #include <iostream>
-
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -30,17 +27,6 @@ int runTokenize(TokenizeOptions opts) {
     if (!config)
       return fail(config.error());
     opts.corpus.model_vocab = config->vocab_size;
-  }
-  // A progress line on a terminal only, and only when there is much to read.
-  if (isatty(STDERR_FILENO)) {
-    opts.corpus.progress = [](uint64_t done, uint64_t total) {
-      if (total < (uint64_t{64} << 20))
-        return;
-      std::fprintf(stderr, "\rkiln: tokenizing: %3d%% of %.0f MB", int(100.0 * done / total),
-                   double(total) / 1e6);
-      if (done == total)
-        std::fputc('\n', stderr);
-    };
   }
   auto summary = tokenizer::tokenizeCorpus(*tok, opts.corpus);
   if (!summary)

@@ -29,7 +29,7 @@ struct TrainOptions {
   driver::ModelRequest model;
   JobFlags job;
   driver::KernelSettings kernels;
-  std::string data, data_dtype = "uint16";
+  std::string data, data_dtype = "auto";
   std::string weights;
   int devices = 8, dp = 0, tp = 0, pp = 1, zero = 0, grad_accum = 1;
   int micro_batches = 0;       // --micro-batches: --grad-accum's name for pipelines
@@ -316,13 +316,13 @@ int runTrain(TrainOptions opts) {
   runtime::TrainerOptions &t = opts.trainer;
   if (Status resolved = resolveTrainerOptions(opts, *job); !resolved)
     return fail(resolved.error());
-  auto data_dtype = runtime::parseTokenDType(opts.data_dtype);
-  if (!data_dtype)
-    return fail(data_dtype.error());
-
   auto config = decoderConfigOf(opts.model.model, "kiln train");
   if (!config)
     return fail(config.error());
+  auto data_dtype = runtime::parseTokenDType(opts.data_dtype, config->vocab_size);
+  if (!data_dtype)
+    return fail(data_dtype.error());
+  opts.data_dtype = runtime::tokenDTypeName(*data_dtype); // what the checkpoint records
   if (opts.model.seq == 0)
     opts.model.seq = config->seq_length;
   auto adapter = resolveLoraFlags(opts.lora, *config, t.seed, !opts.compile_only);
@@ -413,8 +413,7 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_flag("--compile-only", opts->compile_only,
                 "compile the step and the updates and print the per-device memory plan; no "
                 "training, no --data");
-  cmd->add_option("--data-dtype", opts->data_dtype, "uint16 (default) or uint32")
-      ->check(parsedBy(runtime::parseTokenDType, "TOKEN_DTYPE"));
+  addDataDTypeFlag(*cmd, opts->data_dtype);
   opts->trainer.steps = 0;
   cmd->add_option("--steps", opts->trainer.steps, "steps to train to (required to train)")
       ->check(PositiveInteger);

@@ -79,10 +79,6 @@ TEST_F(TokenizeCli, ItsFileTrainsAndEvaluatesAModelWithQwensVocabulary) {
                     "--seq 32 --format json");
   ASSERT_EQ(eval.exit_code, 0) << eval.err;
   EXPECT_LT(nlohmann::json::parse(eval.out)["perplexity"].get<double>(), 151936.0 * 2);
-  Result narrow =
-      run("eval " + model + " --weights ckpt/step-000002.safetensors --data t.eval.bin " +
-          "--seq 32 --data-dtype uint16");
-  EXPECT_EQ(narrow.exit_code, 1) << "read as uint16, Qwen's ids are garbage: " << narrow.err;
 }
 
 TEST_F(TokenizeCli, BadInputIsOneLineNamingTheFileAndNothingIsWritten) {

@@ -57,6 +57,11 @@ json candidateJson(const LayoutCandidate &c) {
             {"tokens_per_s_per_device", nullptr},
             {"reason", c.reason},
             {"flags", c.trainFlags()}};
+  // What one device holds at the peak, by part: kiln report draws it.
+  json parts = json::array();
+  for (const auto &[name, bytes] : c.breakdown.parts())
+    parts.push_back({{"name", name}, {"bytes", bytes}});
+  j["memory"] = {{"at", c.breakdown.update ? "update" : "step"}, {"parts", std::move(parts)}};
   if (c.time) {
     j["step_time_s"] = c.time->seconds();
     j["tokens_per_s_per_device"] = c.time->tokensPerSecondPerDevice();

@@ -165,7 +165,19 @@ std::string planSection(const LayoutPlan &plan) {
     html += row({td("recommended"),
                  tdn(best->flags + ": " + formatBytes(best->peak_bytes) + ", " +
                      formatValue(best->tokens_per_s_per_device) + " tokens/s per device")});
-  html += "</table><div class=\"charts\">" + svgScatterChart(chart) + "</div>";
+  html += "</table><div class=\"charts\">" + svgScatterChart(chart);
+  if (best && !best->memory.empty()) {
+    BarChart memory;
+    memory.title = "Memory per device of the recommended layout, at its peak" +
+                   (best->memory_at.empty() ? "" : " (the " + best->memory_at + ")");
+    memory.value_label = "MiB";
+    for (const auto &[part, bytes] : best->memory)
+      memory.bars.push_back(
+          {part, static_cast<double>(bytes) / (1 << 20),
+           part + ": " + formatBytes(bytes) + " of the peak " + formatBytes(best->peak_bytes)});
+    html += svgBarChart(memory);
+  }
+  html += "</div>";
   html += "<p class=\"note\">Green: fits; grey ring: does not fit; orange: recommended. "
           "Hover a point for its flags.";
   int64_t largest = 0;

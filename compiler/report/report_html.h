@@ -6,7 +6,8 @@
 //                 tokens/s against step; overflow steps as red lines
 //   plan          peak memory against tokens/s per device, fitting layouts
 //                 green, the others grey, the recommended one ringed, the
-//                 device memory a dashed line; the recommended command
+//                 device memory a dashed line; the recommended layout's
+//                 memory per device by part (bars); the recommended command
 //   profile       the top kernels and op types by time, with the pass or
 //                 rule that formed each fused kernel
 #pragma once

@@ -187,6 +187,19 @@ Expected<LayoutPlan> parseLayoutPlan(const nlohmann::json &plan, const std::stri
       candidate.flags = c["flags"].get<std::string>();
     if (c.contains("reason") && c["reason"].is_string())
       candidate.reason = c["reason"].get<std::string>();
+    if (c.contains("memory") && c["memory"].is_object()) {
+      const nlohmann::json &m = c["memory"];
+      if (m.contains("at") && m["at"].is_string())
+        candidate.memory_at = m["at"].get<std::string>();
+      if (m.contains("parts") && m["parts"].is_array())
+        for (const nlohmann::json &part : m["parts"]) {
+          if (!part.is_object() || !part.contains("name") || !part["name"].is_string() ||
+              !part.contains("bytes") || !part["bytes"].is_number_integer())
+            return Error(where + ": memory.parts: expected objects with \"name\" and \"bytes\"");
+          candidate.memory.emplace_back(part["name"].get<std::string>(),
+                                        part["bytes"].get<int64_t>());
+        }
+    }
     candidate.recommended = !recommended.empty() && candidate.flags == recommended;
     out.candidates.push_back(std::move(candidate));
   }

@@ -44,6 +44,10 @@ struct PlanCandidate {
   bool fits = false;
   bool recommended = false;
   std::string reason; // why it does not fit
+  // What one device holds at the peak, by part ("weights", "optimizer
+  // state", ...), and whether the peak is the step's or the update's.
+  std::vector<std::pair<std::string, int64_t>> memory;
+  std::string memory_at;
 };
 
 struct LayoutPlan {

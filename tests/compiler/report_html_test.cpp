@@ -37,9 +37,10 @@ LayoutPlan plan() {
   plan.device_memory = 2000;
   plan.devices = 4;
   plan.command = "kiln train M --flag '<b>'";
-  plan.candidates = {{"--tp 1", 1000, 50, true, true, ""},
-                     {"--tp 2", 1500, 60, true, false, ""},
-                     {"--tp 4 <img src=x onerror=alert(1)>", 3000, 80, false, false, "too big"}};
+  plan.candidates = {
+      {"--tp 1", 1000, 50, true, true, "", {{"weights", 600}, {"optimizer state", 400}}, "update"},
+      {"--tp 2", 1500, 60, true, false, ""},
+      {"--tp 4 <img src=x onerror=alert(1)>", 3000, 80, false, false, "too big"}};
   return plan;
 }
 
@@ -91,6 +92,18 @@ TEST(ReportHtml, PlanDrawsEveryCandidateTheDeviceMemoryAndTheRecommendedOne) {
   EXPECT_EQ(html.find("<img"), std::string::npos);
   EXPECT_NE(html.find("&lt;img src=x onerror=alert(1)&gt;"), std::string::npos);
   EXPECT_NE(html.find("kiln train M --flag &#39;&lt;b&gt;&#39;"), std::string::npos);
+}
+
+TEST(ReportHtml, PlanDrawsTheRecommendedLayoutsMemoryByPart) {
+  const std::string html = planSection(plan());
+  EXPECT_EQ(count(html, "<svg class=\"chart bars\""), 1u);
+  EXPECT_EQ(count(html, "<g class=\"bar\">"), 2u);
+  EXPECT_NE(html.find("Memory per device of the recommended layout, at its peak (the update)"),
+            std::string::npos);
+  EXPECT_NE(html.find("optimizer state: 400 B of the peak"), std::string::npos);
+  LayoutPlan none = plan();
+  none.candidates.front().memory.clear(); // a plan written before the breakdown was
+  EXPECT_EQ(count(planSection(none), "<svg class=\"chart bars\""), 0u);
 }
 
 TEST(ReportHtml, ADeviceMemoryFarAboveEveryPeakIsNotDrawn) {

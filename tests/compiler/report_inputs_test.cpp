@@ -37,7 +37,8 @@ const char *const kLog =
 )";
 
 const char *const kPlan = R"({"candidates": [
-  {"flags": "--tp 1 --zero 2", "peak_bytes": 1000, "fits": true, "tokens_per_s_per_device": 50.0, "reason": ""},
+  {"flags": "--tp 1 --zero 2", "peak_bytes": 1000, "fits": true, "tokens_per_s_per_device": 50.0, "reason": "",
+   "memory": {"at": "update", "parts": [{"name": "weights", "bytes": 600}, {"name": "optimizer state", "bytes": 400}]}},
   {"flags": "--tp 2", "peak_bytes": 3000, "fits": false, "tokens_per_s_per_device": 80.0, "reason": "needs more"}],
   "recommended": {"flags": "--tp 1 --zero 2"}, "device_memory": 2000, "devices": 4,
   "target": "ascend910b", "command": "kiln train M --tp 1"})";
@@ -88,6 +89,10 @@ TEST_F(ReportInputs, ReadsAPlanAndItsRecommendedLayout) {
   EXPECT_FALSE(plan->candidates[1].fits);
   EXPECT_EQ(plan->device_memory, 2000);
   EXPECT_EQ(plan->target, "ascend910b");
+  EXPECT_EQ(plan->candidates[0].memory_at, "update");
+  EXPECT_EQ(plan->candidates[0].memory, (std::vector<std::pair<std::string, int64_t>>{
+                                            {"weights", 600}, {"optimizer state", 400}}));
+  EXPECT_TRUE(plan->candidates[1].memory.empty());
 }
 
 TEST_F(ReportInputs, ReadsAProfileFolderSummedByKernelAndOpType) {

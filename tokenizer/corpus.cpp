@@ -103,6 +103,46 @@ std::string littleEndian(const std::vector<uint32_t> &ids, size_t begin, size_t 
   return bytes;
 }
 
+// Documents to encode together, and the file each came from.
+struct Batch {
+  std::vector<std::string> documents;
+  std::vector<size_t> file_of;
+  size_t bytes = 0;
+};
+constexpr size_t kBatchBytes = size_t{32} << 20;
+
+// Encodes `batch` on every core and appends its ids, each document followed
+// by `separator`, in input order.
+Status encodeBatch(const Tokenizer &tokenizer, const Batch &batch,
+                   const std::vector<fs::path> &files, ThreadPool &pool,
+                   std::vector<Tokenizer::Session> &sessions, uint32_t separator,
+                   CorpusSummary &summary, std::vector<uint32_t> &ids,
+                   std::vector<size_t> &document_ends) {
+  const size_t n = batch.documents.size();
+  std::vector<std::vector<uint32_t>> encoded(n);
+  std::vector<Status> failures(n);
+  std::vector<size_t> replaced(n);
+  pool.parallelFor(static_cast<int64_t>(n), [&](int64_t d, int worker) {
+    replaced[d] = illFormedUtf8Sequences(batch.documents[d]);
+    auto e = tokenizer.encode(batch.documents[d], /*add_special_tokens=*/true, sessions[worker]);
+    if (e)
+      encoded[d] = std::move(*e);
+    else
+      failures[d] = e.status();
+  });
+  for (size_t d = 0; d < n; ++d) {
+    if (!failures[d])
+      return Error(files[batch.file_of[d]].string() + ": " + failures[d].message());
+    summary.replaced += replaced[d];
+    ids.insert(ids.end(), encoded[d].begin(), encoded[d].end());
+    ids.push_back(separator);
+    document_ends.push_back(ids.size());
+  }
+  summary.documents += static_cast<int64_t>(n);
+  summary.bytes += batch.bytes;
+  return Status::ok();
+}
+
 } // namespace
 
 std::string defaultEvalPath(const std::string &output) {
@@ -148,35 +188,26 @@ Expected<CorpusSummary> tokenizeCorpus(const Tokenizer &tokenizer, const CorpusO
   for (int w = 0; w < pool.size(); ++w)
     sessions.push_back(tokenizer.session());
 
+  // Documents are gathered over files into batches of about kBatchBytes and
+  // each batch encoded on every core, so folders of small files keep every
+  // core busy too.
+  Batch batch;
   std::vector<uint32_t> ids;
   std::vector<size_t> document_ends; // in `ids`, after each separator
   uint64_t done_bytes = 0;
   for (size_t f = 0; f < files.size(); ++f) {
     KILN_ASSIGN_OR_RETURN(std::string text, readFile(files[f].string(), kMaxFileBytes));
-    std::vector<std::string> documents;
-    KILN_RETURN_IF_ERROR(readDocuments(files[f], text, options.field, documents));
-    std::vector<std::vector<uint32_t>> encoded(documents.size());
-    std::vector<Status> failures(documents.size());
-    std::vector<size_t> replaced(documents.size());
-    pool.parallelFor(static_cast<int64_t>(documents.size()), [&](int64_t d, int worker) {
-      replaced[d] = illFormedUtf8Sequences(documents[d]);
-      auto e = tokenizer.encode(documents[d], /*add_special_tokens=*/true, sessions[worker]);
-      if (e)
-        encoded[d] = std::move(*e);
-      else
-        failures[d] = e.status();
-    });
-    for (size_t d = 0; d < documents.size(); ++d) {
-      if (!failures[d])
-        return Error(files[f].string() + ": " + failures[d].message());
-      summary.replaced += replaced[d];
-      ids.insert(ids.end(), encoded[d].begin(), encoded[d].end());
-      ids.push_back(*separator);
-      document_ends.push_back(ids.size());
-      summary.bytes += documents[d].size();
-    }
-    summary.documents += static_cast<int64_t>(documents.size());
+    const size_t before = batch.documents.size();
+    KILN_RETURN_IF_ERROR(readDocuments(files[f], text, options.field, batch.documents));
+    batch.file_of.resize(batch.documents.size(), f);
+    for (size_t d = before; d < batch.documents.size(); ++d)
+      batch.bytes += batch.documents[d].size();
     done_bytes += sizes[f];
+    if (batch.bytes < kBatchBytes && f + 1 < files.size())
+      continue;
+    KILN_RETURN_IF_ERROR(encodeBatch(tokenizer, batch, files, pool, sessions, *separator, summary,
+                                     ids, document_ends));
+    batch = Batch();
     progress::report("tokenizing: " + std::to_string(done_bytes >> 20) + " of " +
                      std::to_string(total_bytes >> 20) + " MiB");
   }

@@ -17,6 +17,7 @@
 #include "ir/graph_json.h"
 #include "ir/safetensors.h"
 #include "tests/fuzz/checksum_fixup.h"
+#include "tests/fuzz/small_tokenizer.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;
@@ -105,6 +106,10 @@ void trainingSeeds() {
   SafetensorsFile ids;
   ids.tensors["input_ids"] = Tensor::fromInts(DType::I64, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 511});
   write("token_data", "ids.safetensors", std::string(1, '\2') + serializeSafetensors(ids));
+  // The tokenizer: a tokenizer.json (format byte 0), and text (any other).
+  write("tokenizer", "small.json", std::string(1, '\0') + fuzz::smallTokenizerJson());
+  write("tokenizer", "text.txt",
+        "\1The theme's 42 \xE4\xB8\x96\xE7\x95\x8C <|end|> <t> aaaa\r\n\n  x\xC3");
 }
 
 // The one-layer Qwen's graph, its artifact, manifest and cache entries.

@@ -27,15 +27,15 @@ trap 'rm -rf "$work"' EXIT
 export KILN_CACHE_DIR="$work/kernel-cache"
 echo "== Qwen-14B training step: compile for ascend910b (f16), default passes, cold kernel cache"
 time "$kiln" compile examples/qwen-14b/config.json --training --seq 2048 --batch 1 \
-  --target ascend910b --report "$work/report.json"
+  --dtype f16 --target ascend910b --report "$work/report.json"
 echo "== the same job with TbeMatmulFixPipeFusionPass switched off for this job only"
 echo "   (only the kernels the switch changes are compiled; the rest come from the cache)"
 "$kiln" compile examples/qwen-14b/config.json --training --seq 2048 --batch 1 \
-  --target ascend910b --disable-pass TbeMatmulFixPipeFusionPass --report "$work/report_off.json" \
+  --dtype f16 --target ascend910b --disable-pass TbeMatmulFixPipeFusionPass --report "$work/report_off.json" \
   --explain-cache-misses
 echo "== the first job again: the whole compiled program from the cache"
 time "$kiln" compile examples/qwen-14b/config.json --training --seq 2048 --batch 1 \
-  --target ascend910b --report "$work/report.json" | tail -2
+  --dtype f16 --target ascend910b --report "$work/report.json" | tail -2
 "$kiln" cache stats
 echo "== tiny Qwen: init, then forward + backward on the compiled kernels and on the interpreter"
 "$kiln" init examples/qwen-tiny/config.json -o "$work/weights.safetensors" --seed 0

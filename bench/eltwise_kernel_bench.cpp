@@ -67,12 +67,12 @@
 #include <vector>
 
 #include "compiler/codegen/kernel_compiler.h"
-#include "compiler/codegen/kernel_loader.h"
 #include "compiler/codegen/object_compiler.h"
 #include "ir/float16.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "ir/thread_pool.h"
+#include "kernels/kernel_loader.h"
 #include "ops/op_builder.h"
 #include "runtime/executor.h"
 #include "target/target.h"
@@ -98,8 +98,8 @@ struct Case {
   std::unique_ptr<runtime::Executor> executor;
   // Direct calls.
   codegen::CompiledKernels kernels;
-  std::unique_ptr<codegen::KernelLoader> loader;
-  std::vector<codegen::KernelEntry> entries;
+  std::unique_ptr<kernels::KernelLoader> loader;
+  std::vector<kernels::KernelEntry> entries;
   std::vector<Tensor> values; // every value of the graph, allocated once
   std::unique_ptr<ThreadPool> pool;
   std::vector<std::vector<uint64_t>> scratch; // per worker
@@ -153,7 +153,7 @@ void launchDirect(Case &c, size_t index) {
   const int64_t rows_per_tile =
       std::max<int64_t>(1, runtime::ExecutorOptions{}.tile_elements / row_elements);
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
-  const codegen::KernelEntry entry = c.entries[index];
+  const kernels::KernelEntry entry = c.entries[index];
   c.pool->parallelFor(tiles, [&](int64_t t, int worker) {
     const int64_t r0 = t * rows_per_tile, r1 = std::min(rows, r0 + rows_per_tile);
     uint32_t status = 0;
@@ -207,7 +207,7 @@ std::unique_ptr<Case> makeCase(const CaseKey &key) {
   }
   c->executor = std::move(*executor);
 
-  auto loader = codegen::KernelLoader::create();
+  auto loader = kernels::KernelLoader::create();
   if (!loader) {
     c->error = loader.message();
     return c;

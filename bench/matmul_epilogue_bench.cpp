@@ -58,12 +58,12 @@
 #include <vector>
 
 #include "compiler/codegen/kernel_compiler.h"
-#include "compiler/codegen/kernel_loader.h"
 #include "compiler/codegen/object_compiler.h"
 #include "ir/float16.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "ir/thread_pool.h"
+#include "kernels/kernel_loader.h"
 #include "ops/op_builder.h"
 #include "runtime/executor.h"
 #include "target/target.h"
@@ -335,7 +335,7 @@ void BM_epilogue(benchmark::State &state, MmShape s, Variant v) {
   const Graph &g = *c->graph;
   const codegen::CompiledKernel &kernel = c->executor->kernels().kernels[0];
   const codegen::KernelProgram &program = kernel.build.program;
-  auto loader = codegen::KernelLoader::create();
+  auto loader = kernels::KernelLoader::create();
   if (!loader) {
     state.SkipWithError(loader.message().c_str());
     for (auto _ : state) {

@@ -7,9 +7,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "compiler/codegen/gemm.h"
-#include "compiler/codegen/llvm_emitter.h"
 #include "ir/float_status.h"
+#include "kernels/gemm.h"
 
 namespace kiln::runtime {
 
@@ -22,13 +21,13 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
                                                      codegen::CompiledKernels kernels,
                                                      const ExecutorOptions &options) {
   std::unique_ptr<Executor> ex(new Executor(graph, std::move(kernels), options));
-  KILN_ASSIGN_OR_RETURN(ex->loader_, codegen::KernelLoader::create());
+  KILN_ASSIGN_OR_RETURN(ex->loader_, kernels::KernelLoader::create());
   for (const codegen::CompiledKernel &k : ex->kernels_.kernels) {
     if (k.host) {
       ex->entries_.push_back(nullptr);
       continue;
     }
-    KILN_ASSIGN_OR_RETURN(codegen::KernelEntry entry,
+    KILN_ASSIGN_OR_RETURN(kernels::KernelEntry entry,
                           ex->loader_->load(ex->kernels_.objects[k.object], k.symbol, k.spec.name));
     ex->entries_.push_back(entry);
   }
@@ -70,7 +69,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
     }
     ex->last_use_kernel_[out.value] = static_cast<ValueId>(ex->kernels_.kernels.size());
   }
-  codegen::useSingleThreadedBlas(); // tiles are the parallelism
+  kernels::useSingleThreadedBlas(); // tiles are the parallelism
   return ex;
 }
 
@@ -346,8 +345,8 @@ Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values
   return status;
 }
 
-float *Executor::wholeAccumulator(const codegen::GemmPlan &gemm, const Tensor &a, const Tensor &b,
-                                  std::optional<codegen::GemmOperands> &operands) {
+float *Executor::wholeAccumulator(const kernels::GemmPlan &gemm, const Tensor &a, const Tensor &b,
+                                  std::optional<kernels::GemmOperands> &operands) {
   // Written whole, so kept between launches and never initialised.
   const size_t size = static_cast<size_t>(gemm.batch * gemm.m * gemm.n);
   if (whole_acc_size_ < size) {
@@ -356,7 +355,7 @@ float *Executor::wholeAccumulator(const codegen::GemmPlan &gemm, const Tensor &a
   }
   float *acc = whole_acc_.get();
   if (!operands) {
-    if (codegen::gemmBf16(gemm, a.data(), b.data(), acc))
+    if (kernels::gemmBf16(gemm, a.data(), b.data(), acc))
       return acc;
     operands.emplace(gemm, a.data(), a.dtype(), b.data(), b.dtype());
   }
@@ -366,7 +365,7 @@ float *Executor::wholeAccumulator(const codegen::GemmPlan &gemm, const Tensor &a
     const int64_t width = ((gemm.n + blocks - 1) / blocks + 15) / 16 * 16;
     pool_.parallelFor(blocks, [&](int64_t t, int) {
       const int64_t c0 = std::min(gemm.n, t * width), c1 = std::min(gemm.n, c0 + width);
-      codegen::gemmBlock(gemm, *operands, 0, gemm.m, c0, c1, acc + c0, gemm.n);
+      kernels::gemmBlock(gemm, *operands, 0, gemm.m, c0, c1, acc + c0, gemm.n);
     });
     return acc;
   }
@@ -374,7 +373,7 @@ float *Executor::wholeAccumulator(const codegen::GemmPlan &gemm, const Tensor &a
   const int64_t block = std::max<int64_t>(1, options_.tile_elements / std::max<int64_t>(1, gemm.n));
   pool_.parallelFor((total + block - 1) / block, [&](int64_t t, int) {
     const int64_t r0 = t * block, r1 = std::min(total, r0 + block);
-    codegen::gemmRows(gemm, *operands, r0, r1, acc + r0 * gemm.n);
+    kernels::gemmRows(gemm, *operands, r0, r1, acc + r0 * gemm.n);
   });
   return acc;
 }
@@ -383,7 +382,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
                           const std::shared_ptr<uint8_t[]> &arena) {
   const codegen::CompiledKernel &kernel = kernels_.kernels[index];
   const codegen::KernelProgram &program = kernel.build.program;
-  const codegen::KernelEntry entry = entries_[index];
+  const kernels::KernelEntry entry = entries_[index];
 
   // Inputs are read in place (const: a shared weight is not copied); every
   // output is written whole at its place in the arena.
@@ -408,7 +407,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
       n *= s[d];
     return n;
   }());
-  const codegen::GemmPlan *gemm = kernel.build.gemm ? &*kernel.build.gemm : nullptr;
+  const kernels::GemmPlan *gemm = kernel.build.gemm ? &*kernel.build.gemm : nullptr;
   // When the epilogue stays within rows, each tile (at least 256 rows, one
   // per thread) runs its GEMM rows and then its epilogue while they are hot.
   // Otherwise the whole accumulator comes first: a single matmul as one BLAS
@@ -420,7 +419,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
   // bf16 x bf16 on the host's bf16 units: one oneDNN call for every batch.
   const bool bf16 = gemm && gemm->m > 0 && gemm->n > 0 && gemm->k > 0 &&
                     gemm_a->dtype() == DType::BF16 && gemm_b->dtype() == DType::BF16 &&
-                    codegen::hostHasBf16Gemm();
+                    kernels::hostHasBf16Gemm();
   const bool whole_gemm = gemm && (bf16 || !program.accumulatorIsRowLocal());
   int64_t rows_per_tile = std::max<int64_t>(1, options_.tile_elements / row_elements);
   if (gemm && !whole_gemm) {
@@ -434,7 +433,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
   const size_t scratch_slots = static_cast<size_t>(program.scratchElementsPerRow());
   alignas(4) uint32_t status = 0; // the tiles or their bits in atomically
 
-  std::optional<codegen::GemmOperands> operands;
+  std::optional<kernels::GemmOperands> operands;
   if (gemm && !(whole_gemm && bf16))
     operands.emplace(*gemm, gemm_a->data(), gemm_a->dtype(), gemm_b->data(), gemm_b->dtype());
   if (whole_gemm)
@@ -449,7 +448,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
     if (gemm && !whole_gemm) {
       std::vector<float> &tile = acc_tiles_[worker];
       tile.resize(static_cast<size_t>((r1 - r0) * gemm->n));
-      codegen::gemmRows(*gemm, *operands, r0, r1, tile.data());
+      kernels::gemmRows(*gemm, *operands, r0, r1, tile.data());
       // The epilogue indexes the accumulator by global row: shift the tile's base.
       local[acc_slot] =
           reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(tile.data()) -

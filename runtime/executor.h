@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "compiler/artifact/memory_plan.h"
-#include "compiler/codegen/gemm.h"
-#include "compiler/codegen/kernel_compiler.h"
-#include "compiler/codegen/kernel_loader.h"
+#include "compiler/codegen/compiled_kernels.h"
 #include "ir/graph.h"
 #include "ir/thread_pool.h"
+#include "kernels/gemm.h"
+#include "kernels/kernel_loader.h"
 #include "ops/interpreter.h"
 #include "runtime/device.h"
 #include "runtime/float_status.h"
@@ -101,8 +101,8 @@ private:
   // A matmul's whole f32 accumulator (for an epilogue that reads across
   // rows, or bf16 on oneDNN when `operands` is empty); `operands` are made
   // when oneDNN cannot run it.
-  float *wholeAccumulator(const codegen::GemmPlan &gemm, const Tensor &a, const Tensor &b,
-                          std::optional<codegen::GemmOperands> &operands);
+  float *wholeAccumulator(const kernels::GemmPlan &gemm, const Tensor &a, const Tensor &b,
+                          std::optional<kernels::GemmOperands> &operands);
   Expected<uint32_t> runOnHost(size_t kernel, std::vector<Tensor> &values,
                                const std::shared_ptr<uint8_t[]> &arena);
   Expected<uint32_t> runCollective(size_t kernel, std::vector<std::vector<Tensor> *> &group,
@@ -115,8 +115,8 @@ private:
   const Graph &graph_;
   codegen::CompiledKernels kernels_;
   ExecutorOptions options_;
-  std::unique_ptr<codegen::KernelLoader> loader_;
-  std::vector<codegen::KernelEntry> entries_;
+  std::unique_ptr<kernels::KernelLoader> loader_;
+  std::vector<kernels::KernelEntry> entries_;
   std::vector<ValueId> last_use_kernel_; // per value: the last kernel reading it
   // Per kernel: the leaving outputs (ExecutorOptions::output_leaves) copied
   // off the arena after it.

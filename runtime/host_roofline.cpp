@@ -7,7 +7,7 @@
 
 #include <cblas.h>
 
-#include "compiler/codegen/gemm.h"
+#include "kernels/gemm.h"
 
 namespace kiln::runtime {
 
@@ -40,7 +40,7 @@ HostRoofline measureHostRoofline(ThreadPool &pool) {
   HostRoofline roofline;
   // A square sgemm large enough to reach the kernel's steady state, one
   // single-threaded call per thread as the executor's tiles run.
-  codegen::useSingleThreadedBlas();
+  kernels::useSingleThreadedBlas();
   constexpr int n = 512;
   std::vector<std::vector<float>> a(threads, std::vector<float>(n * n, 1.0f)), b = a, c = a;
   const double gemm = bestSeconds(pool, 5, [&](int w) {

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/codegen/kernel_compiler.h"
+#include "compiler/codegen/compiled_kernels.h"
 #include "compiler/codegen/kernel_cost.h"
 #include "ir/error.h"
 #include "ir/graph.h"

@@ -19,18 +19,11 @@
 #include "compiler/codegen/kernel_program.h"
 #include "compiler/codegen/kernel_spec.h"
 #include "ir/error.h"
+#include "kernels/gemm.h"
 
 namespace kiln::codegen {
 
-// c[b] = op(a[b]) @ op(b[b]) for each of `batch` matrices, in f32.
-struct GemmPlan {
-  int a_input = 0; // kernel input indices of the operands
-  int b_input = 0;
-  bool transpose_a = false;
-  bool transpose_b = false;
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-  NodeId node = kNoNode; // the MatMul in the graph
-};
+using kernels::GemmPlan; // the GEMM half, run by kernels/gemm.h
 
 struct KernelBuild {
   KernelProgram program; // with a GEMM: its last input is the accumulator

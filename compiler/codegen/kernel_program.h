@@ -40,7 +40,7 @@ struct KernelProgram {
   // result is consumed while it is hot (the input is read only within the
   // row being computed).
   int accumulator = -1;
-  // A library kernel (library_kernels.h): the generated function hands its
+  // A library kernel (kernels/library_kernels.h): the generated function hands its
   // rows to this host routine, with `library_args`, instead of computing the
   // stages, which then only say what it computes (for dumps and checks).
   // For the ops whose loop form would do far more work than the routine

@@ -111,7 +111,7 @@ private:
     b_.CreateRetVoid();
   }
 
-  // The whole kernel is a call of its library routine (library_kernels.h)
+  // The whole kernel is a call of its library routine (kernels/library_kernels.h)
   // with the lowering's arguments and the overflow mode, as a constant array.
   void emitLibraryCall(const std::string &name) {
     llvm::Type *ptr = b_.getPtrTy();

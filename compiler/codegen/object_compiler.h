@@ -28,7 +28,7 @@ struct ObjectOptions {
   std::string toString() const;
 };
 
-// The object code of one kernel defining `function_name` (llvm_emitter.h's
+// The object code of one kernel defining `function_name` (kernels/kernel_abi.h's
 // signature); `ir_dump`, when not null, receives the optimised LLVM IR.
 Expected<std::string> compileKernelObject(const KernelProgram &program,
                                           const std::string &function_name,

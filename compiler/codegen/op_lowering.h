@@ -54,7 +54,7 @@ public:
   int addStage(const std::string &label, Shape shape, ScalarType type, ExprRef body);
   ExprRef read(int buffer, std::vector<ExprRef> indices) const;
 
-  // Makes the kernel call library routine `symbol` (library_kernels.h) with
+  // Makes the kernel call library routine `symbol` (kernels/library_kernels.h) with
   // `args` for its rows; the bodies the lowering returns still describe it.
   void callLibrary(std::string symbol, std::vector<int64_t> args);
   // The same, for a routine with several outputs, some of which the kernel

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/codegen/kernel_compiler.h"
+#include "compiler/codegen/compiled_kernels.h"
 #include "compiler/parallel/parallel_config.h"
 #include "compiler/parallel/pipeline_partition.h"
 #include "ir/graph.h"

@@ -1,10 +1,10 @@
 // Lowering of Dropout (ops/lib/dropout.cpp): the kernel calls the host
-// routine that hashes each element's index (library_kernels.h); the body,
+// routine that hashes each element's index (kernels/library_kernels.h); the body,
 // x * scale, stands for its cost, the mask having no expression form.
 #include <bit>
 
-#include "compiler/codegen/library_kernels.h"
 #include "compiler/codegen/op_lowering.h"
+#include "kernels/library_kernels.h"
 
 namespace kiln::codegen {
 namespace {
@@ -14,10 +14,11 @@ Expected<std::vector<ExprRef>> lowerDropout(LowerContext &ctx) {
   if (shape.size() != 2)
     return ctx.error("needs x of shape [rows, cols]");
   const double p = ctx.attrs().getFloat("p");
-  ctx.callLibrary(kDropoutRoutine, {ctx.inputBuffer(0), ctx.inputBuffer(1), ctx.outputSlot(0),
-                                    static_cast<int64_t>(ctx.inputType(0).dtype),
-                                    static_cast<int64_t>(ctx.outputType(0).dtype), shape[1],
-                                    std::bit_cast<int64_t>(p), ctx.attrs().getInt("stream")});
+  ctx.callLibrary(kernels::kDropoutRoutine,
+                  {ctx.inputBuffer(0), ctx.inputBuffer(1), ctx.outputSlot(0),
+                   static_cast<int64_t>(ctx.inputType(0).dtype),
+                   static_cast<int64_t>(ctx.outputType(0).dtype), shape[1],
+                   std::bit_cast<int64_t>(p), ctx.attrs().getInt("stream")});
   return std::vector<ExprRef>{ctx.input(0, LowerContext::vars(2)) *
                               fconst(static_cast<float>(1.0 / (1.0 - p)))};
 }

@@ -1,7 +1,7 @@
 // Lowerings of Gather and EmbeddingGrad (ops/lib/gather.cpp): a row lookup by index, and its
 // scatter-add written as a gather: each table row sums the dy rows whose index names it.
-#include "compiler/codegen/library_kernels.h"
 #include "compiler/codegen/op_lowering.h"
+#include "kernels/library_kernels.h"
 
 namespace kiln::codegen {
 namespace {
@@ -36,7 +36,7 @@ Bodies lowerGather(LowerContext &ctx) {
 // dtable[v, j...] = sum over index positions t of (indices[t] == v ? dy[t, j...] : 0), one rvar
 // per index axis (outer axes outside). An index outside [0, num_rows) matches no row, where
 // the reference fails. That gather form is what the kernel computes; it runs as the
-// scatter-add library routine (library_kernels.h), tokens x row steps instead of
+// scatter-add library routine (kernels/library_kernels.h), tokens x row steps instead of
 // num_rows x tokens x row.
 Bodies lowerEmbeddingGrad(LowerContext &ctx) {
   const Shape &dy = ctx.inputType(0).shape;
@@ -58,7 +58,7 @@ Bodies lowerEmbeddingGrad(LowerContext &ctx) {
   ExprRef body = select(hit, ctx.input(0, dy_idx), fconst(0));
   for (size_t d = indices.size(); d-- > 0;)
     body = reduce(ReduceOp::Sum, rvars[d], indices[d], body);
-  ctx.callLibrary(kEmbeddingGradRoutine,
+  ctx.callLibrary(kernels::kEmbeddingGradRoutine,
                   {ctx.inputBuffer(0), ctx.inputBuffer(1), ctx.outputSlot(0),
                    static_cast<int64_t>(ctx.inputType(0).dtype),
                    static_cast<int64_t>(ctx.inputType(1).dtype),

@@ -2,13 +2,13 @@
 // (ops/lib/flash_attention.cpp). Their loop forms (every score a reduction,
 // every probability a reduction over those) would compute the S x S scores
 // again for each element; the kernels run as tiled host routines instead
-// (library_kernels.h), and the bodies below say what they compute.
+// (kernels/library_kernels.h), and the bodies below say what they compute.
 #include <bit>
 #include <cmath>
 #include <limits>
 
-#include "compiler/codegen/library_kernels.h"
 #include "compiler/codegen/op_lowering.h"
+#include "kernels/library_kernels.h"
 
 namespace kiln::codegen {
 namespace {
@@ -92,7 +92,7 @@ Bodies lowerFlashAttention(LowerContext &ctx) {
   std::vector<int64_t> args = {ctx.inputBuffer(0), ctx.inputBuffer(1), ctx.inputBuffer(2), 0, 0, 0};
   for (int64_t a : sharedArgs(ctx, s))
     args.push_back(a);
-  ctx.callLibrary(kFlashAttentionRoutine, std::move(args), {{3, 0}, {4, 1}, {5, 2}}, 2);
+  ctx.callLibrary(kernels::kFlashAttentionRoutine, std::move(args), {{3, 0}, {4, 1}, {5, 2}}, 2);
   return std::vector<ExprRef>{out, ctx.read(max, row), ctx.read(sum, row)};
 }
 
@@ -141,7 +141,7 @@ Bodies lowerFlashAttentionGrad(LowerContext &ctx) {
   args.insert(args.end(), {0, 0, 0});
   for (int64_t a : sharedArgs(ctx, s))
     args.push_back(a);
-  ctx.callLibrary(kFlashAttentionGradRoutine, std::move(args), {{7, 0}, {8, 1}, {9, 2}},
+  ctx.callLibrary(kernels::kFlashAttentionGradRoutine, std::move(args), {{7, 0}, {8, 1}, {9, 2}},
                   s.N == s.Nkv ? 2 : 1);
   return std::vector<ExprRef>{dq, dk, dv};
 }

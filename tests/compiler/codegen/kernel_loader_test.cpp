@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "compiler/codegen/kernel_compiler.h"
-#include "compiler/codegen/kernel_loader.h"
+#include "kernels/kernel_loader.h"
 #include "ops/op_builder.h"
 #include "target/target.h"
 
@@ -30,7 +30,7 @@ TEST(KernelLoader, PerfMapListsEveryLoadedKernelWithItsSize) {
   const std::string map = "/tmp/perf-" + std::to_string(getpid()) + ".map";
   std::remove(map.c_str());
   setenv("KILN_PERF_MAP", "1", 1);
-  auto loader = codegen::KernelLoader::create();
+  auto loader = kernels::KernelLoader::create();
   unsetenv("KILN_PERF_MAP");
   ASSERT_TRUE(loader.isOk()) << loader.message();
   auto entry = (*loader)->load(compiled->objects[kernel.object], kernel.symbol, "perf_map.exp");

@@ -4,10 +4,10 @@
 // or across rows.
 #include <gtest/gtest.h>
 
-#include "compiler/codegen/gemm.h"
 #include "compiler/codegen/kernel_compiler.h"
 #include "compiler/codegen/kernel_cost.h"
 #include "ir/float16.h"
+#include "kernels/gemm.h"
 #include "ops/op_builder.h"
 #include "tests/support/codegen_test_util.h"
 
@@ -103,11 +103,11 @@ TEST(MatmulCodegen, EpilogueAcrossRowsUsesTheWholeAccumulator) {
 // so both must give the same bits; the kernel tests above run the oneDNN
 // path whenever the host has the units.
 TEST(MatmulCodegen, Bf16UnitsGiveTheWidenedResult) {
-  if (!codegen::hostHasBf16Gemm())
+  if (!kernels::hostHasBf16Gemm())
     GTEST_SKIP() << "this host has no bf16 units (AVX512-BF16 or AMX)";
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
-      codegen::GemmPlan plan;
+      kernels::GemmPlan plan;
       plan.transpose_a = ta;
       plan.transpose_b = tb;
       plan.batch = 3, plan.m = 37, plan.n = 45, plan.k = 70;
@@ -119,9 +119,9 @@ TEST(MatmulCodegen, Bf16UnitsGiveTheWidenedResult) {
         b[i] = floatToBFloat16(static_cast<float>(static_cast<int>(i * 5 % 13) - 6),
                                OverflowMode::InfNan);
       std::vector<float> got(plan.batch * plan.m * plan.n), want(got.size());
-      ASSERT_TRUE(codegen::gemmBf16(plan, a.data(), b.data(), got.data()));
-      codegen::GemmOperands widened(plan, a.data(), DType::BF16, b.data(), DType::BF16);
-      codegen::gemmRows(plan, widened, 0, plan.batch * plan.m, want.data());
+      ASSERT_TRUE(kernels::gemmBf16(plan, a.data(), b.data(), got.data()));
+      kernels::GemmOperands widened(plan, a.data(), DType::BF16, b.data(), DType::BF16);
+      kernels::gemmRows(plan, widened, 0, plan.batch * plan.m, want.data());
       EXPECT_EQ(got, want) << (ta ? "ta " : "") << (tb ? "tb" : "");
     }
 }

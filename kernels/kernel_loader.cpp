@@ -1,4 +1,4 @@
-#include "compiler/codegen/kernel_loader.h"
+#include "kernels/kernel_loader.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -15,10 +15,10 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 
-#include "compiler/codegen/library_kernels.h"
 #include "ir/float16.h"
+#include "kernels/library_kernels.h"
 
-namespace kiln::codegen {
+namespace kiln::kernels {
 namespace {
 
 // The half-precision conversions LLVM calls when the CPU lacks F16C.
@@ -148,4 +148,4 @@ Expected<KernelEntry> KernelLoader::load(std::string_view object, const std::str
   return entry;
 }
 
-} // namespace kiln::codegen
+} // namespace kiln::kernels

@@ -3,7 +3,7 @@
 // contiguous f32 rows in cache, the block products on BLAS. The forward is
 // FlashAttention-2's online softmax; the backward recomputes the
 // probabilities from the saved statistics once per block pair.
-#include "compiler/codegen/flash_attention_routines.h"
+#include "kernels/flash_attention_routines.h"
 
 #include <algorithm>
 #include <bit>
@@ -13,10 +13,10 @@
 
 #include <cblas.h>
 
-#include "compiler/codegen/library_kernel_util.h"
 #include "ir/float_status.h"
+#include "kernels/library_kernel_util.h"
 
-namespace kiln::codegen {
+namespace kiln::kernels {
 namespace {
 
 constexpr int64_t kBlock = 128; // query rows and keys per block
@@ -233,10 +233,10 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
 }
 
 } // namespace
-} // namespace kiln::codegen
+} // namespace kiln::kernels
 
 using namespace kiln;
-using namespace kiln::codegen;
+using namespace kiln::kernels;
 
 extern "C" void kilnFlashAttention(void **buffers, int64_t row_begin, int64_t row_end,
                                    uint32_t *status, const int64_t *args) {

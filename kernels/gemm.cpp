@@ -1,4 +1,4 @@
-#include "compiler/codegen/gemm.h"
+#include "kernels/gemm.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,7 +9,7 @@
 
 #include "ir/float16.h"
 
-namespace kiln::codegen {
+namespace kiln::kernels {
 namespace {
 
 const float *widen(const void *data, DType dtype, int64_t count, std::vector<float> &copy) {
@@ -108,4 +108,4 @@ bool gemmBf16(const GemmPlan &plan, const void *a, const void *b, float *c) {
 
 void useSingleThreadedBlas() { openblas_set_num_threads(1); }
 
-} // namespace kiln::codegen
+} // namespace kiln::kernels

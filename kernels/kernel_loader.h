@@ -9,12 +9,9 @@
 #include <string_view>
 
 #include "ir/error.h"
+#include "kernels/kernel_abi.h"
 
-namespace kiln::codegen {
-
-// llvm_emitter.h's kernel signature.
-using KernelEntry = void (*)(void **buffers, void *scratch, int64_t row_begin, int64_t row_end,
-                             uint32_t *status);
+namespace kiln::kernels {
 
 class KernelLoader {
 public:
@@ -37,4 +34,4 @@ private:
   std::unique_ptr<Impl> impl_;
 };
 
-} // namespace kiln::codegen
+} // namespace kiln::kernels

@@ -9,10 +9,21 @@
 #include <cstdint>
 #include <vector>
 
-#include "compiler/codegen/kernel_builder.h"
 #include "ir/dtype.h"
+#include "ir/graph.h"
 
-namespace kiln::codegen {
+namespace kiln::kernels {
+
+// c[b] = op(a[b]) @ op(b[b]) for each of `batch` matrices, in f32: the GEMM
+// half of a matmul kernel, as the code generator plans it (kernel_builder.h).
+struct GemmPlan {
+  int a_input = 0; // kernel input indices of the operands
+  int b_input = 0;
+  bool transpose_a = false;
+  bool transpose_b = false;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  NodeId node = kNoNode; // the MatMul in the graph
+};
 
 // The operands of one launch as f32 (borrowed when they are f32 already).
 class GemmOperands {
@@ -52,4 +63,4 @@ bool gemmBf16(const GemmPlan &plan, const void *a, const void *b, float *c);
 // Makes the BLAS single-threaded: kiln's executor runs tiles in parallel itself.
 void useSingleThreadedBlas();
 
-} // namespace kiln::codegen
+} // namespace kiln::kernels

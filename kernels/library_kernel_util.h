@@ -9,7 +9,7 @@
 #include "ir/dtype.h"
 #include "ir/float16.h"
 
-namespace kiln::codegen {
+namespace kiln::kernels {
 
 inline float loadFloat(const void *data, DType dtype, int64_t i) {
   switch (dtype) {
@@ -47,4 +47,4 @@ inline void storeFloat(void *out, DType dtype, int64_t i, float v, OverflowMode 
   }
 }
 
-} // namespace kiln::codegen
+} // namespace kiln::kernels

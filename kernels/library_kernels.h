@@ -6,13 +6,9 @@
 // function that calls the routine, so caching, artifacts and the executor
 // treat it as any other kernel.
 //
-// A routine has the C signature
-//
-//   void routine(void **buffers, int64_t row_begin, int64_t row_end,
-//                uint32_t *status, const int64_t *args);
-//
-// with the kernel's buffers (inputs, then stored outputs), its rows and its
-// float-status word (llvm_emitter.h) as the kernel got them, and `args`: the
+// A routine is a LibraryRoutine (kernel_abi.h): it gets the kernel's buffers
+// (inputs, then stored outputs), its rows and its float-status word as the
+// kernel got them, and `args`: the
 // lowering's (KernelProgram::library_args) followed by the kernel's overflow
 // mode. It rounds as the generated kernels do and raises the status where
 // they would.
@@ -22,10 +18,9 @@
 #include <string>
 #include <vector>
 
-namespace kiln::codegen {
+#include "kernels/kernel_abi.h"
 
-using LibraryRoutine = void (*)(void **buffers, int64_t row_begin, int64_t row_end,
-                                uint32_t *status, const int64_t *args);
+namespace kiln::kernels {
 
 struct LibraryKernel {
   std::string symbol;
@@ -64,4 +59,4 @@ inline constexpr char kFlashAttentionRoutine[] = "kiln_flash_attention";
 // slots, the dtype, B, N, Nkv, S, D, scale (a double's bits), causal.
 inline constexpr char kFlashAttentionGradRoutine[] = "kiln_flash_attention_grad";
 
-} // namespace kiln::codegen
+} // namespace kiln::kernels

@@ -1,17 +1,17 @@
-#include "compiler/codegen/library_kernels.h"
+#include "kernels/library_kernels.h"
 
 #include <atomic>
 #include <bit>
 #include <cstring>
 
-#include "compiler/codegen/flash_attention_routines.h"
-#include "compiler/codegen/library_kernel_util.h"
 #include "ir/dropout_mask.h"
 #include "ir/dtype.h"
 #include "ir/float16.h"
 #include "ir/float_status.h"
+#include "kernels/flash_attention_routines.h"
+#include "kernels/library_kernel_util.h"
 
-namespace kiln::codegen {
+namespace kiln::kernels {
 namespace {
 
 extern "C" void kilnEmbeddingGrad(void **buffers, int64_t row_begin, int64_t row_end,
@@ -97,4 +97,4 @@ const std::vector<LibraryKernel> &libraryKernels() {
   return kernels;
 }
 
-} // namespace kiln::codegen
+} // namespace kiln::kernels

@@ -1,0 +1,73 @@
+#include "compiler/codegen/compiled_kernels.h"
+
+#include <map>
+
+namespace kiln::codegen {
+
+nlohmann::json KernelStats::toJson() const {
+  return {{"total", total},
+          {"unique", unique},
+          {"compiled", compiled},
+          {"cache_hits", cache_hits},
+          {"seconds", seconds}};
+}
+
+nlohmann::json KernelFallback::toJson() const {
+  nlohmann::json j = why.toJson();
+  j["action"] = action;
+  return j;
+}
+
+namespace {
+
+// Each distinct (diagnostic, note) in full once, then the kernels like it:
+// identical layers fail identically.
+std::string
+describeAlike(const std::vector<std::pair<const KernelDiagnostic *, std::string>> &items) {
+  std::map<std::string, std::vector<size_t>> alike;
+  std::vector<std::string> order;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const KernelDiagnostic &d = *items[i].first;
+    const std::string what = d.code + d.kind + d.formed_by + d.constraint + items[i].second;
+    if (alike[what].empty())
+      order.push_back(what);
+    alike[what].push_back(i);
+  }
+  std::string s;
+  for (const std::string &what : order) {
+    const std::vector<size_t> &group = alike[what];
+    const auto &[first, note] = items[group.front()];
+    s += "\n" + first->toString();
+    if (!note.empty())
+      s += "\n  fallback: " + note;
+    if (group.size() == 1)
+      continue;
+    s += "\n  and " + std::to_string(group.size() - 1) + " more kernel" +
+         (group.size() == 2 ? "" : "s") + " like it:";
+    for (size_t i = 1; i < group.size() && i <= 3; ++i)
+      s += " '" + items[group[i]].first->kernel + "'";
+    if (group.size() > 4)
+      s += " ...";
+  }
+  return s;
+}
+
+} // namespace
+
+std::string KernelCompileFailure::message() const {
+  std::vector<std::pair<const KernelDiagnostic *, std::string>> items;
+  for (const KernelDiagnostic &d : diagnostics)
+    items.emplace_back(&d, "");
+  return std::to_string(diagnostics.size()) + " kernel" + (diagnostics.size() == 1 ? "" : "s") +
+         " cannot be built for the target:" + describeAlike(items);
+}
+
+std::string fallbackSummary(const std::vector<KernelFallback> &fallbacks) {
+  std::vector<std::pair<const KernelDiagnostic *, std::string>> items;
+  for (const KernelFallback &f : fallbacks)
+    items.emplace_back(&f.why, f.action);
+  return std::to_string(fallbacks.size()) + " kernel" + (fallbacks.size() == 1 ? "" : "s") +
+         " fell back:" + describeAlike(items);
+}
+
+} // namespace kiln::codegen

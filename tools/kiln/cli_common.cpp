@@ -104,6 +104,17 @@ OverflowMode parseOverflow(const std::string &text) {
 
 } // namespace
 
+const CLI::Validator OpenFraction = CLI::Validator(
+    [](std::string &text) -> std::string {
+      double v = 0;
+      const char *end = text.data() + text.size();
+      auto [at, ec] = std::from_chars(text.data(), end, v);
+      if (ec != std::errc() || at != end || !(v > 0 && v < 1))
+        return "must be a fraction above 0 and below 1, got '" + printableName(text) + "'";
+      return {};
+    },
+    "FRACTION", "OPEN_FRACTION");
+
 CLI::Validator IntegerIn(int low, int high) {
   std::string want;
   if (high - low < 5) {

@@ -77,6 +77,8 @@ extern const CLI::Validator FiniteNonNegative;
 // A whole number above 0 / at least 0.
 extern const CLI::Validator PositiveInteger;
 extern const CLI::Validator NonNegativeInteger;
+// A number strictly between 0 and 1 (a share of something: --eval-split).
+extern const CLI::Validator OpenFraction;
 // A whole number from `low` to `high` ("must be 0, 1, 2 or 3, got '5'").
 CLI::Validator IntegerIn(int low, int high);
 // One of `values` ("expected text or json, got 'x'"), unlike CLI11's

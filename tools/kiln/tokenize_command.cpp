@@ -55,17 +55,7 @@ void registerTokenizeCommand(CLI::App &app, Action &action) {
   cmd->add_option("--field", opts->corpus.field, "The text field of a JSON line (default text)");
   cmd->add_option("--eval-split", opts->corpus.eval_split,
                   "Hold out this fraction of the tokens, from the end, in a second file")
-      ->check(CLI::Validator(
-          [](std::string &text) -> std::string {
-            try {
-              const double f = std::stod(text);
-              if (f > 0 && f < 1)
-                return {};
-            } catch (...) {
-            }
-            return "must be a fraction above 0 and below 1, got '" + text + "'";
-          },
-          "FRACTION"));
+      ->check(OpenFraction);
   cmd->add_option("--eval-output", opts->corpus.eval_output,
                   "Where the held-out tokens go (default: the output with .eval before its "
                   "extension)");

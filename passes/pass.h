@@ -21,10 +21,14 @@ namespace kiln::passes {
 
 class PassContext;
 
-// Groups run in this order; CANN's switch files name GraphFusion and UBFusion.
-enum class PassGroup : uint8_t { Cleanup, Precision, GraphFusion, UBFusion };
+// Groups run in this order (pipeline.cpp); CANN's switch files name
+// GraphFusion and UBFusion. StepRewrite holds the rewrites of the step a job
+// asks for by their own flag (--recompute): their flag decides, so no "ALL"
+// of a switch file turns them off.
+enum class PassGroup : uint8_t { Cleanup, Precision, StepRewrite, GraphFusion, UBFusion };
 inline constexpr PassGroup kAllPassGroups[] = {PassGroup::Cleanup, PassGroup::Precision,
-                                               PassGroup::GraphFusion, PassGroup::UBFusion};
+                                               PassGroup::StepRewrite, PassGroup::GraphFusion,
+                                               PassGroup::UBFusion};
 
 std::string_view passGroupName(PassGroup group);
 std::optional<PassGroup> parsePassGroup(std::string_view name);
@@ -32,7 +36,9 @@ std::optional<PassGroup> parsePassGroup(std::string_view name);
 struct PassInfo {
   std::string name; // CANN's name where CANN has the pass: "TbeMatmulFixPipeFusionPass"
   PassGroup group = PassGroup::Cleanup;
-  int priority = 0; // within a group, lower runs first (CANN's priority numbers)
+  // A fusion rule file's place within its group, lower first (CANN's priority
+  // numbers); a built-in pass's is in pipeline.cpp (pipelinePriority).
+  int priority = 0;
   bool default_on = true;
   bool may_disable = true;
   std::string required_because; // why it may not be disabled

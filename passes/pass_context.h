@@ -13,6 +13,16 @@
 
 namespace kiln::passes {
 
+class Pass;
+
+// Whether a pass runs for a job, and if not, why.
+struct PassDecision {
+  bool enabled = false;
+  std::string decided_by;     // the switch layer that decided `enabled`
+  std::string not_applicable; // why the pass does nothing for this job, or empty
+  bool runs() const { return enabled && not_applicable.empty(); }
+};
+
 class PassContext {
 public:
   PassContext(target::Target target, std::map<std::string, bool> enabled,
@@ -32,6 +42,11 @@ public:
     auto it = enabled_.find(pass);
     return it == enabled_.end() ? default_on : it->second;
   }
+  // The one answer to "does this pass run for this job": switched on, and
+  // applicable to the job's target and settings. The pass manager, the
+  // listings, the job's JSON, the debug tools and the driver all ask it.
+  PassDecision decide(const Pass &pass) const;
+  bool willRun(const Pass &pass) const { return decide(pass).runs(); }
   const std::map<std::string, bool> &switches() const { return enabled_; }
   // Which switch layer decided a pass's state ("built-in default" when none).
   std::string decidedBy(const std::string &pass) const {

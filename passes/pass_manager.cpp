@@ -140,7 +140,7 @@ Status PassManager::validate() const {
   return check(instrumentation_.print_after, "--print-ir-after", true);
 }
 
-Expected<PipelineReport> PassManager::run(Graph &graph) const {
+Expected<PipelineReport> PassManager::run(Graph &graph, std::optional<PassGroup> only) const {
   KILN_RETURN_IF_ERROR(validate());
   std::ostream &out = instrumentation_.out ? *instrumentation_.out : std::cerr;
   auto dump = [&](const char *when, const std::string &pass) {
@@ -155,14 +155,17 @@ Expected<PipelineReport> PassManager::run(Graph &graph) const {
   report.target = context_.target().name;
   for (const Pass *pass : registry_.ordered()) {
     const PassInfo &info = pass->info();
+    if (only && info.group != *only)
+      continue;
     PassRecord record;
     record.name = info.name;
     record.group = info.group;
-    record.enabled = context_.isEnabled(info.name, info.default_on);
-    record.decided_by = context_.decidedBy(info.name);
-    record.not_applicable = pass->appliesTo(context_).reason();
+    const PassDecision decision = context_.decide(*pass);
+    record.enabled = decision.enabled;
+    record.decided_by = decision.decided_by;
+    record.not_applicable = decision.not_applicable;
     // A pass that cannot apply to the target is reported, not run.
-    if (record.enabled && record.not_applicable.empty()) {
+    if (decision.runs()) {
       if (wants(instrumentation_.print_before, info.name))
         dump("Before", info.name);
       auto start = std::chrono::steady_clock::now();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,7 +68,9 @@ public:
 
   // Names in `instrumentation` that are neither passes nor keywords are errors.
   Status validate() const;
-  Expected<PipelineReport> run(Graph &graph) const;
+  // The whole pipeline, or with `only` that group's passes alone (the
+  // driver runs the step rewrites on a step before cutting it in stages).
+  Expected<PipelineReport> run(Graph &graph, std::optional<PassGroup> only = std::nullopt) const;
 
 private:
   const PassRegistry &registry_;

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "ir/name_suggest.h"
+#include "passes/pipeline.h"
 
 namespace kiln::passes {
 
@@ -14,6 +15,8 @@ std::string_view passGroupName(PassGroup group) {
     return "Cleanup";
   case PassGroup::Precision:
     return "Precision";
+  case PassGroup::StepRewrite:
+    return "StepRewrite";
   case PassGroup::GraphFusion:
     return "GraphFusion";
   case PassGroup::UBFusion:
@@ -66,7 +69,8 @@ std::vector<const Pass *> PassRegistry::ordered() const {
     out.push_back(p.get());
   std::sort(out.begin(), out.end(), [](const Pass *a, const Pass *b) {
     const PassInfo &x = a->info(), &y = b->info();
-    return std::tie(x.group, x.priority, x.name) < std::tie(y.group, y.priority, y.name);
+    const int px = pipelinePriority(x), py = pipelinePriority(y);
+    return std::tie(x.group, px, x.name) < std::tie(y.group, py, y.name);
   });
   return out;
 }

@@ -22,7 +22,7 @@ public:
   // A name that exists already is an error.
   Status add(std::shared_ptr<const Pass> pass);
   const Pass *find(std::string_view name) const;
-  // In run order: by group, then priority, then name.
+  // In run order (pipeline.h): by group, then priority, then name.
   std::vector<const Pass *> ordered() const;
   // Up to `count` registered names closest to `name` (for "did you mean").
   std::vector<std::string> nearestNames(std::string_view name, size_t count = 3) const;

@@ -40,8 +40,8 @@ Expected<SwitchLayer> parseSwitchGroups(const json &groups, std::string_view sou
     const std::string g_path = JsonReader::child(sw_path, g.key());
     auto group = parsePassGroup(g.key());
     if (!group)
-      return r.error(g_path, "unknown pass group (expected GraphFusion, UBFusion, Cleanup or "
-                             "Precision)");
+      return r.error(g_path, "unknown pass group (expected GraphFusion, UBFusion, Cleanup, "
+                             "Precision or StepRewrite)");
     if (!g->is_object())
       return r.error(g_path, "expected an object of \"PassName\": \"on\" | \"off\"");
     for (auto p = g->begin(); p != g->end(); ++p) {
@@ -112,7 +112,9 @@ Expected<SwitchResolution> resolveSwitches(const PassRegistry &registry,
     for (const auto &[group, on] : layer.all) {
       for (const Pass *p : registry.ordered()) {
         const PassInfo &info = p->info();
-        if (info.group != group || (!on && !info.may_disable))
+        // A step rewrite is switched by its own flag or by name, never by a group.
+        if (info.group != group || info.group == PassGroup::StepRewrite ||
+            (!on && !info.may_disable))
           continue;
         res.enabled[info.name] = on ? info.default_on : false;
         res.decided_by[info.name] = layer.source + " (" + std::string(passGroupName(group)) +

@@ -7,6 +7,8 @@
 // every pass of the group that may be disabled; "ALL": "on" puts the group
 // back to the built-in defaults (it never turns on a pass that is off by
 // default), so in CANN's own files it changes nothing.
+// "ALL" leaves the StepRewrite passes alone (--recompute decides those; a
+// single pass setting still switches one).
 #pragma once
 
 #include <map>

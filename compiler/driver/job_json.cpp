@@ -12,13 +12,13 @@ json jobToJson(const ResolvedJob &job) {
   json passes = json::array();
   for (const passes::Pass *p : job.registry->ordered()) {
     const passes::PassInfo &info = p->info();
-    const bool applies = p->appliesTo(ctx).allowed();
+    const passes::PassDecision decision = ctx.decide(*p);
     json entry{{"name", info.name},
                {"group", std::string(passes::passGroupName(info.group))},
-               {"enabled", ctx.isEnabled(info.name, info.default_on)},
+               {"enabled", decision.enabled},
                {"default", info.default_on},
-               {"decided_by", ctx.decidedBy(info.name)},
-               {"applicable", applies}};
+               {"decided_by", decision.decided_by},
+               {"applicable", decision.not_applicable.empty()}};
     passes.push_back(std::move(entry));
   }
   json white = json::array(), black = json::array();

@@ -7,7 +7,7 @@
 #include "compiler/parallel/zero_shard.h"
 #include "ir/tensor_split.h"
 #include "passes/fusion/flash_attention_fusion.h"
-#include "passes/memory/recompute_pass.h"
+#include "passes/pass_manager.h"
 #include "passes/precision/setting_matches.h"
 
 namespace kiln::driver {
@@ -41,14 +41,12 @@ autodiff::TrainingStepOptions stepOptions() {
 // stages: its copies are backward nodes that read each layer's input, so
 // that input is all a stage keeps for its backward. Each stage's programs
 // hold either the originals or the copies, so no cleanup pass can merge
-// them back; RecomputePass finds nothing more to do in them.
+// them back; RecomputePass finds nothing more to do in them. The step
+// rewrites run through the pass manager (their group alone), as in the
+// stages' own pipelines.
 Status recomputeFirst(Graph &step, const ResolvedJob &job) {
-  const passes::RecomputePass recompute;
-  if (!job.context->isEnabled(recompute.info().name, recompute.info().default_on) ||
-      !recompute.appliesTo(*job.context))
-    return Status::ok();
-  passes::recomputeActivations(step, job.context->recompute());
-  return step.compact();
+  const passes::PassManager manager(*job.registry, *job.context);
+  return manager.run(step, passes::PassGroup::StepRewrite).status();
 }
 
 // The step cut into `program.parallel.pp` stages, each program compiled.

@@ -150,7 +150,6 @@ const PassInfo &CommonSubexpressionEliminationPass::info() const {
   static const PassInfo info{
       .name = kPassName,
       .group = PassGroup::Cleanup,
-      .priority = 300,
       .default_on = true,
       .may_disable = true,
       .summary = "Merges nodes that compute the same thing",

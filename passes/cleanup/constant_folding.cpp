@@ -323,7 +323,6 @@ const PassInfo &ConstantFoldingPass::info() const {
   static const PassInfo info{
       .name = kPassName,
       .group = PassGroup::Cleanup,
-      .priority = 100,
       .default_on = true,
       .may_disable = true,
       .summary = "Folds nodes whose inputs are all splats (Fill) into one Fill",

@@ -49,7 +49,6 @@ const PassInfo &DeadCodeEliminationPass::info() const {
   static const PassInfo info{
       .name = kPassName,
       .group = PassGroup::Cleanup,
-      .priority = 400,
       .default_on = true,
       .may_disable = true,
       .summary = "Removes nodes whose results no graph output needs",

@@ -154,7 +154,6 @@ const PassInfo &ReshapeTransposeFoldingPass::info() const {
   static const PassInfo info{
       .name = kPassName,
       .group = PassGroup::Cleanup,
-      .priority = 200,
       .default_on = true,
       .may_disable = true,
       .summary = "Folds Reshape and Transpose chains and removes identity ones",

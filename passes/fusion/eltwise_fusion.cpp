@@ -108,7 +108,6 @@ public:
     static const PassInfo info{
         .name = kPassName,
         .group = PassGroup::UBFusion,
-        .priority = 5940,
         .default_on = true,
         .may_disable = true,
         .summary = "Fuses chains and DAGs of elementwise and broadcast ops into vector kernels",

@@ -216,7 +216,6 @@ public:
     static const PassInfo info{
         .name = kFlashAttentionPassName,
         .group = PassGroup::GraphFusion,
-        .priority = 50,
         .default_on = false,
         .may_disable = true,
         .summary = "Fuses each causal attention (scores, scale, mask, softmax, P v; grouped "
@@ -306,8 +305,7 @@ KILN_REGISTER_PASS(FlashAttentionFusionPass);
 
 bool fusesAttention(const PassContext &ctx) {
   const Pass *pass = PassRegistry::builtin().find(kFlashAttentionPassName);
-  return pass && ctx.isEnabled(pass->info().name, pass->info().default_on) &&
-         static_cast<bool>(pass->appliesTo(ctx));
+  return pass && ctx.willRun(*pass);
 }
 
 Expected<PassResult> fuseAttentionBeforeAutodiff(Graph &forward, const PassContext &ctx) {

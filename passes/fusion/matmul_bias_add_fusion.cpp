@@ -89,7 +89,6 @@ public:
     static const PassInfo info{
         .name = kPassName,
         .group = PassGroup::GraphFusion,
-        .priority = 5120,
         .default_on = true,
         .may_disable = true,
         .summary = "Folds BiasAdd (or Add of a 1-D tensor) after a MatMul into its bias input",

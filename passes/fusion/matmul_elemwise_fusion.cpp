@@ -86,7 +86,6 @@ public:
     static const PassInfo info{
         .name = kPassName,
         .group = PassGroup::UBFusion,
-        .priority = 4300,
         .default_on = true,
         .may_disable = true,
         .summary =

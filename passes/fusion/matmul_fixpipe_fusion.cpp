@@ -94,7 +94,6 @@ public:
     static const PassInfo info{
         .name = kPassName,
         .group = PassGroup::UBFusion,
-        .priority = 4295,
         .default_on = true,
         .may_disable = true,
         .summary = "Fuses a MatMul/BatchMatMul with the epilogue FixPipe applies out of L0C",

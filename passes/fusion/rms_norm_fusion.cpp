@@ -282,7 +282,6 @@ public:
     static const PassInfo info{
         .name = kPassName,
         .group = PassGroup::UBFusion,
-        .priority = 4291,
         .default_on = true,
         .may_disable = true,
         .summary = "Fuses RMSNorm and its gradient into one kernel each (f32 inside)",

@@ -54,7 +54,6 @@ public:
     static const PassInfo info{
         .name = kPassName,
         .group = PassGroup::UBFusion,
-        .priority = 4292,
         .default_on = true,
         .may_disable = true,
         .summary = "Fuses scale -> CausalMask -> Softmax, and SoftmaxGrad with its neighbours",

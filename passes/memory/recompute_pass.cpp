@@ -239,8 +239,7 @@ PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings)
 const PassInfo &RecomputePass::info() const {
   static const PassInfo info{
       .name = kPassName,
-      .group = PassGroup::GraphFusion,
-      .priority = 1000, // before every fusion pass, so that the copies fuse like the originals
+      .group = PassGroup::StepRewrite,
       .default_on = true,
       .may_disable = true,
       .summary = "Recomputes activations before their backward use instead of keeping them "

@@ -34,7 +34,6 @@ public:
     static const PassInfo info{
         .name = kPassName,
         .group = PassGroup::Precision,
-        .priority = 200,
         .default_on = true,
         .may_disable = true,
         .summary = "Computes attention scores, scale, mask and softmax (and their gradients) in "

@@ -23,7 +23,6 @@ public:
     static const PassInfo info{
         .name = kPassName,
         .group = PassGroup::Precision,
-        .priority = 300,
         .default_on = true,
         .may_disable = true,
         .summary = "Removes identity casts and exact cast pairs",

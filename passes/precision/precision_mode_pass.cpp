@@ -49,7 +49,6 @@ public:
     static const PassInfo info{
         .name = kPassName,
         .group = PassGroup::Precision,
-        .priority = 100,
         .default_on = true,
         .may_disable = false,
         .required_because =

@@ -220,7 +220,7 @@ int runBisect(const BisectOptions &opts) {
   std::vector<debug::BisectCandidate> candidates;
   for (const passes::Pass *p : job->registry->ordered()) {
     const passes::PassInfo &info = p->info();
-    if (!info.may_disable || !job->context->isEnabled(info.name, info.default_on))
+    if (!info.may_disable || !job->context->decide(*p).enabled)
       continue;
     candidates.push_back({info.name, info.group,
                           static_cast<int64_t>(debug::groupsFormedBy(full, info.name).size())});

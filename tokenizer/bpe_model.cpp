@@ -1,5 +1,7 @@
 #include "tokenizer/bpe_model.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <queue>
 
 #include <nlohmann/json.hpp>
@@ -30,16 +32,14 @@ Expected<std::pair<std::string, std::string>> mergeHalves(const nlohmann::json &
 
 } // namespace
 
-Expected<BpeModel> BpeModel::fromJson(const nlohmann::json &model, const std::string &source) {
+Expected<BpeModel> BpeModel::fromJson(const nlohmann::json &model, const std::string &source,
+                                      bool byte_level) {
   const std::string where = source + ": model";
   const std::string type = model.is_object() ? model.value("type", "") : "";
   if (type != "BPE")
     return Error(where + ": model type '" + (type.empty() ? "(none)" : type) +
-                 "' is not supported; kiln reads byte-level BPE tokenizers (Qwen2, Qwen2.5, "
-                 "Qwen3, Llama 3)");
-  if (model.value("byte_fallback", false))
-    return Error(where + ": BPE with byte_fallback (a SentencePiece-style vocabulary, e.g. "
-                         "Llama 2) is not supported");
+                 "' is not supported; kiln reads BPE tokenizers (Qwen2, Qwen2.5, Qwen3, Llama 2 "
+                 "and 3)");
   for (const char *key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty())
       return Error(where + ": BPE with a " + key + " is not supported");
@@ -52,13 +52,22 @@ Expected<BpeModel> BpeModel::fromJson(const nlohmann::json &model, const std::st
 
   BpeModel m;
   m.ignore_merges_ = model.value("ignore_merges", false);
+  m.byte_level_ = byte_level;
+  m.byte_fallback_ = !byte_level && model.value("byte_fallback", false);
+  m.fuse_unk_ = model.value("fuse_unk", false);
+  // Written in the byte-level alphabet, or as the text itself.
+  auto textOf = [byte_level](const std::string &written) -> Expected<std::string> {
+    if (byte_level)
+      return byteLevelDecode(written);
+    return written;
+  };
   const auto &vocab = model["vocab"];
   m.ids_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() >= (uint64_t{1} << 31))
       return Error(where + ".vocab: the id of '" + it.key() + "' is not an id");
     const auto id = it.value().get<uint32_t>();
-    auto bytes = byteLevelDecode(it.key());
+    auto bytes = textOf(it.key());
     if (!bytes)
       return Error(where + ".vocab: " + bytes.message());
     if (id >= m.bytes_of_.size())
@@ -68,12 +77,29 @@ Expected<BpeModel> BpeModel::fromJson(const nlohmann::json &model, const std::st
                    "' appears twice");
     m.bytes_of_[id] = std::move(*bytes);
   }
-  for (int b = 0; b < 256; ++b) {
-    auto it = m.ids_.find(std::string(1, static_cast<char>(b)));
-    if (it == m.ids_.end())
-      return Error(where + ".vocab: no token for byte " + std::to_string(b) +
-                   ", so not every text can be encoded");
-    m.byte_ids_[b] = it->second;
+  if (!byte_level && model.contains("unk_token") && model["unk_token"].is_string()) {
+    m.unk_id_ = m.idOf(model["unk_token"].get<std::string>());
+    if (m.unk_id_ < 0)
+      return Error(where + ": unk_token '" + model["unk_token"].get<std::string>() +
+                   "' is not in the vocabulary");
+  }
+  // Every text must be encodable: each byte a token (byte-level), or else
+  // each byte's "<0xNN>" token (byte_fallback) or the unknown token.
+  if (byte_level || m.byte_fallback_) {
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      const std::string token = byte_level ? std::string(1, static_cast<char>(b)) : name;
+      auto it = m.ids_.find(token);
+      if (it == m.ids_.end())
+        return Error(where + ".vocab: no token for byte " + std::to_string(b) +
+                     (byte_level ? "" : " ('" + token + "')") +
+                     ", so not every text can be encoded");
+      m.byte_ids_[b] = it->second;
+    }
+  } else if (m.unk_id_ < 0) {
+    return Error(where + ": a vocabulary that is neither byte-level nor has byte_fallback needs "
+                         "an unk_token, or a character outside it cannot be encoded");
   }
   const auto &merges = model["merges"];
   m.merges_.reserve(merges.size());
@@ -82,7 +108,7 @@ Expected<BpeModel> BpeModel::fromJson(const nlohmann::json &model, const std::st
     auto halves = mergeHalves(merges[rank]);
     if (!halves)
       return Error(at + ": " + halves.message());
-    auto a = byteLevelDecode(halves->first), b = byteLevelDecode(halves->second);
+    auto a = textOf(halves->first), b = textOf(halves->second);
     if (!a || !b)
       return Error(at + ": " + (a ? b.message() : a.message()));
     const int64_t ia = m.idOf(*a), ib = m.idOf(*b), ij = m.idOf(*a + *b);
@@ -102,7 +128,7 @@ int64_t BpeModel::idOf(std::string_view bytes) const {
 }
 
 void BpeModel::encode(std::string_view piece, Cache &cache, std::vector<uint32_t> &out) const {
-  if (piece.size() == 1) {
+  if (piece.size() == 1 && byte_level_) {
     out.push_back(byte_ids_[static_cast<uint8_t>(piece[0])]);
     return;
   }
@@ -128,18 +154,51 @@ void BpeModel::encode(std::string_view piece, Cache &cache, std::vector<uint32_t
   out.insert(out.end(), it->second.begin(), it->second.end());
 }
 
+void BpeModel::initialSymbols(std::string_view piece, std::vector<uint32_t> &out) const {
+  if (byte_level_) {
+    for (char c : piece)
+      out.push_back(byte_ids_[static_cast<uint8_t>(c)]);
+    return;
+  }
+  // Characters (the text is valid UTF-8); one outside the vocabulary as its
+  // bytes' tokens, or the unknown token (consecutive ones fused with fuse_unk).
+  bool last_unknown = false;
+  for (size_t i = 0; i < piece.size();) {
+    size_t n = 1;
+    const auto lead = static_cast<uint8_t>(piece[i]);
+    n = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    n = std::min(n, piece.size() - i);
+    const int64_t id = idOf(piece.substr(i, n));
+    if (id >= 0) {
+      out.push_back(static_cast<uint32_t>(id));
+      last_unknown = false;
+    } else if (byte_fallback_) {
+      for (size_t k = 0; k < n; ++k)
+        out.push_back(byte_ids_[static_cast<uint8_t>(piece[i + k])]);
+      last_unknown = false;
+    } else if (!(fuse_unk_ && last_unknown)) {
+      out.push_back(static_cast<uint32_t>(unk_id_));
+      last_unknown = true;
+    }
+    i += n;
+  }
+}
+
 void BpeModel::merge(std::string_view piece, std::vector<uint32_t> &out) const {
-  // Symbols in a linked list over the piece's bytes; a merged symbol keeps
-  // the index of its left half.
+  // Symbols in a linked list; a merged symbol keeps the index of its left half.
   struct Symbol {
     uint32_t id;
     int32_t prev, next;
     bool alive;
   };
-  const int32_t n = static_cast<int32_t>(piece.size());
+  std::vector<uint32_t> initial;
+  initialSymbols(piece, initial);
+  const int32_t n = static_cast<int32_t>(initial.size());
+  if (n == 0)
+    return;
   std::vector<Symbol> symbols(n);
   for (int32_t i = 0; i < n; ++i)
-    symbols[i] = {byte_ids_[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
+    symbols[i] = {initial[i], i - 1, i + 1 < n ? i + 1 : -1, true};
 
   struct Candidate {
     uint32_t rank;

@@ -92,11 +92,8 @@ void cut(Span whole, const std::vector<Span> &matches, SplitBehavior behavior,
 Expected<PreTokenizer> PreTokenizer::fromJson(const nlohmann::json &config,
                                               const std::string &source) {
   PreTokenizer p;
-  KILN_RETURN_IF_ERROR(p.addStep(config, source + ": pre_tokenizer"));
-  if (!p.byte_level_)
-    return Error(source +
-                 ": pre_tokenizer has no ByteLevel step; kiln reads byte-level BPE tokenizers "
-                 "(Qwen2, Qwen2.5, Qwen3, Llama 3) only");
+  if (!config.is_null())
+    KILN_RETURN_IF_ERROR(p.addStep(config, source + ": pre_tokenizer"));
   return p;
 }
 

@@ -6,7 +6,8 @@
 //   Sequence [...]              the steps in order
 // Pieces stay raw bytes: the vocabulary was mapped out of the byte-level
 // alphabet when it was read (bpe_model.h), so the ByteLevel step has no
-// mapping of its own to do.
+// mapping of its own to do. None at all (Llama 2's tokenizer.json): the
+// text is one piece.
 #pragma once
 
 #include <string>
@@ -25,9 +26,12 @@ enum class SplitBehavior { Isolated, Removed, MergedWithPrevious, MergedWithNext
 
 class PreTokenizer {
 public:
-  // `source` names the file in errors. A missing ByteLevel step is an error:
-  // kiln reads byte-level BPE only.
+  // `source` names the file in errors; null is no pre-tokenizer.
   static Expected<PreTokenizer> fromJson(const nlohmann::json &config, const std::string &source);
+
+  // Whether a ByteLevel step is among the steps: the vocabulary is written
+  // in the byte-level alphabet.
+  bool byteLevel() const { return byte_level_; }
 
   struct Scratch {
     std::vector<SplitPattern::Scratch> patterns; // one per Split step

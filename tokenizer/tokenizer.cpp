@@ -49,13 +49,12 @@ Expected<Tokenizer> Tokenizer::load(const std::string &path) {
     if (!fs::exists(file, ec)) {
       if (fs::exists(fs::path(path) / "tokenizer.model", ec))
         return Error(path + ": has a SentencePiece tokenizer.model and no tokenizer.json; kiln "
-                            "reads byte-level BPE tokenizer.json files (Qwen2, Qwen2.5, Qwen3, "
-                            "Llama 3)");
+                            "reads tokenizer.json (Llama 2's model folders ship both)");
       return Error(path + ": no tokenizer.json in this folder");
     }
   } else if (file.filename() == "tokenizer.model") {
-    return Error(path + ": a SentencePiece model; kiln reads byte-level BPE tokenizer.json "
-                        "files (Qwen2, Qwen2.5, Qwen3, Llama 3)");
+    return Error(path + ": a SentencePiece model; kiln reads tokenizer.json (Llama 2's model "
+                        "folders ship both)");
   }
   // A vocabulary of a million entries is under 100 MB of JSON.
   KILN_ASSIGN_OR_RETURN(std::string json, readFile(file.string(), size_t{512} << 20));
@@ -75,21 +74,25 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json_text, std::string_vie
   // The model's kind first: it says most about a file kiln cannot read.
   if (const auto &model = json["model"]; !model.is_object() || model.value("type", "") != "BPE")
     return Error(source + ": model type '" + (typeOf(model).empty() ? "(none)" : typeOf(model)) +
-                 "' is not supported; kiln reads byte-level BPE tokenizers (Qwen2, Qwen2.5, "
-                 "Qwen3, Llama 3)");
+                 "' is not supported; kiln reads BPE tokenizers (Qwen2, Qwen2.5, Qwen3, Llama 2 "
+                 "and 3)");
   Tokenizer t;
   t.source_ = source;
   KILN_ASSIGN_OR_RETURN(
       t.added_, AddedTokens::fromJson(json.value("added_tokens", nlohmann::json()), source));
-  KILN_RETURN_IF_ERROR(t.readNormalizer(json.value("normalizer", nlohmann::json())));
+  KILN_ASSIGN_OR_RETURN(
+      t.normalizer_,
+      Normalizer::fromJson(json.value("normalizer", nlohmann::json()), source + ": normalizer"));
   KILN_ASSIGN_OR_RETURN(
       t.pre_tokenizer_,
       PreTokenizer::fromJson(json.value("pre_tokenizer", nlohmann::json()), source));
-  KILN_ASSIGN_OR_RETURN(t.model_, BpeModel::fromJson(json["model"], source));
-  const std::string decoder = typeOf(json.value("decoder", nlohmann::json()));
-  if (decoder != "ByteLevel")
-    return Error(source + ": decoder type '" + (decoder.empty() ? "(none)" : decoder) +
-                 "' is not supported (ByteLevel)");
+  const bool byte_level = t.pre_tokenizer_.byteLevel();
+  KILN_ASSIGN_OR_RETURN(t.model_, BpeModel::fromJson(json["model"], source, byte_level));
+  KILN_ASSIGN_OR_RETURN(
+      t.decoder_, Decoder::fromJson(json.value("decoder", nlohmann::json()), source + ": decoder"));
+  if (t.decoder_.byteLevel() != byte_level)
+    return Error(source + (byte_level ? ": a byte-level pre-tokenizer needs the ByteLevel decoder"
+                                      : ": the ByteLevel decoder needs a ByteLevel pre-tokenizer"));
   t.vocab_size_ = t.model_.idLimit();
   for (const auto &a : t.added_.tokens())
     t.vocab_size_ = std::max<int64_t>(t.vocab_size_, int64_t{a.id} + 1);
@@ -113,23 +116,6 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json_text, std::string_vie
     }
   }
   return t;
-}
-
-Status Tokenizer::readNormalizer(const nlohmann::json &config) {
-  const std::string type = typeOf(config);
-  if (config.is_null())
-    return Status::ok();
-  if (type == "Sequence") {
-    for (const auto &n : config.value("normalizers", nlohmann::json::array()))
-      KILN_RETURN_IF_ERROR(readNormalizer(n));
-    return Status::ok();
-  }
-  auto form = parseNormalForm(type);
-  if (!form)
-    return Error(source_ + ": normalizer type '" + (type.empty() ? "(none)" : type) +
-                 "' is not supported (NFC, NFD, NFKC, NFKD, Sequence)");
-  normalizers_.push_back(*form);
-  return Status::ok();
 }
 
 Status Tokenizer::readPostProcessor(const nlohmann::json &config) {
@@ -175,6 +161,7 @@ Status Tokenizer::readPostProcessor(const nlohmann::json &config) {
 
 Tokenizer::Session Tokenizer::session() const {
   Session s;
+  s.normalizer = normalizer_.scratch();
   s.pre = pre_tokenizer_.scratch();
   return s;
 }
@@ -192,10 +179,8 @@ Expected<std::vector<uint32_t>> Tokenizer::encode(std::string_view raw, bool add
       ids.push_back(static_cast<uint32_t>(segment.id));
       continue;
     }
-    std::string normalized(segment.text);
-    for (NormalForm form : normalizers_) {
-      KILN_ASSIGN_OR_RETURN(normalized, normalize(normalized, form));
-    }
+    KILN_ASSIGN_OR_RETURN(std::string normalized,
+                          normalizer_.apply(std::string(segment.text), session.normalizer));
     session.pieces.clear();
     KILN_RETURN_IF_ERROR(pre_tokenizer_.split(normalized, session.pre, session.pieces));
     for (const Span &piece : session.pieces)
@@ -215,21 +200,28 @@ Expected<std::vector<uint32_t>> Tokenizer::encode(std::string_view text,
 
 Expected<std::string> Tokenizer::decode(std::span<const uint32_t> ids,
                                         bool skip_special_tokens) const {
-  std::string bytes;
+  std::vector<std::string> tokens;
   for (uint32_t id : ids) {
     if (const AddedToken *added = added_.byId(id)) {
       if (!(skip_special_tokens && added->special))
-        bytes += added->content;
+        tokens.push_back(added->content);
       continue;
     }
     const std::string_view token = model_.bytesOf(id);
     if (token.empty())
       return Error("token id " + std::to_string(id) + " is not in the vocabulary of " + source_);
-    bytes += token;
+    tokens.emplace_back(token);
   }
-  // Bytes that do not make UTF-8 (a token cut mid-character) read as U+FFFD,
-  // as HF's decode(errors="replace").
-  std::string text = toValidUtf8(bytes);
+  std::string text;
+  if (decoder_.byteLevel()) {
+    // The tokens are raw bytes: bytes that do not make UTF-8 (a token cut
+    // mid-character) read as U+FFFD, as HF's decode(errors="replace").
+    for (const std::string &t : tokens)
+      text += t;
+    text = toValidUtf8(text);
+  } else {
+    text = decoder_.decode(std::move(tokens));
+  }
   return clean_up_spaces_ ? cleanUpTokenizationSpaces(std::move(text)) : text;
 }
 

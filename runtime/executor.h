@@ -107,6 +107,9 @@ private:
                                const std::shared_ptr<uint8_t[]> &arena);
   Expected<uint32_t> runCollective(size_t kernel, std::vector<std::vector<Tensor> *> &group,
                                    const std::vector<std::shared_ptr<uint8_t[]>> &arenas);
+  Expected<uint32_t> runSequenceCollective(const Node &node,
+                                           std::vector<std::vector<Tensor> *> &group,
+                                           const std::vector<std::shared_ptr<uint8_t[]>> &arenas);
   // An arena no view points into any more, or a new one.
   std::shared_ptr<uint8_t[]> takeArena();
   // Value `v` at its planned offset in `arena`.

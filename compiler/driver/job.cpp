@@ -189,10 +189,11 @@ Status parseFusionSwitch(const JsonReader &r, const json &doc, const std::string
 Expected<JobSettings> parseJob(const json &doc, const std::string &source,
                                const std::string &base_dir) {
   JsonReader r(source);
-  KILN_RETURN_IF_ERROR(r.checkKeys(
-      doc, "$",
-      {"format", "version", "name", "target", "precision", "fusion_switch", "enable_passes",
-       "disable_passes", "fusion_rules", "custom_ops", "allow_unknown_passes", "recompute"}));
+  KILN_RETURN_IF_ERROR(
+      r.checkKeys(doc, "$",
+                  {"format", "version", "name", "target", "precision", "fusion_switch",
+                   "enable_passes", "disable_passes", "fusion_rules", "custom_ops",
+                   "allow_unknown_passes", "recompute", "sequence_parallel"}));
   JobSettings job;
   job.source = source;
   if (doc.contains("format")) {
@@ -220,6 +221,9 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
     job.custom_op_dirs.push_back(resolvePath(base_dir, d));
   if (doc.contains("allow_unknown_passes")) {
     KILN_ASSIGN_OR_RETURN(job.allow_unknown_passes, r.boolean(doc, "$", "allow_unknown_passes"));
+  }
+  if (doc.contains("sequence_parallel")) {
+    KILN_ASSIGN_OR_RETURN(job.sequence_parallel, r.boolean(doc, "$", "sequence_parallel"));
   }
   return job;
 }
@@ -375,6 +379,8 @@ JobSettings effectiveSettings(const JobSettings &job, const JobSettings &command
   effective.recompute = recompute.mode;
   if (!recompute.layers.empty())
     effective.recompute_layers = recompute.layers;
+  effective.sequence_parallel =
+      command_line.sequence_parallel ? command_line.sequence_parallel : job.sequence_parallel;
   effective.custom_op_dirs = resolved.spec.loaded_ops->dirs;
   effective.fusion_rule_dirs = rule_dirs;
   return effective;

@@ -50,6 +50,10 @@ struct JobSettings {
   // layers; --recompute, --recompute-layers).
   std::optional<passes::RecomputeMode> recompute;
   std::optional<std::set<int64_t>> recompute_layers;
+  // Sequence parallelism inside the tensor-parallel groups of a training
+  // layout (job file "sequence_parallel", MindFormers' use_seq_parallel;
+  // --sequence-parallel).
+  std::optional<bool> sequence_parallel;
   // CANN-format switch settings (job file "fusion_switch", --fusion-switch-file).
   std::optional<passes::SwitchLayer> fusion_switch;
   std::vector<std::string> enable_passes;

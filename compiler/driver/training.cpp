@@ -87,6 +87,7 @@ Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &mode
   options.seq = model.seq;
   options.dtype = job.dtype;
   options.tensor_parallel = config.tp;
+  options.sequence_parallel = config.sequenceParallel();
   options.lora = model.lora;
   options.ops = job.ops;
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel loaded, frontend::loadModel(model.model, options));
@@ -186,6 +187,7 @@ Expected<parallel::EvalProgram> compileEvalProgram(const ModelRequest &model,
   options.seq = model.seq;
   options.dtype = job.dtype;
   options.tensor_parallel = config.tp;
+  options.sequence_parallel = config.sequenceParallel();
   options.lora = model.lora;
   options.lora.dropout = 0; // evaluation: PEFT's eval mode
   options.ops = job.ops;

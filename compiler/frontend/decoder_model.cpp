@@ -27,8 +27,8 @@ public:
         S_(seq), H_(config.hidden_size), tp_(options.tensor_parallel),
         heads_(config.num_attention_heads / tp_), kv_heads_(config.kvHeads() / tp_),
         hd_(config.headDim()), A_(heads_ * hd_), KV_(kv_heads_ * hd_), F_(config.mlpWidth() / tp_),
-        V_(config.vocab_size / tp_), rot_(config.rotaryDim()), lora_scale_(0),
-        params_(std::move(params)) {
+        V_(config.vocab_size / tp_), rot_(config.rotaryDim()),
+        sp_(options.sequence_parallel && tp_ > 1), lora_scale_(0), params_(std::move(params)) {
     if (options.lora.enabled())
       lora_scale_ = options.lora.scale();
     if (options.lora.enabled() && options.lora.dropout > 0) {
@@ -53,11 +53,12 @@ public:
         auto layer = b_.scope(std::string(fam_.layers) + "." + std::to_string(i));
         x = block(i, x);
       }
-      x = rmsNorm(x, param(fam_.finalNormWeight()), fam_.final_norm);
+      x = rmsNorm(x, sequenceReplicated(param(fam_.finalNormWeight()), fam_.final_norm),
+                  fam_.final_norm);
     }
     ValueId lm_w =
         config_.tie_word_embeddings ? param(fam_.embeddingWeight()) : param("lm_head.weight");
-    x = tensorParallel("TensorParallelCopy", x, "lm_head.tp_copy");
+    x = enterRegion(x, "lm_head");
     ValueId logits = linear("lm_head", x, H_, V_, lm_w, kNoValue);
     logits = cast(logits, dt_, DType::F32, "lm_head.to_f32");
     ValueId loss = shiftedLoss(logits, labels);
@@ -135,7 +136,7 @@ private:
     ValueId local =
         b_.create("ShardIndex", name + ".shard_index", {input_ids, tp_rank_}, {{"shard_size", V_}});
     ValueId rows = b_.create("Gather", name, {table, local}, {{"skip_out_of_range", true}});
-    return tensorParallel("TensorParallelReduce", rows, name + ".tp_reduce");
+    return exitRegion(rows, name);
   }
 
   // Megatron's f and g around a tensor-parallel layer; nothing on one rank.
@@ -145,6 +146,35 @@ private:
     return b_.create(op, name, {x}, {{"ranks", int64_t{tp_}}});
   }
 
+  // Into a tensor-parallel region (before its column-parallel layers): x
+  // as is on every rank (Megatron's f), or under sequence parallelism every
+  // rank's slice of the sequence gathered.
+  ValueId enterRegion(ValueId x, const std::string &name) {
+    if (!sp_)
+      return tensorParallel("TensorParallelCopy", x, name.empty() ? "tp_copy" : name + ".tp_copy");
+    return b_.create("TensorParallelAllGather", name.empty() ? "sp_gather" : name + ".sp_gather",
+                     {x}, {{"ranks", tp_}, {"axis", int64_t{1}}});
+  }
+
+  // Out of it (after a row-parallel layer, or the vocab-parallel
+  // embedding): the ranks' partial results summed (Megatron's g), or under
+  // sequence parallelism summed and each rank's slice of the sequence kept.
+  ValueId exitRegion(ValueId x, const std::string &name) {
+    if (!sp_)
+      return tensorParallel("TensorParallelReduce", x, name + ".tp_reduce");
+    return b_.create("TensorParallelReduceScatter", name + ".sp_reduce_scatter", {x},
+                     {{"ranks", tp_}, {"axis", int64_t{1}}});
+  }
+
+  // A replicated weight applied to the sequence's slices (a norm's, a
+  // row-parallel bias): each rank's gradient covers its slice only, so
+  // under sequence parallelism Megatron's f sums it over the ranks.
+  ValueId sequenceReplicated(ValueId weight, std::string_view name) {
+    if (!sp_)
+      return weight;
+    return tensorParallel("TensorParallelCopy", weight, std::string(name) + ".sp_copy");
+  }
+
   // A row-parallel nn.Linear: each rank's partial product, summed over the
   // ranks, then the bias once.
   ValueId rowParallelLinear(const std::string &name, ValueId x, int64_t in, int64_t out,
@@ -152,8 +182,10 @@ private:
     if (tp_ == 1)
       return linear(name, x, in, out, weight, bias);
     ValueId y = linear(name, x, in, out, weight, kNoValue);
-    y = tensorParallel("TensorParallelReduce", y, name + ".tp_reduce");
-    return bias == kNoValue ? y : b_.create("BiasAdd", name + ".bias_add", {y, bias});
+    y = exitRegion(y, name);
+    return bias == kNoValue ? y
+                            : b_.create("BiasAdd", name + ".bias_add",
+                                        {y, sequenceReplicated(bias, name + ".bias")});
   }
 
   // RMSNorm over the last axis in f32: x * rsqrt(mean(x^2) + eps), cast
@@ -290,7 +322,7 @@ private:
     auto s = b_.scope(fam_.attention);
     const std::string p = fam_.layerPrefix(i) + std::string(fam_.attention) + ".";
     const ValueId input = x;
-    x = tensorParallel("TensorParallelCopy", x, "tp_copy");
+    x = enterRegion(x, "");
     std::vector<ValueId> qkv = projectQkv(p, input, x);
     if (qkv.empty())
       return kNoValue;
@@ -331,7 +363,7 @@ private:
     const std::string p = fam_.layerPrefix(i) + std::string(fam_.mlp) + ".";
     const bool bias = config_.hasBias(fam_.mlp_bias);
     const ValueId input = x;
-    x = tensorParallel("TensorParallelCopy", x, "tp_copy");
+    x = enterRegion(x, "");
     auto columnLinear = [&](std::string_view module) {
       const std::string m = p + std::string(module), name(module);
       ValueId y =
@@ -349,11 +381,13 @@ private:
 
   ValueId block(int64_t i, ValueId x) {
     const std::string p = fam_.layerPrefix(i);
-    ValueId attn = attention(
-        i, rmsNorm(x, param(p + std::string(fam_.input_norm) + ".weight"), fam_.input_norm));
+    auto norm = [&](ValueId x, std::string_view which) {
+      ValueId w = param(p + std::string(which) + ".weight");
+      return rmsNorm(x, sequenceReplicated(w, which), which);
+    };
+    ValueId attn = attention(i, norm(x, fam_.input_norm));
     ValueId h = b_.create("Add", "attn_residual", {x, attn});
-    ValueId m = mlp(i, rmsNorm(h, param(p + std::string(fam_.post_attention_norm) + ".weight"),
-                               fam_.post_attention_norm));
+    ValueId m = mlp(i, norm(h, fam_.post_attention_norm));
     return b_.create("Add", "mlp_residual", {h, m});
   }
 
@@ -402,6 +436,7 @@ private:
   int64_t F_;        // this rank's MLP width
   int64_t V_;        // this rank's vocabulary rows
   int64_t rot_;
+  bool sp_;                 // sequence parallelism: the residual stream holds [B, S/tp, H]
   double lora_scale_;       // alpha / r
   double lora_dropout_ = 0; // its probability, with dropout_seed_
   ValueId dropout_seed_ = kNoValue;
@@ -457,6 +492,15 @@ Expected<Graph> buildDecoderForward(const DecoderConfig &config, const ModelOpti
                  std::to_string(kMaxTokens));
   const int tp = options.tensor_parallel;
   KILN_RETURN_IF_ERROR(checkTensorParallel(config, tp));
+  if (options.sequence_parallel && tp > 1) {
+    if (seq % tp != 0)
+      return Error(model + " forward: sequence parallelism over " + std::to_string(tp) +
+                   " ranks: the sequence length " + std::to_string(seq) +
+                   " must divide by them (each rank holds an equal slice of it)");
+    if (options.lora.enabled())
+      return Error(model + " forward: sequence parallelism with LoRA adapters is not built; "
+                           "train the adapters without --sequence-parallel");
+  }
 
   Graph graph(std::string(config.family->name));
   const Shape tokens = {options.batch, seq};

@@ -25,6 +25,16 @@ struct ModelOptions {
   // Tensor-parallel ranks: > 1 builds one rank's shard of the model
   // (Megatron: heads and MLP width split, collectives between the layers).
   int tensor_parallel = 1;
+  // With tensor_parallel > 1: Megatron's sequence parallelism. The residual
+  // stream, the norms and the residual adds hold each rank's 1/t of the
+  // sequence ([B, S/t, H]); a TensorParallelAllGather (along the sequence)
+  // takes the place of each TensorParallelCopy before a column-parallel
+  // layer and a TensorParallelReduceScatter that of each TensorParallelReduce
+  // after a row-parallel one (and after the embedding); the replicated
+  // weights the slices meet (norms, row-parallel biases) go through a
+  // TensorParallelCopy, whose backward sums their partial gradients. The
+  // sequence must divide by t.
+  bool sequence_parallel = false;
   // With a rank: LoRA adapters on the targeted linears, the base weights
   // frozen (lora_config.h).
   LoraConfig lora;

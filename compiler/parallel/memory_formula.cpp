@@ -61,8 +61,13 @@ MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const fronten
   // attention they shrink to kv_heads / heads of that.
   const double kv_share = static_cast<double>(config.kvHeads()) / heads;
   const double split = 20 + 4 * kv_share;
-  const double kept =
-      recompute == passes::RecomputeMode::Full ? 2 : 10 + split / tp + attention_core;
+  // Sequence parallelism splits the 10 the ranks held whole (the norms'
+  // and residuals' inputs, the dropout masks) over them too:
+  // sbh(34 + 5as/h)/t, and full recomputation's kept input 2sbh/t.
+  const double whole = layout.sequenceParallel() ? 10 / tp : 10;
+  const double kept = recompute == passes::RecomputeMode::Full
+                          ? (layout.sequenceParallel() ? 2 / tp : 2)
+                          : whole + split / tp + attention_core;
   double per_layer = s * b * h * kept * (w / 2);
   if (fused_attention && recompute != passes::RecomputeMode::Full)
     per_layer += 8 * s * b * heads / tp; // softmax_max and softmax_sum, f32

@@ -32,7 +32,8 @@ struct MemoryFormula {
 // layer: sbh(34 + 5as/h) bytes at 16 bits, sbh(10 + 24/t + 5as/(ht)) with
 // tensor parallelism (sequence s, micro-batch b, hidden h, heads a); with
 // grouped-query attention K and V (4 of the 24) shrink by kv_heads / a, so
-// 24 becomes 20 + 4 kv_heads / a;
+// 24 becomes 20 + 4 kv_heads / a; with sequence parallelism the 10 is split
+// too, sbh(34 + 5as/h)/t, and full recomputation keeps 2sbh/t;
 // selective recomputation drops the 5as/(ht) term, full recomputation keeps
 // only the layer's input, 2sbh; twice that in f32. The embedding, the logits
 // and the loss are not counted. P pipeline stages divide the model states

@@ -8,6 +8,7 @@ namespace kiln::parallel {
 std::string ParallelConfig::toString() const {
   return std::to_string(devices) + " device" + (devices == 1 ? "" : "s") + ": dp " +
          std::to_string(dp) + " x tp " + std::to_string(tp) + ", zero " + std::to_string(zero) +
+         (sequenceParallel() ? ", sequence parallel" : "") +
          (pp > 1 ? ", pp " + std::to_string(pp) : "") +
          (grad_accum > 1 ? ", grad-accum " + std::to_string(grad_accum) : "");
 }

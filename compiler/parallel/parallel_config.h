@@ -33,12 +33,17 @@ struct ParallelConfig {
   // many pieces whose gradients are summed before the update (with
   // pipeline stages, the micro-batches that flow through the pipeline).
   int grad_accum = 1;
+  // Sequence parallelism (Korthikanti et al.) inside each tensor-parallel
+  // group: the norms and residuals run on each rank's 1/tp of the sequence,
+  // the group's collectives all-gather and reduce-scatter it. Only with tp > 1.
+  bool sequence_parallel = false;
+  bool sequenceParallel() const { return sequence_parallel && tp > 1; }
   int devicesPerReplica() const { return pp * tp; }
   // ZeRO-2 and -3: each gradient leaves the device as it is made (the
   // reduce-scatter overlaps the backward); a device keeps only its slice of
   // the f32 sum.
   bool gradientsLeaveWhenMade() const { return zero >= 2; }
-  // "8 devices: dp 8 x tp 1, zero 1[, pp 2][, grad-accum 4]"
+  // "8 devices: dp 4 x tp 2, zero 1[, sequence parallel][, pp 2][, grad-accum 4]"
   std::string toString() const;
 };
 

@@ -118,8 +118,17 @@ Expected<GraphTime> graphTime(const CompiledGraph &compiled, const Roofline &roo
     if (k.collective) {
       // TensorParallelCopy hands every rank the value it already has;
       // ZeRO-3's gathers are the data-parallel term's (predictStepTime).
+      // Sequence parallelism's all-gather and reduce-scatter move the whole
+      // sequence's tensor (the gather's output, the scatter's input) in
+      // half an all-reduce's steps.
       const Node &node = compiled.graph.node(k.spec.members[0]);
-      if (node.op != "TensorParallelCopy" && node.op != "DataParallelGather")
+      if (node.op == "TensorParallelAllGather")
+        t.collectives +=
+            ringAllGatherSeconds(tensorBytes(compiled.graph.type(node.outputs[0])), tp, tp_link);
+      else if (node.op == "TensorParallelReduceScatter")
+        t.collectives +=
+            ringReduceScatterSeconds(tensorBytes(compiled.graph.type(node.inputs[0])), tp, tp_link);
+      else if (node.op != "TensorParallelCopy" && node.op != "DataParallelGather")
         for (ValueId v : node.outputs)
           t.collectives += ringAllReduceSeconds(tensorBytes(compiled.graph.type(v)), tp, tp_link);
       continue;

@@ -1,7 +1,9 @@
 // TensorParallelCopy and TensorParallelReduce: shape rules, Megatron's
 // gradient pairing (each is the other's backward), and the reference
 // kernels of a group of one rank; TensorParallelMax, not differentiable;
-// ZeRO-3's DataParallelGather.
+// sequence parallelism's TensorParallelAllGather and
+// TensorParallelReduceScatter (each the other's backward); ZeRO-3's
+// DataParallelGather.
 #include <cstring>
 
 #include "ops/op_builder.h"
@@ -51,6 +53,40 @@ KernelFn groupOfOne(const char *op) {
   };
 }
 
+// The all-gather joins `ranks` pieces along `axis`; the reduce-scatter
+// keeps one of them.
+Expected<std::vector<TensorType>> inferSequence(const std::vector<TensorType> &in,
+                                                const AttrMap &attrs, bool gather) {
+  if (in.size() != 1)
+    return Error("expected 1 input, got " + std::to_string(in.size()));
+  const int64_t ranks = attrs.getInt("ranks"), axis = attrs.getInt("axis");
+  if (ranks < 1)
+    return Error("ranks must be at least 1, got " + std::to_string(ranks));
+  if (axis < 0 || axis >= static_cast<int64_t>(in[0].shape.size()))
+    return Error("axis " + std::to_string(axis) + " is outside the input's " +
+                 std::to_string(in[0].shape.size()) + " axes");
+  TensorType out = in[0];
+  int64_t &n = out.shape[static_cast<size_t>(axis)];
+  if (gather) {
+    n *= ranks;
+  } else {
+    if (n % ranks != 0)
+      return Error("axis " + std::to_string(axis) + " of " + std::to_string(n) +
+                   " does not split into " + std::to_string(ranks) + " equal pieces");
+    n /= ranks;
+  }
+  return std::vector<TensorType>{out};
+}
+
+Expected<std::vector<ValueId>> gradSequence(GradContext &ctx, const char *op) {
+  ValueId dy = ctx.output_grads[0];
+  if (dy == kNoValue)
+    return std::vector<ValueId>{kNoValue};
+  return std::vector<ValueId>{ctx.builder.create(
+      op, "dx", {dy},
+      {{"ranks", ctx.attrs().getInt("ranks")}, {"axis", ctx.attrs().getInt("axis")}})};
+}
+
 Expected<std::vector<TensorType>> inferGather(const std::vector<TensorType> &in,
                                               const AttrMap &attrs) {
   if (in.empty() || in.size() > 2 || in[0].shape.size() != 1)
@@ -81,6 +117,21 @@ KILN_REGISTER_OP("DataParallelGather", OpImpl{inferGather, {}, gatherKernel});
 KILN_REGISTER_OP("TensorParallelCopy", OpImpl{inferCollective, gradCopy, copyKernel});
 KILN_REGISTER_OP("TensorParallelReduce",
                  OpImpl{inferCollective, gradReduce, groupOfOne("TensorParallelReduce")});
+KILN_REGISTER_OP("TensorParallelAllGather",
+                 OpImpl{[](const std::vector<TensorType> &in, const AttrMap &attrs) {
+                          return inferSequence(in, attrs, true);
+                        },
+                        [](GradContext &ctx) {
+                          return gradSequence(ctx, "TensorParallelReduceScatter");
+                        },
+                        groupOfOne("TensorParallelAllGather")});
+KILN_REGISTER_OP("TensorParallelReduceScatter",
+                 OpImpl{
+                     [](const std::vector<TensorType> &in, const AttrMap &attrs) {
+                       return inferSequence(in, attrs, false);
+                     },
+                     [](GradContext &ctx) { return gradSequence(ctx, "TensorParallelAllGather"); },
+                     groupOfOne("TensorParallelReduceScatter")});
 KILN_REGISTER_OP("TensorParallelMax", OpImpl{inferCollective, {}, groupOfOne("TensorParallelMax")});
 
 } // namespace kiln::ops

@@ -32,8 +32,9 @@ struct TrainOptions {
   std::string data, data_dtype = "auto";
   std::string weights;
   int devices = 8, dp = 0, tp = 0, pp = 1, zero = 0, grad_accum = 1;
-  int micro_batches = 0;       // --micro-batches: --grad-accum's name for pipelines
-  int devices_per_process = 0; // under mpirun: the devices each process drives
+  int micro_batches = 0;          // --micro-batches: --grad-accum's name for pipelines
+  bool sequence_parallel = false; // --sequence-parallel (the job file may set it too)
+  int devices_per_process = 0;    // under mpirun: the devices each process drives
   std::string device_memory;
   double lr = 3e-4, min_lr = -1;
   int64_t warmup = 0;
@@ -299,6 +300,8 @@ int trainOn(TrainOptions &opts, const parallel::ParallelConfig &layout,
 }
 
 int runTrain(TrainOptions opts) {
+  if (opts.sequence_parallel)
+    opts.job.settings.sequence_parallel = true;
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
@@ -311,6 +314,10 @@ int runTrain(TrainOptions opts) {
                                                   opts.model.batch, opts.grad_accum, opts.pp);
   if (!parallel) // every check of the layout is on the flags alone
     return fail(usageError(parallel.error()));
+  if (opts.sequence_parallel && parallel->tp == 1)
+    return usage("--sequence-parallel splits the sequence over a tensor-parallel group: it "
+                 "needs --tp 2 or more");
+  parallel->sequence_parallel = job->effective.sequence_parallel.value_or(false);
   if (opts.model.batch == 0)
     opts.model.batch = int64_t{parallel->dp} * parallel->grad_accum; // one per micro-batch
   runtime::TrainerOptions &t = opts.trainer;
@@ -442,6 +449,10 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--dp", opts->dp, "data-parallel replicas (default devices / (tp x pp))")
       ->check(PositiveInteger);
   cmd->add_option("--tp", opts->tp, "tensor-parallel shards (default 1)")->check(PositiveInteger);
+  cmd->add_flag("--sequence-parallel", opts->sequence_parallel,
+                "with --tp: norms and residuals on each rank's slice of the sequence, the "
+                "tensor-parallel all-reduces as all-gather and reduce-scatter (Megatron's "
+                "sequence parallelism; job file: sequence_parallel)");
   cmd->add_option("--pp", opts->pp,
                   "pipeline stages: the layers split into this many balanced stages run in a "
                   "1F1B schedule (default 1)")

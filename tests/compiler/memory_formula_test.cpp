@@ -58,6 +58,15 @@ TEST(MemoryFormula, Qwen14BAsZeroAndKorthikantiCountIt) {
       memoryFormula(config, {}, layout(1, 8, 0), 1, 2048, DType::F16, passes::RecomputeMode::Full)
           .activations,
       int64_t{2048} * 5120 * 2 * 40);
+  // Sequence parallelism: sbh(34 + 5as/h)/t = sbh(34 + 80)/8 a layer, the
+  // kept input of full recomputation 2sbh/8.
+  ParallelConfig sp = layout(1, 8, 0);
+  sp.sequence_parallel = true;
+  EXPECT_EQ(memoryFormula(config, {}, sp, 1, 2048, DType::F16).activations,
+            int64_t{2048} * 5120 * 114 / 8 * 40);
+  EXPECT_EQ(
+      memoryFormula(config, {}, sp, 1, 2048, DType::F16, passes::RecomputeMode::Full).activations,
+      int64_t{2048} * 5120 * 2 / 8 * 40);
   // Fused attention: the 5as/(ht) term goes, the row statistics (8 bytes a
   // row of each of the 40/8 heads) stay.
   EXPECT_EQ(memoryFormula(config, {}, layout(1, 8, 0), 1, 2048, DType::F16,

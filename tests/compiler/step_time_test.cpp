@@ -98,9 +98,11 @@ protected:
     kernels_.compile_objects = false;
   }
 
-  TrainingProgram program(int dp, int tp, int zero, int pp = 1, int micro_batches = 1) {
+  TrainingProgram program(int dp, int tp, int zero, int pp = 1, int micro_batches = 1,
+                          bool sequence_parallel = false) {
     auto layout = resolveParallelConfig(dp * tp * pp, dp, tp, zero, 4, micro_batches, pp);
     EXPECT_TRUE(layout) << layout.message();
+    layout->sequence_parallel = sequence_parallel;
     driver::ModelRequest model{std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json",
                                true, 4, 16};
     auto p = driver::compileTrainingProgram(model, *job_, kernels_, *layout);
@@ -146,6 +148,40 @@ TEST_F(TinyStepTime, CommunicationIsTheCollectivesAndTheGradientSum) {
               1e-15);
   EXPECT_EQ(time->tokens, 4 * 16);
   EXPECT_DOUBLE_EQ(time->tokensPerSecondPerDevice(), 64 / time->seconds() / 4);
+}
+
+// Sequence parallelism: each all-gather and reduce-scatter is half a ring
+// all-reduce of the whole sequence's tensor (the gather's output, the
+// scatter's input); the f on each norm weight sums its gradient (an
+// all-reduce, as every TensorParallelReduce).
+TEST_F(TinyStepTime, SequenceParallelCountsItsGathersAndScatters) {
+  const TrainingProgram p = program(2, 2, 0, 1, 1, true);
+  const target::Target &t = job_->target;
+  auto time = predictStepTime(p, t);
+  ASSERT_TRUE(time) << time.message();
+  const Link intra{t.interconnect.intra_node_gbps * 1e9,
+                   t.interconnect.intra_node_latency_us * 1e-6};
+  auto bytes = [&](ValueId v) {
+    const TensorType &type = p.step.graph.type(v);
+    return static_cast<double>(numElements(type.shape) * dtypeSize(type.dtype));
+  };
+  double tp = 0;
+  int gathers = 0, scatters = 0;
+  for (const Node &node : p.step.graph.nodes()) {
+    if (node.op == "TensorParallelReduce" || node.op == "TensorParallelMax")
+      tp += ringAllReduceSeconds(bytes(node.outputs[0]), 2, intra);
+    if (node.op == "TensorParallelAllGather") {
+      tp += ringAllGatherSeconds(bytes(node.outputs[0]), 2, intra);
+      ++gathers;
+    }
+    if (node.op == "TensorParallelReduceScatter") {
+      tp += ringReduceScatterSeconds(bytes(node.inputs[0]), 2, intra);
+      ++scatters;
+    }
+  }
+  EXPECT_GT(gathers, 0);
+  EXPECT_EQ(gathers, scatters);
+  EXPECT_NEAR(time->tensor_parallel, tp, 1e-15);
 }
 
 // Two stages over four micro-batches: the busiest stage's kernels run four

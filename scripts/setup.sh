@@ -23,6 +23,9 @@ packages=(
   libopenblas-dev libdnnl-dev libssl-dev
   libopenmpi-dev openmpi-bin
   libpcre2-dev libicu-dev # the tokenizer's patterns and Unicode normalization (tokenizer/)
+  libonnx-dev libprotobuf-dev # the ONNX frontend (compiler/frontend/onnx/)
+  libonnx-testdata # ONNX's backend node tests, the conformance suite (tests/compiler/onnx/)
+  python3-torch # exports the decoder the ONNX end-to-end test compiles (tests/e2e/onnx/)
   chromium # renders kiln report's page in the browser test (tests/e2e/report_cli_test.cpp)
   "${extra[@]}"
 )

@@ -14,6 +14,7 @@ Expected<Graph> buildModelGraph(const ModelRequest &request, const ResolvedJob &
   options.dtype = job.dtype;
   options.lora = request.lora;
   options.ops = job.ops;
+  options.input_shapes = request.input_shapes;
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel model, frontend::loadModel(request.model, options));
   // Attention fuses before autodiff: its backward is then the fused op's.
   KILN_RETURN_IF_ERROR(passes::fuseAttentionBeforeAutodiff(model.graph, *job.context).status());

@@ -2,6 +2,8 @@
 // whole training step) and run the job's passes over it.
 #pragma once
 
+#include <map>
+
 #include <string>
 
 #include "compiler/driver/job.h"
@@ -18,6 +20,8 @@ struct ModelRequest {
   int64_t batch = 1;
   int64_t seq = 0;           // 0: the config's seq_length
   frontend::LoraConfig lora; // with a rank: adapters trained, the base frozen
+  // An ONNX model's input shapes by name (--input-shape).
+  std::map<std::string, std::vector<int64_t>> input_shapes;
 };
 
 // The model's graph in the job's dtype, written in its ops.

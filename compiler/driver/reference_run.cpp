@@ -10,6 +10,7 @@
 #include "compiler/frontend/decoder_parameters.h"
 #include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/model_loader.h"
+#include "compiler/frontend/onnx/onnx_import.h"
 #include "ir/hf_checkpoint.h"
 #include "ops/index_inputs.h"
 #include "passes/fusion/flash_attention_fusion.h"
@@ -67,8 +68,12 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
   model_options.dtype = dtype;
   if (request.job)
     model_options.ops = request.job->ops;
+  model_options.input_shapes = request.input_shapes;
+  if (frontend::isOnnxPath(request.model))
+    for (const auto &[name, t] : data.tensors)
+      model_options.input_shapes.emplace(name, t.shape());
   auto ids = data.tensors.find("input_ids");
-  if (ids != data.tensors.end()) {
+  if (ids != data.tensors.end() && !frontend::isOnnxPath(request.model)) {
     if (ids->second.dtype() != DType::I64 || ids->second.shape().size() != 2)
       return Error(request.inputs_path + ": 'input_ids' must be i64 [batch, seq], got " +
                    typeToString(ids->second.type()));
@@ -110,21 +115,30 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
     KILN_RETURN_IF_ERROR(compileGraph(graph, *request.job, request.instrumentation).status());
   }
 
-  KILN_ASSIGN_OR_RETURN(
-      ops::TensorMap weights,
-      readHfWeights(request.weights_path, finiteWeightsCheck(NonFiniteWeights::Report)));
+  ops::TensorMap weights = std::move(model.weights); // an ONNX model's initializers
+  if (!request.weights_path.empty() || !model.onnx) {
+    KILN_ASSIGN_OR_RETURN(
+        ops::TensorMap from_file,
+        readHfWeights(request.weights_path, finiteWeightsCheck(NonFiniteWeights::Report)));
+    for (auto &[name, t] : from_file) // a weights file overrides initializers by name
+      weights[name] = std::move(t);
+  }
   if (model.config)
     KILN_RETURN_IF_ERROR(
         frontend::checkWeightsFamily(*model.config, weights, request.weights_path));
   if (adapter)
     weights.insert(adapter->tensors.begin(), adapter->tensors.end());
-  KILN_ASSIGN_OR_RETURN(ops::TensorMap bound,
-                        bindModelInputs(graph, weights, request.weights_path, data.tensors,
-                                        request.inputs_path, overflow));
-  return PreparedRun{std::move(graph), std::move(bound), overflow};
+  KILN_ASSIGN_OR_RETURN(
+      ops::TensorMap bound,
+      bindModelInputs(graph, weights,
+                      request.weights_path.empty() ? request.model : request.weights_path,
+                      data.tensors, request.inputs_path, overflow));
+  return PreparedRun{std::move(graph), std::move(bound), overflow, model.onnx};
 }
 
-ops::TensorMap selectRunOutputs(ops::TensorMap outputs) {
+ops::TensorMap selectRunOutputs(ops::TensorMap outputs, bool all) {
+  if (all)
+    return outputs;
   ops::TensorMap result;
   for (auto &[name, t] : outputs) {
     if (name != "logits" && name != "loss" && name != "grad_norm" && name.rfind("grad.", 0) != 0)
@@ -139,7 +153,7 @@ Expected<ops::TensorMap> runReference(const ReferenceRunRequest &request) {
   ops::InterpretOptions options;
   options.overflow = run.overflow;
   KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, ops::interpret(run.graph, run.inputs, options));
-  return selectRunOutputs(std::move(outputs));
+  return selectRunOutputs(std::move(outputs), run.onnx);
 }
 
 } // namespace kiln::driver

@@ -2,6 +2,7 @@
 // inputs, forward only or forward and backward: what `kiln run` does.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "compiler/driver/job.h"
@@ -19,7 +20,10 @@ struct ReferenceRunRequest {
   // A PEFT LoRA adapter folder: its adapters applied, the base frozen (with
   // training, grad.<adapter> only). Dropout is not applied, as in eval mode.
   std::string lora_path;
-  bool training = false;    // also compute grad.<param> for every parameter
+  bool training = false; // also compute grad.<param> for every parameter
+  // An ONNX model's input shapes by name (--input-shape); the inputs file's
+  // tensors give the shapes of the inputs it holds.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
   DType dtype = DType::F32; // compute dtype of the model
   OverflowMode overflow = OverflowMode::InfNan;
   // When set, the job's passes run before the graph does, so fused groups
@@ -33,12 +37,14 @@ struct PreparedRun {
   Graph graph;
   ops::TensorMap inputs;
   OverflowMode overflow = OverflowMode::InfNan;
+  bool onnx = false; // an ONNX model: its outputs are all reported, by their names
 };
 Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request);
 
 // The outputs a run reports, in f32: "logits" (f32 [B,S,V]) and "loss" (f32
-// []), and with training "grad_norm" and "grad.<param>" per parameter.
-ops::TensorMap selectRunOutputs(ops::TensorMap outputs);
+// []), and with training "grad_norm" and "grad.<param>" per parameter; with
+// `all` (an ONNX model) every output, in its own dtype.
+ops::TensorMap selectRunOutputs(ops::TensorMap outputs, bool all = false);
 
 // prepareModelRun, then the reference interpreter.
 Expected<ops::TensorMap> runReference(const ReferenceRunRequest &request);

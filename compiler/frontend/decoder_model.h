@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct ModelOptions {
   // The ops a graph file may use beyond the built-in ones: the job's custom
   // ops (null: none). The loaded graph is written in them (Graph::vocabulary).
   std::shared_ptr<const ops::OpRegistry> ops;
+  // An ONNX model's graph inputs' shapes by name (--input-shape): they bind
+  // its symbolic dimensions (batch and seq above bind those named so).
+  std::map<std::string, std::vector<int64_t>> input_shapes;
 };
 
 // With LoRA dropout, the step's input holding the dropout seed (i64 scalar,

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "compiler/frontend/onnx/onnx_import.h"
 #include "ir/file_io.h"
 #include "ir/graph_json.h"
 #include "ops/op_verifier.h"
@@ -46,6 +47,22 @@ Expected<LoadedModel> loadConfigFile(const nlohmann::json &doc, const std::strin
   return loaded;
 }
 
+Expected<LoadedModel> loadOnnx(const std::string &path, const ModelOptions &options) {
+  if (options.tensor_parallel != 1)
+    return Error(path + ": tensor parallelism needs a model kiln knows how to split (a Hugging "
+                        "Face decoder config); an ONNX model runs with --tp 1");
+  OnnxImportOptions onnx;
+  onnx.batch = options.batch;
+  onnx.seq = options.seq;
+  onnx.ops = options.ops;
+  onnx.input_shapes = options.input_shapes;
+  KILN_ASSIGN_OR_RETURN(OnnxModel model, loadOnnxModel(path, onnx));
+  LoadedModel loaded{std::move(model.graph), std::nullopt, {}};
+  loaded.weights = std::move(model.weights);
+  loaded.onnx = true;
+  return loaded;
+}
+
 } // namespace
 
 Expected<std::string> modelFile(const std::string &path) {
@@ -65,6 +82,10 @@ Expected<std::string> modelFile(const std::string &path) {
 }
 
 Expected<LoadedModel> loadModel(const std::string &path, const ModelOptions &options) {
+  if (isOnnxPath(path))
+    return loadOnnx(path, options);
+  if (!options.input_shapes.empty())
+    return Error(path + ": --input-shape binds an ONNX model's inputs; this model is not one");
   KILN_ASSIGN_OR_RETURN(std::string file, modelFile(path));
   KILN_ASSIGN_OR_RETURN(nlohmann::json doc, readJsonFile(file));
   if (!doc.is_object())

@@ -1,5 +1,6 @@
 // Loads the MODEL argument: a Hugging Face config.json (or a folder holding
-// one), built into the Qwen forward graph, or a kiln graph JSON file.
+// one), built into the Qwen forward graph, a kiln graph JSON file, or an
+// ONNX model (a .onnx file, frontend/onnx/).
 #pragma once
 
 #include <map>
@@ -10,6 +11,7 @@
 #include "compiler/frontend/decoder_model.h"
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "ops/interpreter.h"
 
 namespace kiln::frontend {
 
@@ -18,12 +20,17 @@ struct LoadedModel {
   std::optional<DecoderConfig> config; // set for Hugging Face configs only
   // How tensor parallelism splits each parameter (Hugging Face configs only).
   std::map<std::string, TensorSplit> splits;
+  // The weights the model file holds itself (an ONNX model's initializers and
+  // constants), by graph input name; a weights file given too overrides them.
+  ops::TensorMap weights;
+  bool onnx = false; // read from an ONNX model: every graph output is the model's
 };
 
 // `path` is a directory holding config.json, a config.json file, or a graph
 // JSON ({"format": "kiln.graph", ...}), which is verified against the op
-// definitions; `options` applies to configs only (a graph cannot be split
-// for tensor parallelism). Errors name the path.
+// definitions, or an ONNX model (a path ending in .onnx; options' batch, seq
+// and input_shapes bind its symbolic dimensions); `options` applies to configs only (a graph cannot
+// be split for tensor parallelism). Errors name the path.
 Expected<LoadedModel> loadModel(const std::string &path, const ModelOptions &options);
 
 // The file loadModel reads for `path`: `path` itself, or the config.json of

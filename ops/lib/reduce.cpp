@@ -1,4 +1,8 @@
-// ReduceSum and ReduceMean over a set of axes (all axes when empty), accumulated in double.
+// ReduceSum, ReduceMean, ReduceMax and ReduceMin over a set of axes (all axes
+// when empty), accumulated in double.
+#include <algorithm>
+#include <cmath>
+
 #include "ops/kernel_util.h"
 #include "ops/op_builder.h"
 #include "ops/op_registry.h"
@@ -94,8 +98,59 @@ Status reduceMeanKernel(const KernelContext &ctx, const std::vector<const Tensor
   return reduceKernel(ctx, in, out, attrs, true);
 }
 
+// The extremum of each output element's inputs; an empty reduction gives
+// -inf for the max and inf for the min (numpy refuses it, ONNX allows it).
+Status extremumKernel(const KernelContext &ctx, const std::vector<const Tensor *> &in,
+                      std::vector<Tensor> &out, const AttrMap &attrs, bool max) {
+  const Tensor &x = *in[0];
+  KILN_ASSIGN_OR_RETURN(Reduction r, planReduction(x.type(), attrs));
+  const std::vector<int64_t> map = broadcastIndexMap(r.keep_shape, x.shape());
+  const double start = max ? -INFINITY : INFINITY;
+  std::vector<double> acc(out[0].numElements(), start);
+  for (size_t k = 0; k < map.size(); ++k) {
+    const double v = x.getFloat(static_cast<int64_t>(k));
+    double &a = acc[map[k]];
+    if (std::isnan(v) || std::isnan(a))
+      a = NAN;
+    else
+      a = max ? std::max(a, v) : std::min(a, v);
+  }
+  storeDoubles(out[0], acc, ctx.overflow);
+  return Status::ok();
+}
+
+Status reduceMaxKernel(const KernelContext &ctx, const std::vector<const Tensor *> &in,
+                       std::vector<Tensor> &out, const AttrMap &attrs) {
+  return extremumKernel(ctx, in, out, attrs, true);
+}
+Status reduceMinKernel(const KernelContext &ctx, const std::vector<const Tensor *> &in,
+                       std::vector<Tensor> &out, const AttrMap &attrs) {
+  return extremumKernel(ctx, in, out, attrs, false);
+}
+
+// dx = dy where x equals the extremum, else 0 (ties each take the whole
+// gradient, a subgradient like any other).
+Expected<std::vector<ValueId>> gradExtremum(GradContext &ctx) {
+  ValueId dy = ctx.output_grads[0];
+  if (dy == kNoValue)
+    return std::vector<ValueId>{kNoValue};
+  OpBuilder &b = ctx.builder;
+  const TensorType x = b.type(ctx.input(0));
+  KILN_ASSIGN_OR_RETURN(Reduction r, planReduction(x, ctx.attrs()));
+  ValueId y = ctx.output(0), g = dy;
+  if (b.shape(y) != r.keep_shape) {
+    y = b.create("Reshape", "y_keepdims", {y}, {{"shape", r.keep_shape}});
+    g = b.create("Reshape", "keepdims", {g}, {{"shape", r.keep_shape}});
+  }
+  ValueId hit = b.create("Equal", "is_extremum", {ctx.input(0), y});
+  ValueId zero = b.constant(0, x.dtype, "zero");
+  return std::vector<ValueId>{b.create("Where", "dx", {hit, g, zero})};
+}
+
 } // namespace
 
+KILN_REGISTER_OP("ReduceMax", OpImpl{inferReduce, gradExtremum, reduceMaxKernel});
+KILN_REGISTER_OP("ReduceMin", OpImpl{inferReduce, gradExtremum, reduceMinKernel});
 KILN_REGISTER_OP("ReduceSum", OpImpl{inferReduce, gradReduceSum, reduceSumKernel});
 KILN_REGISTER_OP("ReduceMean", OpImpl{inferReduce, gradReduceMean, reduceMeanKernel});
 

@@ -72,6 +72,7 @@ const std::map<std::string, std::string> kBadValues = {
     {"--dp", "0"},
     {"--dtype", "f64"},
     {"--enable-pass", "Bogus"},
+    {"--input-shape", "x:1,a"},
     {"--eval-every", "0"},
     {"--eval-tokens", "-1"},
     {"--eval-split", "1.5"},

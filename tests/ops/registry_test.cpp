@@ -52,6 +52,7 @@ TEST(OpRegistry, EveryFloatOpHasAGradientUnlessItIsAGradientItself) {
                                                     "DataParallelGather", // placed after autodiff
                                                     "EmbeddingGrad",
                                                     "FlashAttentionScoreGrad",
+                                                    "GatherElementsGrad",
                                                     "RsqrtGrad",
                                                     "SiluGrad",
                                                     "SoftmaxGrad",

@@ -206,6 +206,7 @@ void registerCompileCommand(CLI::App &app, Action &action) {
   cmd->add_flag("--training", opts->model.training,
                 "the whole training step: forward, loss, backward, AdamW");
   cmd->add_option("--batch", opts->model.batch, "batch size")->check(PositiveInteger);
+  addInputShapeFlag(*cmd, opts->model.input_shapes);
   addLoraShapeFlags(*cmd, opts->model.lora);
   cmd->add_option("--seq", opts->seqs,
                   "sequence length (default: the config's seq_length); with -o FILE.kiln a list "

@@ -11,6 +11,7 @@
 #include "ir/graph_json.h"
 #include "ir/printer.h"
 #include "tools/kiln/cli_common.h"
+#include "tools/kiln/job_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -25,6 +26,7 @@ struct GraphOptions {
   std::string output;
   bool provenance = false;
   std::vector<std::string> custom_op_dirs;
+  std::map<std::string, std::vector<int64_t>> input_shapes;
 };
 
 int runGraph(const GraphOptions &opts) {
@@ -32,6 +34,7 @@ int runGraph(const GraphOptions &opts) {
   model_options.batch = opts.batch;
   model_options.seq = opts.seq;
   model_options.dtype = opts.dtype;
+  model_options.input_shapes = opts.input_shapes;
   auto custom = frontend::loadCustomOps(opts.custom_op_dirs);
   if (!custom)
     return fail(custom.error());
@@ -72,6 +75,7 @@ void registerGraphCommand(CLI::App &app, Action &action) {
   cmd->add_option("--batch", opts->batch, "batch size")->check(PositiveInteger);
   cmd->add_option("--seq", opts->seq, "sequence length (default: the config's seq_length)")
       ->check(PositiveInteger);
+  addInputShapeFlag(*cmd, opts->input_shapes);
   addDTypeFlag(*cmd, "--dtype", opts->dtype,
                "the model's dtype (default f32, as in every command)");
   cmd->add_option("--format", opts->format, "text, json or stats")

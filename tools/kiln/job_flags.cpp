@@ -1,4 +1,5 @@
 #include "tools/kiln/job_flags.h"
+#include "compiler/frontend/onnx/onnx_import.h"
 
 #include "tools/kiln/cli_common.h"
 
@@ -197,6 +198,24 @@ void addModelFlags(CLI::App &cmd, driver::ModelRequest &model) {
       ->check(PositiveInteger);
   cmd.add_option("--seq", model.seq, "sequence length (a Hugging Face config)")
       ->check(PositiveInteger);
+  addInputShapeFlag(cmd, model.input_shapes);
+}
+
+void addInputShapeFlag(CLI::App &cmd, std::map<std::string, std::vector<int64_t>> &shapes) {
+  cmd.add_option_function<std::vector<std::string>>(
+      "--input-shape",
+      [&shapes](const std::vector<std::string> &values) {
+        for (const std::string &v : values) {
+          auto parsed = frontend::parseInputShape(v);
+          if (!parsed)
+            throw CLI::ValidationError("--input-shape", parsed.message());
+          if (!shapes.emplace(parsed->first, parsed->second).second)
+            throw CLI::ValidationError("--input-shape",
+                                       "names input '" + parsed->first + "' twice: give it once");
+        }
+      },
+      "NAME:D0,D1,...: an ONNX model input's shape, binding its symbolic dimensions "
+      "(repeatable)");
 }
 
 void addKernelFlags(CLI::App &cmd, driver::KernelSettings &settings) {

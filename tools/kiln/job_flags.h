@@ -30,6 +30,8 @@ struct JobFlags {
 void addJobFlags(CLI::App &cmd, JobFlags &flags);
 // MODEL, --training, --batch and --seq: which graph a compile-only command builds.
 void addModelFlags(CLI::App &cmd, driver::ModelRequest &model);
+// --input-shape NAME:D0,D1,... (repeatable): an ONNX model's input shapes.
+void addInputShapeFlag(CLI::App &cmd, std::map<std::string, std::vector<int64_t>> &shapes);
 // Reads the job file and the switch file into a JobSpec and resolves it.
 Expected<driver::ResolvedJob> resolveJobFlags(const JobFlags &flags, DType default_dtype);
 passes::Instrumentation instrumentationOf(const JobFlags &flags);

@@ -7,6 +7,7 @@
 #include "compiler/driver/artifact_run.h"
 #include "compiler/driver/kernels.h"
 #include "compiler/driver/reference_run.h"
+#include "compiler/frontend/onnx/onnx_import.h"
 #include "ir/float_status.h"
 #include "ir/safetensors.h"
 #include "runtime/executor.h"
@@ -109,7 +110,7 @@ Expected<ops::TensorMap> runCompiled(driver::PreparedRun &run, const driver::Res
     note(codegen::fallbackSummary(kernels.kernels.fallbacks));
   KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, execute(run.graph, std::move(kernels.kernels),
                                                         run.inputs, profile_dir, status));
-  return driver::selectRunOutputs(std::move(outputs));
+  return driver::selectRunOutputs(std::move(outputs), run.onnx);
 }
 
 // Runs an artifact's bucket for the inputs' seq: nothing is compiled.
@@ -161,6 +162,9 @@ int runRun(const RunOptions &opts, const CLI::App &cmd) {
                  "interpreter instead of them: drop one of the two");
   if (opts.request.model.ends_with(".kiln"))
     return runArtifact(opts, cmd);
+  if (opts.request.weights_path.empty() && !frontend::isOnnxPath(opts.request.model))
+    return usage("--weights is required: " + opts.request.model +
+                 " holds no weights (an ONNX model's initializers are its own)");
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
@@ -179,7 +183,7 @@ int runRun(const RunOptions &opts, const CLI::App &cmd) {
     outputs = ops::interpret(run->graph, run->inputs, options);
     status.raise(takeFloatStatus());
     if (outputs)
-      outputs = driver::selectRunOutputs(std::move(*outputs));
+      outputs = driver::selectRunOutputs(std::move(*outputs), run->onnx);
   } else {
     auto run = driver::prepareModelRun(request);
     if (!run)
@@ -200,13 +204,15 @@ void registerRunCommand(CLI::App &app, Action &action) {
              "interpreter)");
   addModelArgument(*cmd, opts->request.model, ModelArgument::AnyModel,
                    "or an artifact (FILE.kiln, from kiln compile -o; run without compiling)");
-  cmd->add_option(
-         "--weights", opts->request.weights_path,
-         "the parameters: a safetensors file, a sharded checkpoint's index, or the model folder")
-      ->required();
+  cmd->add_option("--weights", opts->request.weights_path,
+                  "the parameters: a safetensors file, a sharded checkpoint's index, or the model "
+                  "folder (an ONNX model's initializers are its weights; this overrides them by "
+                  "name)");
   cmd->add_option("--inputs", opts->request.inputs_path,
-                  "safetensors with input_ids (i64 [B,S]) and optional labels")
+                  "safetensors with input_ids (i64 [B,S]) and optional labels; for an ONNX "
+                  "model, its graph inputs by name")
       ->required();
+  addInputShapeFlag(*cmd, opts->request.input_shapes);
   cmd->add_option("--outputs", opts->outputs, "safetensors to write logits, loss (and grads) to")
       ->required();
   cmd->add_flag("--training", opts->request.training, "also compute grad.<param> per parameter");

@@ -4,6 +4,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "compiler/codegen/lowering/math_exprs.h"
 #include "ops/custom/shape.h"
 #include "ops/op_registry.h"
 
@@ -12,22 +13,7 @@ namespace {
 
 namespace custom = ops::custom;
 
-ExprRef sigmoid(ExprRef x) { return fconst(1) / (fconst(1) + unary(UnaryOp::Exp, -x)); }
-
-// tanh(x) = sign(x) (1 - e) / (1 + e) with e = exp(-2|x|); near 0 that
-// cancels, so |x| < 0.3 takes the Taylor series to x^9 (error below 1e-8).
-ExprRef tanhOf(ExprRef x) {
-  ExprRef a = unary(UnaryOp::Abs, x);
-  ExprRef e = unary(UnaryOp::Exp, fconst(-2) * a);
-  ExprRef big = (fconst(1) - e) / (fconst(1) + e);
-  ExprRef x2 = x * x;
-  ExprRef poly = fconst(-17.0 / 315) + x2 * fconst(62.0 / 2835);
-  poly = fconst(2.0 / 15) + x2 * poly;
-  poly = fconst(-1.0 / 3) + x2 * poly;
-  poly = x * (fconst(1) + x2 * poly);
-  return select(binary(BinaryOp::Lt, a, fconst(0.3)), poly,
-                select(binary(BinaryOp::Lt, x, fconst(0)), -big, big));
-}
+ExprRef sigmoid(ExprRef x) { return sigmoidOf(x); }
 
 BinaryOp binaryOf(custom::BinOp op) {
   switch (op) {

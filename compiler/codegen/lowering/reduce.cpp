@@ -1,5 +1,6 @@
-// Lowerings of ReduceSum and ReduceMean (ops/lib/reduce.cpp) and SumToShape
-// (ops/lib/broadcast.cpp): f32 sums nested one reduce() per reduced axis.
+// Lowerings of ReduceSum, ReduceMean, ReduceMax and ReduceMin
+// (ops/lib/reduce.cpp) and SumToShape (ops/lib/broadcast.cpp): f32 sums (or
+// extrema) nested one reduce() per reduced axis.
 #include "compiler/codegen/op_lowering.h"
 #include "ops/kernel_util.h"
 
@@ -11,7 +12,8 @@ using Bodies = Expected<std::vector<ExprRef>>;
 // Sums x over the axes where `reduced` is set, one rvar per axis of extent > 1 (an extent-1 axis
 // is read at 0); the other axes of x are read at `kept[a]`. The outer axes' reductions are the
 // outer loops, so the innermost loop walks x's innermost reduced axis.
-ExprRef sumOver(LowerContext &ctx, const std::vector<bool> &reduced, std::vector<ExprRef> kept) {
+ExprRef sumOver(LowerContext &ctx, const std::vector<bool> &reduced, std::vector<ExprRef> kept,
+                ReduceOp op = ReduceOp::Sum) {
   const Shape &in = ctx.inputType(0).shape;
   std::vector<std::pair<int, int64_t>> loops; // rvar id, extent
   for (size_t a = 0; a < in.size(); ++a) {
@@ -27,12 +29,12 @@ ExprRef sumOver(LowerContext &ctx, const std::vector<bool> &reduced, std::vector
   }
   ExprRef body = ctx.input(0, kept);
   for (size_t k = loops.size(); k-- > 0;)
-    body = reduce(ReduceOp::Sum, loops[k].first, loops[k].second, body);
+    body = reduce(op, loops[k].first, loops[k].second, body);
   return body;
 }
 
 // Axes as ops::planReduction reads them: empty means all; negative axes count from the end.
-Bodies lowerReduce(LowerContext &ctx, bool mean) {
+Bodies lowerReduce(LowerContext &ctx, bool mean, ReduceOp op = ReduceOp::Sum) {
   const Shape &in = ctx.inputType(0).shape;
   const int64_t rank = static_cast<int64_t>(in.size());
   const std::vector<int64_t> &axes = ctx.attrs().getInts("axes");
@@ -60,7 +62,7 @@ Bodies lowerReduce(LowerContext &ctx, bool mean) {
     if (!reduced[a] || keepdims)
       ++out_axis;
   }
-  ExprRef sum = sumOver(ctx, reduced, std::move(kept));
+  ExprRef sum = sumOver(ctx, reduced, std::move(kept), op);
   if (mean && count != 1) // 0/0 = NaN for an empty reduction, as the reference
     sum = sum / fconst(static_cast<double>(count));
   return std::vector<ExprRef>{sum};
@@ -68,6 +70,8 @@ Bodies lowerReduce(LowerContext &ctx, bool mean) {
 
 Bodies lowerReduceSum(LowerContext &ctx) { return lowerReduce(ctx, false); }
 Bodies lowerReduceMean(LowerContext &ctx) { return lowerReduce(ctx, true); }
+Bodies lowerReduceMax(LowerContext &ctx) { return lowerReduce(ctx, false, ReduceOp::Max); }
+Bodies lowerReduceMin(LowerContext &ctx) { return lowerReduce(ctx, false, ReduceOp::Min); }
 
 // The axes that broadcasting `shape` to x would stretch are summed: x's leading axes beyond
 // shape's rank, and the size-1 axes of shape where x is larger.
@@ -101,6 +105,8 @@ Bodies lowerSumToShape(LowerContext &ctx) {
 
 KILN_REGISTER_LOWERING("ReduceSum", lowerReduceSum);
 KILN_REGISTER_LOWERING("ReduceMean", lowerReduceMean);
+KILN_REGISTER_LOWERING("ReduceMax", lowerReduceMax);
+KILN_REGISTER_LOWERING("ReduceMin", lowerReduceMin);
 KILN_REGISTER_LOWERING("SumToShape", lowerSumToShape);
 
 } // namespace kiln::codegen

@@ -44,6 +44,17 @@ TEST_F(TokenizeCli, TextFoldersAndJsonLinesBecomeOneTokenFile) {
   EXPECT_EQ(slurp(path("one.bin")), slurp(path("tokens.bin")));
   ASSERT_EQ(run(tokenize("a.txt more -o eot.bin --separator '<|endoftext|>'")).exit_code, 0);
   EXPECT_EQ(idsOf(slurp(path("eot.bin"))).back(), kEndOfText);
+
+  // A long document (and its piece cache filling up) gives the same ids on
+  // any number of threads.
+  std::string big;
+  for (int i = 0; big.size() < (size_t{3} << 20); ++i)
+    big += "Section " + std::to_string(i) + ". " + slurp("/usr/share/common-licenses/GPL-3");
+  write("big.txt", big);
+  ASSERT_EQ(run(tokenize("big.txt -o big1.bin --threads 1")).exit_code, 0);
+  ASSERT_EQ(run(tokenize("big.txt -o big2.bin --threads 2")).exit_code, 0);
+  EXPECT_EQ(slurp(path("big1.bin")), slurp(path("big2.bin")));
+  EXPECT_GT(slurp(path("big1.bin")).size(), size_t{2} << 20);
 }
 
 TEST_F(TokenizeCli, EvalSplitHoldsOutTheTailAtADocumentBoundary) {

@@ -68,6 +68,19 @@ Expected<Tokenizer> Tokenizer::load(const std::string &path) {
 
 Expected<Tokenizer> Tokenizer::parse(std::string_view json_text, std::string_view config_text,
                                      const std::string &source) {
+  // The readers check the types they read; what they leave to nlohmann's
+  // typed accessors (a flag that is not a boolean, a pattern that is not an
+  // object) ends here as an error naming the file.
+  try {
+    return parseUnchecked(json_text, config_text, source);
+  } catch (const nlohmann::json::exception &e) {
+    return Error(source + ": a value of the wrong type: " + e.what());
+  }
+}
+
+Expected<Tokenizer> Tokenizer::parseUnchecked(std::string_view json_text,
+                                              std::string_view config_text,
+                                              const std::string &source) {
   KILN_ASSIGN_OR_RETURN(nlohmann::json json, parseJson(json_text, source));
   if (!json.is_object() || !json.contains("model"))
     return Error(source + ": not a tokenizer.json (no 'model')");

@@ -64,6 +64,8 @@ public:
   const std::string &source() const { return source_; }
 
 private:
+  static Expected<Tokenizer> parseUnchecked(std::string_view json, std::string_view config,
+                                            const std::string &source);
   Status readPostProcessor(const nlohmann::json &config);
 
   std::string source_;

@@ -373,6 +373,11 @@ TEST(Tokenizer, RefusesWhatItDoesNotReadByName) {
        },
        "single_word"},
       {[](json &j) { j.erase("model"); }, "not a tokenizer.json"},
+      // Values of the wrong type (found by the fuzzer: nlohmann's typed
+      // accessors throw on them).
+      {[](json &j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = 5; }, "wrong type"},
+      {[](json &j) { j["model"]["ignore_merges"] = "yes"; }, "wrong type"},
+      {[](json &j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = 1; }, "wrong type"},
   };
   for (const Case &c : cases) {
     json j = tokenizerJson({});

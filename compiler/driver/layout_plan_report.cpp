@@ -23,6 +23,7 @@ std::string sizeFlag(int64_t bytes) {
 
 std::string layoutName(const LayoutCandidate &c) {
   return "dp" + std::to_string(c.layout.dp) + " x tp" + std::to_string(c.layout.tp) +
+         (c.layout.sequenceParallel() ? " sp" : "") +
          (c.layout.pp > 1 ? " x pp" + std::to_string(c.layout.pp) : "") + ", zero " +
          std::to_string(c.layout.zero) + ", recompute " +
          std::string(passes::recomputeModeName(c.recompute)) + ", " +
@@ -45,6 +46,7 @@ std::string row(const LayoutCandidate &c, size_t rank) {
 json candidateJson(const LayoutCandidate &c) {
   json j = {{"dp", c.layout.dp},
             {"tp", c.layout.tp},
+            {"sequence_parallel", c.layout.sequenceParallel()},
             {"pp", c.layout.pp},
             {"zero", c.layout.zero},
             {"recompute", passes::recomputeModeName(c.recompute)},

@@ -14,6 +14,8 @@ using passes::RecomputeMode;
 
 std::string LayoutCandidate::trainFlags() const {
   std::string flags = "--tp " + std::to_string(layout.tp);
+  if (layout.sequenceParallel())
+    flags += " --sequence-parallel";
   if (layout.pp > 1)
     flags += " --pp " + std::to_string(layout.pp);
   if (layout.dp > 1)
@@ -48,7 +50,8 @@ public:
   // The candidate; nothing when the model cannot take the layout (the heads
   // do not split `tp` ways, the batch does not split over the replicas).
   Expected<std::optional<LayoutCandidate>> plan(int tp, int pp, int zero, RecomputeMode recompute,
-                                                int64_t micro_batch) {
+                                                int64_t micro_batch,
+                                                bool sequence_parallel = false) {
     const int dp = request_.devices / (tp * pp);
     const int64_t batch = request_.model.batch;
     if (request_.devices % (tp * pp) != 0 || batch % dp != 0 || (batch / dp) % micro_batch != 0)
@@ -57,6 +60,7 @@ public:
                                                   static_cast<int>(batch / dp / micro_batch), pp);
     if (!layout)
       return std::optional<LayoutCandidate>();
+    layout->sequence_parallel = sequence_parallel;
     const parallel::TrainingProgram *step = stepFor(*layout, recompute);
     if (!step)
       return std::optional<LayoutCandidate>();
@@ -77,7 +81,8 @@ private:
     const int64_t micro = request_.model.batch / layout.dp / layout.grad_accum;
     // ZeRO-3's step holds slices over the replicas: its own per replica count.
     const int sliced_over = layout.zero == 3 ? layout.dp : 0;
-    const auto key = std::make_tuple(layout.tp, layout.pp, sliced_over, recompute, micro);
+    const auto key = std::make_tuple(layout.tp, layout.pp, sliced_over, recompute, micro,
+                                     layout.sequenceParallel());
     auto found = steps_.find(key);
     if (found == steps_.end()) {
       auto step = compileTrainingStep(request_.model, withRecompute(job_, recompute), settings_,
@@ -122,7 +127,7 @@ private:
   const PlanRequest &request_;
   const ResolvedJob &job_;
   KernelSettings settings_;
-  std::map<std::tuple<int, int, int, RecomputeMode, int64_t>,
+  std::map<std::tuple<int, int, int, RecomputeMode, int64_t, bool>,
            std::optional<parallel::TrainingProgram>>
       steps_;
   std::string first_failure_, no_time_;
@@ -245,6 +250,12 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
     const int dp = r.devices / (tp * pp);
     if (r.model.batch % dp != 0)
       continue;
+    // Sequence parallelism wherever a tensor-parallel group splits the
+    // sequence evenly: it holds no more than plain tensor parallelism and
+    // moves the same bytes (its all-gather and reduce-scatter cost what
+    // the all-reduce did), so the layouts without it are not planned
+    // beside it, which keeps the search's size.
+    const bool sp = tp > 1 && r.model.seq % tp == 0 && !r.model.lora.enabled();
     for (RecomputeMode recompute : kRecomputeModes) {
       if (r.recompute && *r.recompute != recompute)
         continue;
@@ -260,7 +271,7 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
           if (pp > 1 && r.model.batch / dp < pp)
             break;
           KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
-                                planner.plan(tp, pp, zero, recompute, micro));
+                                planner.plan(tp, pp, zero, recompute, micro, sp));
           if (!c)
             break;
           const bool fits = c->fits;

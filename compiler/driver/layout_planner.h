@@ -1,6 +1,6 @@
 // `kiln plan`: which layout of a cluster trains a model, and how fast. Every
 // layout (data x tensor x pipeline parallel, ZeRO stage, recomputation,
-// micro-batch) is
+// micro-batch, sequence parallelism) is
 // planned by the same compiler and memory planner as `kiln train
 // --compile-only` (the kernels partitioned and checked, none compiled), and
 // the ones that fit are ranked by the cost model's tokens/s per device
@@ -66,6 +66,8 @@ struct LayoutPlan {
 // stages), replicas the global batch divides over, ZeRO 0 to 3 where there
 // are replicas to shard over (3 without stages, one sequence per
 // micro-batch), no/selective/full recomputation (or the request's mode),
+// with sequence parallelism wherever tp > 1 divides the sequence (it never
+// holds more than tensor parallelism without it, and moves the same bytes),
 // micro-batches of 1, 2, 4, ... sequences. A larger micro-batch is planned
 // only while the smaller one fits. When none fits,
 // `would_fit` says what would, each planned the same way: more devices (how

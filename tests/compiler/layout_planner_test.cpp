@@ -62,6 +62,10 @@ TEST_F(LayoutPlanner, EveryCandidateIsTheTrainPlanAndTheFastestFitComesFirst) {
     pps.insert(c.layout.pp);
     EXPECT_EQ(c.layout.dp * c.layout.tp * c.layout.pp, 4);
     EXPECT_EQ(c.peak, trainPlan(c)) << "the planner's peak is kiln train's";
+    // Sequence parallelism with every tensor-parallel group (the sequence
+    // splits evenly here), and the command says so.
+    EXPECT_EQ(c.layout.sequenceParallel(), c.layout.tp > 1);
+    EXPECT_EQ(c.trainFlags().find("--sequence-parallel") != std::string::npos, c.layout.tp > 1);
     EXPECT_EQ(c.fits, c.peak <= request_.device_memory);
     EXPECT_EQ(c.reason.empty(), c.fits);
     ASSERT_TRUE(c.time.has_value());

@@ -18,9 +18,10 @@ struct InitOptions {
   std::string model;
   std::string output;
   uint64_t seed = 0;
-  std::vector<std::string> scales; // PATTERN=FACTOR
-  double std_dev = 0.02;           // graph parameters
-  JobFlags job;                    // a graph's custom ops
+  std::vector<std::string> scales;                          // PATTERN=FACTOR
+  double std_dev = 0.02;                                    // graph parameters
+  JobFlags job;                                             // a graph's custom ops
+  std::map<std::string, std::vector<int64_t>> input_shapes; // an ONNX model's
 };
 
 int runInit(const InitOptions &opts) {
@@ -30,14 +31,18 @@ int runInit(const InitOptions &opts) {
   frontend::ModelOptions model_options;
   model_options.seq = 2; // the graph is not needed, only the config
   model_options.ops = job->ops;
+  model_options.input_shapes = opts.input_shapes;
   auto model = frontend::loadModel(opts.model, model_options);
   if (!model)
     return fail(model.error());
   SafetensorsFile file;
   try {
-    file.tensors = model->config ? frontend::initDecoderWeights(*model->config, opts.seed)
-                                 : frontend::randomGraphInputs(model->graph, InputRole::Parameter,
-                                                               opts.seed, opts.std_dev);
+    if (model->onnx) // an ONNX model's weights are its initializers
+      file.tensors = model->weights;
+    else
+      file.tensors = model->config ? frontend::initDecoderWeights(*model->config, opts.seed)
+                                   : frontend::randomGraphInputs(model->graph, InputRole::Parameter,
+                                                                 opts.seed, opts.std_dev);
   } catch (const std::bad_alloc &) {
     int64_t bytes = 0;
     for (const GraphInput &in : model->graph.inputs())
@@ -72,6 +77,7 @@ void registerInitCommand(CLI::App &app, Action &action) {
   addModelArgument(*cmd, opts->model, ModelArgument::AnyModel);
   cmd->add_option("-o,--output", opts->output, "the safetensors file to write")->required();
   cmd->add_option("--seed", opts->seed, "random seed (default 0)")->check(NonNegativeInteger);
+  addInputShapeFlag(*cmd, opts->input_shapes);
   cmd->add_option("--scale", opts->scales,
                   "multiply the weights matching a glob: 'transformer.h.*.attn.c_attn.weight=40'")
       ->check(CLI::Validator(

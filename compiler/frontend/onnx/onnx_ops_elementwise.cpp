@@ -44,12 +44,87 @@ ConvertFn unary(const char *op, bool float_only = true) {
   };
 }
 
+// x + bias after a linear layer (MatMul on rows, then a Reshape back):
+// BiasAdd on the MatMul's rows, the epilogue FixPipe applies.
+ValueId linearBias(Converter &c, ValueId x, ValueId bias) {
+  const Graph &g = c.builder().graph();
+  const NodeId r = g.value(x).producer;
+  if (r == kNoNode || g.node(r).op != "Reshape")
+    return kNoValue;
+  const ValueId rows = g.node(r).inputs[0];
+  const NodeId m = g.value(rows).producer;
+  const Shape &bs = g.type(bias).shape;
+  if (m == kNoNode || g.node(m).op != "MatMul" || bs.size() != 1 ||
+      g.type(rows).shape.size() != 2 || bs[0] != g.type(rows).shape[1] || bs[0] == 1 ||
+      g.type(x).dtype != g.type(bias).dtype)
+    return kNoValue;
+  ValueId y = c.create("BiasAdd", {rows, bias}, {}, "bias_add");
+  return c.reshape(y, g.type(x).shape);
+}
+
+// x + mask where the mask is a constant causal mask (0 on and below the
+// diagonal of its last two axes, one very negative value above): CausalMask,
+// which the softmax fusion takes in. Adding -1e9 and setting it agree once
+// the softmax has run.
+ValueId causalMask(Converter &c, ValueId x, size_t mask_input) {
+  const Tensor *m = c.constant(mask_input);
+  const Shape &xs = c.builder().shape(x);
+  if (!m || !isFloat(m->dtype()) || m->shape().size() < 2 || !isFloat(c.builder().dtype(x)) ||
+      xs.size() < 2)
+    return kNoValue;
+  const Shape &ms = m->shape();
+  const int64_t q = ms[ms.size() - 2], k = ms[ms.size() - 1];
+  if (ms.size() > xs.size() || numElements(ms) != q * k || q != xs[xs.size() - 2] ||
+      k != xs[xs.size() - 1] || q < 2)
+    return kNoValue;
+  const float fill = m->getFloat(1);
+  if (!(fill <= -1e4f))
+    return kNoValue;
+  for (int64_t i = 0; i < q; ++i)
+    for (int64_t j = 0; j < k; ++j)
+      if (m->getFloat(i * k + j) != (j > i + k - q ? fill : 0.0f))
+        return kNoValue;
+  return c.create("CausalMask", {x}, {{"fill", double(fill)}});
+}
+
+Status convertAdd(Converter &c) {
+  KILN_ASSIGN_OR_RETURN(auto ab, operands(c));
+  ValueId y = kNoValue;
+  if (isFloat(c.builder().dtype(ab.first))) {
+    y = linearBias(c, ab.first, ab.second);
+    if (y == kNoValue) // torch writes the bias first
+      y = linearBias(c, ab.second, ab.first);
+    if (y == kNoValue)
+      y = causalMask(c, ab.first, 1);
+  }
+  if (y == kNoValue)
+    y = c.create("Add", {ab.first, ab.second});
+  c.setOutput(0, y);
+  return Status::ok();
+}
+
 // Integer Div truncates toward zero (as C and ONNX Runtime do); kiln's Div
 // is float-only, so integers divide in f32, exact below 2^24.
+// 1 / sqrt(y): what torch.rsqrt exports as. Rsqrt is what the norms'
+// fusions match; the Sqrt is left to dead-code elimination.
+ValueId rsqrtOf(Converter &c, ValueId x) {
+  const Tensor *one = c.constant(0);
+  const Graph &g = c.builder().graph();
+  const NodeId p = g.value(x).producer;
+  if (!one || one->numElements() != 1 || one->getFloat(0) != 1.0f || p == kNoNode ||
+      g.node(p).op != "Sqrt" || g.type(x).shape.size() < one->shape().size())
+    return kNoValue;
+  return c.create("Rsqrt", {g.node(p).inputs[0]});
+}
+
 Status convertDiv(Converter &c) {
   KILN_ASSIGN_OR_RETURN(auto ab, operands(c));
   const DType dt = c.builder().dtype(ab.first);
   if (isFloat(dt)) {
+    if (ValueId r = rsqrtOf(c, ab.second); r != kNoValue) {
+      c.setOutput(0, r);
+      return Status::ok();
+    }
     c.setOutput(0, c.create("Div", {ab.first, ab.second}));
     return Status::ok();
   }
@@ -89,7 +164,12 @@ Status convertReciprocal(Converter &c) {
   KILN_ASSIGN_OR_RETURN(ValueId x, c.value(0));
   if (!isFloat(c.builder().dtype(x)))
     return c.unsupportedType("Reciprocal needs a float tensor");
-  c.setOutput(0, c.create("Div", {c.constantOf(1, c.builder().dtype(x)), x}));
+  const Graph &g = c.builder().graph();
+  const NodeId p = g.value(x).producer;
+  if (p != kNoNode && g.node(p).op == "Sqrt")
+    c.setOutput(0, c.create("Rsqrt", {g.node(p).inputs[0]}));
+  else
+    c.setOutput(0, c.create("Div", {c.constantOf(1, c.builder().dtype(x)), x}));
   return Status::ok();
 }
 
@@ -233,7 +313,7 @@ Status convertIdentity(Converter &c) {
 
 } // namespace
 
-KILN_REGISTER_ONNX_OP("Add", binary("Add"));
+KILN_REGISTER_ONNX_OP("Add", convertAdd);
 KILN_REGISTER_ONNX_OP("Sub", binary("Sub"));
 KILN_REGISTER_ONNX_OP("Mul", binary("Mul"));
 KILN_REGISTER_ONNX_OP("Div", convertDiv);

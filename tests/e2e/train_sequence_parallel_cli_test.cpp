@@ -3,7 +3,7 @@
 // group's all-reduces become all-gather and reduce-scatter. The tiny Qwen
 // and a grouped-query Qwen2 train as one device does (the loss and gradient
 // norm within 1e-5, the final weights within 1e-4) with data parallelism,
-// ZeRO-1 and recomputation too; each device's measured peak is its plan; a
+// ZeRO-1 and -3, pipeline stages and recomputation too; each device's measured peak is its plan; a
 // resumed run ends as the unbroken one; two MPI processes match one; on
 // Qwen-14B the plan's activations fall as Korthikanti et al.'s formula says.
 #include <regex>
@@ -53,11 +53,13 @@ protected:
 };
 
 TEST_F(SequenceParallelCli, TinyQwenTrainsAsOneDevice) {
-  expectAsOneDevice(kTiny,
-                    {{"tp2", "--devices 2 --tp 2 --sequence-parallel"},
-                     {"tp4", "--devices 4 --tp 4 --sequence-parallel"},
-                     {"tp2dp2z1", "--devices 4 --tp 2 --zero 1 --sequence-parallel"},
-                     {"tp2full", "--devices 2 --tp 2 --sequence-parallel --recompute full"}});
+  expectAsOneDevice(
+      kTiny, {{"tp2", "--devices 2 --tp 2 --sequence-parallel"},
+              {"tp4", "--devices 4 --tp 4 --sequence-parallel"},
+              {"tp2dp2z1", "--devices 4 --tp 2 --zero 1 --sequence-parallel"},
+              {"tp2full", "--devices 2 --tp 2 --sequence-parallel --recompute full"},
+              {"tp2z3", "--devices 4 --tp 2 --zero 3 --sequence-parallel"},
+              {"pp2tp2", "--devices 4 --pp 2 --tp 2 --micro-batches 2 --sequence-parallel"}});
   // Resumed from the checkpoint of step 10, the run ends exactly where the
   // unbroken one did.
   fs::create_directories(dir_ / "resumed");

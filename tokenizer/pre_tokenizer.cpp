@@ -115,11 +115,13 @@ Status PreTokenizer::addStep(const nlohmann::json &step, const std::string &wher
       return Error(where + ": a Split needs a pattern {\"Regex\": ...} or {\"String\": ...}");
     if (step.value("invert", false))
       return Error(where + ": an inverted Split is not supported");
-    KILN_ASSIGN_OR_RETURN(auto behavior, parseBehavior(step.value("behavior", "Isolated")));
+    auto behavior = parseBehavior(step.value("behavior", "Isolated"));
+    if (!behavior)
+      return Error(where + ": " + behavior.message());
     auto compiled = SplitPattern::compile(text.get<std::string>(), literal);
     if (!compiled)
       return Error(where + ": " + compiled.message());
-    steps_.push_back({std::move(*compiled), behavior});
+    steps_.push_back({std::move(*compiled), *behavior});
     return Status::ok();
   }
   if (type == "ByteLevel") {

@@ -242,6 +242,8 @@ TEST(Tokenizer, SplitBehaviorsCutLikeHuggingFace) {
   json j = tokenizerJson({});
   j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Contiguous";
   EXPECT_NE(errorOf(j).find("split behavior 'Contiguous' is not supported"), std::string::npos);
+  EXPECT_EQ(errorOf(j).rfind("tok/tokenizer.json: pre_tokenizer.pretokenizers[0]: ", 0), 0u)
+      << "names the file and the step (found by the fuzzer): " << errorOf(j);
 }
 
 TEST(Tokenizer, MergedBehaviorsKeepMatchesWithTheirNeighbours) {

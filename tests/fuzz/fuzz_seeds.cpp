@@ -192,6 +192,22 @@ void textSeeds() {
     "allow_unknown_passes": true})");
 }
 
+// A few of ONNX's own node-test models (Debian's libonnx-testdata, which
+// scripts/setup.sh installs): elementwise, matmul, shape arithmetic.
+void onnxSeeds() {
+  const fs::path node = "/usr/share/libonnx-testdata/data/node";
+  for (const char *test :
+       {"test_add", "test_matmul_2d", "test_softmax_axis_1", "test_reshape_reduced_dims",
+        "test_gather_0", "test_layer_normalization_2d_axis0", "test_expand_dim_changed",
+        "test_where_example", "test_cast_FLOAT_to_FLOAT16"}) {
+    std::error_code ec;
+    fs::create_directories(out_root / "onnx_model");
+    fs::copy_file(node / test / "model.onnx",
+                  out_root / "onnx_model" / (std::string(test) + ".onnx"),
+                  fs::copy_options::overwrite_existing, ec);
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -209,6 +225,7 @@ int main(int argc, char **argv) {
   copyAll(source, "op_xml", "ops/defs", ".xml");
   copyAll(source, "custom_op_file", "examples", ".xml");
   copyAll(source, "target", "target/data", ".json");
+  onnxSeeds();
   safetensorsSeeds();
   trainingSeeds();
   textSeeds();

@@ -47,5 +47,9 @@ bool isOnnxPath(const std::string &path);
 // Reads and imports `path`; errors name the file (and the node), with a
 // code from onnx/onnx_errors.h.
 Expected<OnnxModel> loadOnnxModel(const std::string &path, const OnnxImportOptions &options);
+// The same for a model's bytes in memory, named `source` (external data is
+// looked for beside it).
+Expected<OnnxModel> importOnnxModel(const std::string &bytes, const std::string &source,
+                                    const OnnxImportOptions &options);
 
 } // namespace kiln::frontend

@@ -391,4 +391,11 @@ Expected<OnnxModel> loadOnnxModel(const std::string &path, const OnnxImportOptio
   return importGraph(*model, path, dir, options);
 }
 
+Expected<OnnxModel> importOnnxModel(const std::string &bytes, const std::string &source,
+                                    const OnnxImportOptions &options) {
+  KILN_ASSIGN_OR_RETURN(auto model, parseOnnxModel(bytes, source));
+  const std::string dir = std::filesystem::path(source).parent_path().string();
+  return importGraph(*model, source, dir, options);
+}
+
 } // namespace kiln::frontend

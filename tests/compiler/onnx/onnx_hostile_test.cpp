@@ -67,6 +67,15 @@ TEST_F(OnnxHostile, AWellFormedModelLoads) {
   EXPECT_TRUE(r->graph.findOutput("y"));
 }
 
+TEST_F(OnnxHostile, BytesInMemoryImportAsTheFileDoes) {
+  // What the onnx_model fuzz target calls: the bytes, named by a source.
+  auto r = importOnnxModel(addModel().SerializeAsString(), "mem/m.onnx", {});
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_TRUE(r->graph.findOutput("y"));
+  auto bad = importOnnxModel("\xff\xff garbage", "mem/m.onnx", {});
+  expectCode(bad, kErrOnnxMalformed, "mem/m.onnx");
+}
+
 TEST_F(OnnxHostile, GarbageAndTruncatedFilesAreNotModels) {
   expectCode(loadOnnxModel(saveBytes("\xff\xff\xff\xff garbage"), {}), kErrOnnxMalformed,
              "not an ONNX model");

@@ -152,6 +152,7 @@ const std::set<std::string> kSwitches = {"--allow-unknown-passes",
                                          "--resume",
                                          "--resume-any-settings",
                                          "--resume-if-exists",
+                                         "--sequence-parallel",
                                          "--training",
                                          "--trust-artifact"};
 

@@ -35,7 +35,16 @@ protected:
 
   // The plan kiln train --compile-only makes for the candidate's flags.
   int64_t trainPlan(const LayoutCandidate &c) {
-    auto program = compileTrainingProgram(request_.model, withRecompute(*job_, c.recompute),
+    // The passes the plan enabled (fused attention on ascend910b), as its
+    // --enable-pass flags enable them.
+    JobSpec spec = job_->spec;
+    for (const std::string &pass : c.enable_passes)
+      spec.flags.enable_passes.push_back(pass);
+    auto job = resolveJob(spec);
+    EXPECT_TRUE(job) << job.message();
+    if (!job)
+      return -1;
+    auto program = compileTrainingProgram(request_.model, withRecompute(*job, c.recompute),
                                           kernels_, c.layout);
     EXPECT_TRUE(program) << program.message();
     return program ? program->memory.peak : -1;
@@ -66,6 +75,9 @@ TEST_F(LayoutPlanner, EveryCandidateIsTheTrainPlanAndTheFastestFitComesFirst) {
     // splits evenly here), and the command says so.
     EXPECT_EQ(c.layout.sequenceParallel(), c.layout.tp > 1);
     EXPECT_EQ(c.trainFlags().find("--sequence-parallel") != std::string::npos, c.layout.tp > 1);
+    // ascend910b fuses attention: planned with it, and the command says so.
+    EXPECT_EQ(c.enable_passes, std::vector<std::string>{"FlashAttentionFusionPass"});
+    EXPECT_NE(c.trainFlags().find("--enable-pass FlashAttentionFusionPass"), std::string::npos);
     EXPECT_EQ(c.fits, c.peak <= request_.device_memory);
     EXPECT_EQ(c.reason.empty(), c.fits);
     ASSERT_TRUE(c.time.has_value());

@@ -160,10 +160,11 @@ Status Tokenizer::readPostProcessor(const nlohmann::json &config) {
       return Error(source_ +
                    ": post_processor.single has an item kiln cannot read: " + item.dump());
     for (const auto &id : specials[name]["ids"]) {
-      if (!id.is_number_unsigned() || id.get<uint64_t>() >= uint64_t(vocab_size_))
-        return Error(source_ + ": post_processor's token '" + name +
-                     "' has an id outside the "
-                     "vocabulary");
+      // An id of the vocabulary or of an added token (ids may skip numbers).
+      if (!id.is_number_unsigned() || id.get<uint64_t>() >= uint64_t(vocab_size_) ||
+          (!added_.byId(id.get<uint32_t>()) && model_.bytesOf(id.get<uint32_t>()).empty()))
+        return Error(source_ + ": post_processor's token '" + name + "' has id " + id.dump() +
+                     ", which is not a token of the vocabulary");
       (seen_sequence ? suffix_ : prefix_).push_back(id.get<uint32_t>());
     }
   }

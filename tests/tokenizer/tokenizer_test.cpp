@@ -379,6 +379,16 @@ TEST(Tokenizer, RefusesWhatItDoesNotReadByName) {
       // accessors throw on them).
       {[](json &j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = 5; }, "wrong type"},
       {[](json &j) { j["model"]["ignore_merges"] = "yes"; }, "wrong type"},
+      // An id the vocabulary skips (found by the fuzzer: decoding what the
+      // post-processor added failed).
+      {[](json &j) {
+         j["added_tokens"] = json::array({{{"id", 500}, {"content", "<e>"}, {"special", true}}});
+         j["post_processor"] = {{"type", "TemplateProcessing"},
+                                {"single", json::array({{{"SpecialToken", {{"id", "<s>"}}}},
+                                                        {{"Sequence", {{"id", "A"}}}}})},
+                                {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {400}}}}}}};
+       },
+       "has id 400, which is not a token of the vocabulary"},
       {[](json &j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = 1; }, "wrong type"},
   };
   for (const Case &c : cases) {

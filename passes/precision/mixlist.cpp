@@ -22,10 +22,11 @@ namespace {
 constexpr std::array<std::string_view, 2> kWhite = {"MatMul", "BatchMatMul"};
 // fp32 where low precision overflows or rounds the answer away.
 // clang-format off
-constexpr std::array<std::string_view, 19> kBlack = {
+constexpr std::array<std::string_view, 23> kBlack = {
     "Softmax", "SoftmaxGrad", "ReduceSum", "ReduceMean", "SumToShape", // reductions
+    "ReduceMax", "ReduceMin", "GatherElementsGrad",
     "Rsqrt", "RsqrtGrad", "Sqrt",                                      // norm statistics
-    "Exp", "Log",
+    "Exp", "Log", "Pow",
     "CrossEntropyLoss", "CrossEntropyLossGrad",                        // losses
     "VocabParallelMax", "VocabParallelSumExp",
     "VocabParallelCrossEntropy", "VocabParallelCrossEntropyGrad",

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -25,6 +26,12 @@ struct OnnxValue {
   ValueId value = kNoValue;       // in the graph, once there
   std::optional<Tensor> constant; // known while importing
   bool initializer = false;       // a weight: becomes a graph input, never folded
+};
+
+// Thrown by Converter::type() for an input the node does not have, and
+// caught where the importer calls the converter (onnx_importer.cpp).
+struct MissingInput : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 class Converter {

@@ -76,6 +76,11 @@ const Tensor *Converter::constant(size_t i) const {
 
 Expected<ValueId> Converter::value(size_t i) {
   if (!has(i))
+    return Error("node '" + node_.name() + "' (" + node_.op_type() + "): input " +
+                 std::to_string(i) + " is missing (the node has " + std::to_string(numInputs()) +
+                 ")")
+        .withCode(kErrOnnxMalformed);
+  if (!has(i))
     return invalid("input " + std::to_string(i) + " is required");
   const std::string &name = node_.input(static_cast<int>(i));
   OnnxValue &v = env_.at(name);
@@ -88,6 +93,11 @@ Expected<ValueId> Converter::value(size_t i) {
 }
 
 TensorType Converter::type(size_t i) const {
+  // A converter asks for the inputs its operator has; a hostile node may
+  // have fewer. The importer turns this into an error naming the node.
+  if (!has(i))
+    throw MissingInput("input " + std::to_string(i) + " is missing (the node has " +
+                       std::to_string(numInputs()) + ")");
   const OnnxValue &v = env_.at(node_.input(static_cast<int>(i)));
   return v.value != kNoValue ? b_.type(v.value) : v.constant->type();
 }

@@ -147,6 +147,11 @@ Expected<std::vector<int>> nodeOrder(const onnx::GraphProto &g, const std::set<s
   return order;
 }
 
+// "node 'name' (OpType)", for errors the importer prefixes with the file.
+std::string nodeName(const onnx::NodeProto &node) {
+  return "node '" + node.name() + "' (" + node.op_type() + ")";
+}
+
 // Runs `convert` on a scratch graph holding only `node`'s constant inputs
 // and returns its outputs' values: folding by the reference kernels.
 Expected<std::vector<std::optional<Tensor>>>
@@ -306,7 +311,12 @@ Expected<OnnxModel> importGraph(const onnx::ModelProto &model, const std::string
     }
     const std::string name = kilnName(node.name(), node.op_type() + "_" + std::to_string(index));
     if (all_constant && elements <= kMaxFoldElements) {
-      auto folded = foldNode(*convert, node, opset, env, options.ops);
+      Expected<std::vector<std::optional<Tensor>>> folded = Error("");
+      try {
+        folded = foldNode(*convert, node, opset, env, options.ops);
+      } catch (const MissingInput &e) {
+        folded = Error(nodeName(node) + ": " + e.what()).withCode(kErrOnnxMalformed);
+      }
       if (!folded) {
         const Error &e = folded.error();
         return (e.code().empty() ? e.withCode(kErrOnnxUnsupportedAttr) : e).withContext(source);
@@ -317,7 +327,12 @@ Expected<OnnxModel> importGraph(const onnx::ModelProto &model, const std::string
       continue;
     }
     Converter c(b, env, out.weights, node, opset, name);
-    Status converted = (*convert)(c);
+    Status converted = Status::ok();
+    try {
+      converted = (*convert)(c);
+    } catch (const MissingInput &e) {
+      converted = Error(nodeName(node) + ": " + e.what()).withCode(kErrOnnxMalformed);
+    }
     if (!converted) {
       const Error &e = converted.error();
       return (e.code().empty() ? e.withCode(kErrOnnxUnsupportedAttr) : e).withContext(source);

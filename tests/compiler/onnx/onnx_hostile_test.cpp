@@ -76,6 +76,19 @@ TEST_F(OnnxHostile, BytesInMemoryImportAsTheFileDoes) {
   expectCode(bad, kErrOnnxMalformed, "mem/m.onnx");
 }
 
+TEST_F(OnnxHostile, ANodeWithTooFewInputsIsMalformed) {
+  // Found by the onnx_model fuzz target: a Gather with its indices missing.
+  onnx::ModelProto m = addModel();
+  auto *n = m.mutable_graph()->mutable_node(0);
+  n->set_op_type("Gather");
+  n->clear_input();
+  n->add_input("x");
+  expectCode(loadOnnxModel(save(m), {}), kErrOnnxMalformed,
+             "node 'add' (Gather): input 1 is missing (the node has 1)");
+  n->set_op_type("MatMul");
+  expectCode(loadOnnxModel(save(m), {}), kErrOnnxMalformed, "input 1 is missing");
+}
+
 TEST_F(OnnxHostile, GarbageAndTruncatedFilesAreNotModels) {
   expectCode(loadOnnxModel(saveBytes("\xff\xff\xff\xff garbage"), {}), kErrOnnxMalformed,
              "not an ONNX model");

@@ -244,6 +244,8 @@ Status convertSlice(Converter &c) {
 Status convertGather(Converter &c) {
   const Shape data = c.type(0).shape;
   const int64_t rank = static_cast<int64_t>(data.size());
+  if (rank < 1) // ONNX's Gather: data of rank r >= 1
+    return c.invalid("the data is a scalar; Gather needs rank 1 or more");
   KILN_ASSIGN_OR_RETURN(int64_t axis, normalizedAxis(c, c.intAttr("axis", 0), rank));
   const Tensor *d = c.constant(0);
   const Tensor *idx = c.constant(1);

@@ -89,6 +89,18 @@ TEST_F(OnnxHostile, ANodeWithTooFewInputsIsMalformed) {
   expectCode(loadOnnxModel(save(m), {}), kErrOnnxMalformed, "input 1 is missing");
 }
 
+TEST_F(OnnxHostile, AGatherOfAScalarIsRefused) {
+  // Found by the onnx_model fuzz target (UBSan: data[axis] of a rank-0 shape).
+  onnx::ModelProto m = addModel();
+  auto *g = m.mutable_graph();
+  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->clear_dim();
+  auto *n = g->mutable_node(0);
+  n->set_op_type("Gather");
+  auto r = loadOnnxModel(save(m), {});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("Gather needs rank 1 or more"), std::string::npos) << r.message();
+}
+
 TEST_F(OnnxHostile, GarbageAndTruncatedFilesAreNotModels) {
   expectCode(loadOnnxModel(saveBytes("\xff\xff\xff\xff garbage"), {}), kErrOnnxMalformed,
              "not an ONNX model");

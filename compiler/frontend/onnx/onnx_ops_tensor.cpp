@@ -296,6 +296,8 @@ Status convertGather(Converter &c) {
       v[k] = idx->getInt(k) < 0 ? idx->getInt(k) + data[axis] : idx->getInt(k);
     indices = c.tensor(Tensor::fromInts(it, idx->shape(), v), "indices");
   }
+  if (!b.status()) // indices of a type the index arithmetic refuses
+    return b.status().error();
   std::vector<int64_t> to_front;
   if (axis != 0) {
     to_front.push_back(axis);

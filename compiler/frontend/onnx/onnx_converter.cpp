@@ -207,8 +207,10 @@ Error Converter::invalid(const std::string &what) const {
 }
 
 Expected<int64_t> normalizedAxis(const Converter &c, int64_t axis, int64_t rank) {
+  // ONNX's range is [-r, r - 1]: a scalar has no axis (Gather or Split of
+  // one would read past its empty shape).
   const int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+  if (a < 0 || a >= rank)
     return c.invalid("axis " + std::to_string(axis) + " is out of range for rank " +
                      std::to_string(rank));
   return a;

@@ -117,6 +117,14 @@ TEST_F(OnnxHostile, AGatherOfAScalarIsRefused) {
   auto r = loadOnnxModel(save(m), {});
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("Gather needs rank 1 or more"), std::string::npos) << r.message();
+  // Nor has any other op an axis of a scalar (a Split of one read past its shape).
+  n->set_op_type("Split");
+  n->clear_input();
+  n->add_input("x");
+  auto split = loadOnnxModel(save(m), {});
+  ASSERT_FALSE(split);
+  EXPECT_NE(split.message().find("axis 0 is out of range for rank 0"), std::string::npos)
+      << split.message();
 }
 
 TEST_F(OnnxHostile, GarbageAndTruncatedFilesAreNotModels) {

@@ -105,6 +105,8 @@ private:
                           std::optional<kernels::GemmOperands> &operands);
   Expected<uint32_t> runOnHost(size_t kernel, std::vector<Tensor> &values,
                                const std::shared_ptr<uint8_t[]> &arena);
+  // `from`'s bytes into `to` (of the same type), which lies in an arena.
+  static void copyBytes(Tensor &to, const Tensor &from);
   Expected<uint32_t> runCollective(size_t kernel, std::vector<std::vector<Tensor> *> &group,
                                    const std::vector<std::shared_ptr<uint8_t[]>> &arenas);
   Expected<uint32_t> runSequenceCollective(const Node &node,

@@ -2,22 +2,14 @@
 // train on them: data, tensor and pipeline parallel, ZeRO-1 to -3, loss
 // scaling, clipping, warmup and cosine decay, checkpoints and resume, a JSON
 // log and a Chrome trace.
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <optional>
-#include <sstream>
 
-#include "compiler/driver/finite_weights.h"
 #include "compiler/driver/plan_report.h"
 #include "compiler/driver/training.h"
-#include "compiler/frontend/decoder_init.h"
-#include "compiler/frontend/decoder_parameters.h"
-#include "ir/file_io.h"
-#include "ir/hf_checkpoint.h"
-#include "runtime/checkpoint_lock.h"
+#include "ir/byte_size.h"
 #include "runtime/mpi_communicator.h"
 #include "runtime/trainer.h"
+#include "session/training_session.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 #include "tools/kiln/lora_flags.h"
@@ -44,46 +36,12 @@ struct TrainOptions {
   bool compile_only = false;
   LoraFlags lora;
   runtime::TrainerOptions trainer;
-  std::string numerics; // the banner's target, dtype, precision mode and recomputation
 };
 
 std::string number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", v);
   return buf;
-}
-
-// What a checkpoint records of the run and a resumed run must share.
-std::map<std::string, std::string> runSettings(const frontend::DecoderConfig &c,
-                                               const TrainOptions &opts,
-                                               const parallel::ParallelConfig &layout,
-                                               DType dtype) {
-  std::error_code ec;
-  const std::filesystem::path data = std::filesystem::weakly_canonical(opts.data, ec);
-  std::map<std::string, std::string> settings = {
-      {"model",
-       std::string(c.family->name) + " hidden " + std::to_string(c.hidden_size) + ", " +
-           std::to_string(c.num_hidden_layers) + " layers, " +
-           std::to_string(c.num_attention_heads) + " heads of " + std::to_string(c.head_dim) +
-           (c.groupSize() > 1 ? " sharing " + std::to_string(c.kvHeads()) + " key/value heads"
-                              : "") +
-           ", ffn " + std::to_string(c.intermediate_size) + ", vocab " +
-           std::to_string(c.vocab_size) + ", seq " + std::to_string(opts.model.seq)},
-      {"layout", layout.toString()},
-      {"batch", std::to_string(opts.model.batch)},
-      {"dtype", std::string(dtypeName(dtype))},
-      {"data",
-       (ec ? std::filesystem::path(opts.data) : data).string() + " (" + opts.data_dtype + ")"}};
-  // A LoRA run's checkpoints hold the adapters only: resuming needs the same
-  // adapters on the same frozen base.
-  if (opts.model.lora.enabled()) {
-    settings["lora"] = opts.model.lora.toString();
-    const std::filesystem::path base = std::filesystem::weakly_canonical(opts.weights, ec);
-    settings["base"] = opts.weights.empty()
-                           ? "initialised from seed " + std::to_string(opts.trainer.seed)
-                           : (ec ? opts.weights : base.string());
-  }
-  return settings;
 }
 
 // The trainer's options from the flags: device memory, loss scale, the
@@ -116,189 +74,6 @@ Status resolveTrainerOptions(TrainOptions &opts, const driver::ResolvedJob &job)
   return Status::ok();
 }
 
-// Keeps the lines of a --log-json file up to step `steps_done`: a run killed
-// after logging a step and before its checkpoint redoes that step when
-// resumed and logs it again. The file is rewritten atomically; a missing one
-// is fine.
-Status keepLogUpTo(const std::string &path, int64_t steps_done) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    return Status::ok();
-  KILN_ASSIGN_OR_RETURN(std::string text, readFile(path));
-  std::string kept;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    // A line cut short by the kill is dropped with the redone steps' lines.
-    const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
-    if (!row.is_object() || (row.contains("step") && row["step"].is_number_integer() &&
-                             row["step"].get<int64_t>() > steps_done))
-      continue;
-    kept += line + "\n";
-  }
-  if (kept.size() == text.size())
-    return Status::ok();
-  return writeFileAtomic(path, kept);
-}
-
-// The weights the run starts from (--weights, or initialised from --seed),
-// with the LoRA adapters; a LoRA run also writes a PEFT folder beside each
-// checkpoint.
-Expected<std::map<std::string, Tensor>>
-startingWeights(TrainOptions &opts, const frontend::DecoderConfig &config,
-                const std::optional<frontend::LoraAdapter> &adapter) {
-  runtime::TrainerOptions &t = opts.trainer;
-  std::map<std::string, Tensor> weights;
-  if (!opts.weights.empty()) {
-    auto file = readHfWeights(opts.weights,
-                              driver::finiteWeightsCheck(driver::NonFiniteWeights::RefuseToTrain));
-    if (!file)
-      return file.error();
-    weights = std::move(*file);
-    KILN_RETURN_IF_ERROR(frontend::checkWeightsFamily(config, weights, opts.weights));
-  } else {
-    weights = frontend::initDecoderWeights(config, t.seed);
-  }
-  if (adapter) {
-    // A LoRA run's checkpoints hold the adapters only; each is also written
-    // as a PEFT adapter folder beside it.
-    weights.insert(adapter->tensors.begin(), adapter->tensors.end());
-    t.after_checkpoint = [config = adapter->config](const std::string &path,
-                                                    const runtime::TrainingState &state) {
-      return frontend::writeLoraAdapter(runtime::checkpointExportDir(path),
-                                        frontend::LoraAdapter{config, state.weights});
-    };
-  }
-  return weights;
-}
-
-// How this process reaches the others: the replicas' communicator, and
-// when a replica's pipeline stages are spread over processes, its link.
-struct Communicators {
-  std::unique_ptr<runtime::Communicator> replicas;
-  std::unique_ptr<runtime::StageLink> stages;
-};
-
-// OpenMPI's under mpirun or with --devices-per-process, else the process's
-// own. A process holds whole replicas, or (with pipeline stages) a whole
-// number of one replica's stages.
-Expected<Communicators> communicatorsFor(const TrainOptions &opts,
-                                         const parallel::ParallelConfig &layout) {
-  const int per_process = opts.devices_per_process > 0 ? opts.devices_per_process : opts.devices;
-  if (opts.devices_per_process == 0 && !runtime::launchedByMpi())
-    return Communicators{runtime::makeInProcessCommunicator(layout.dp), nullptr};
-  // A tensor-parallel group stays in one process: its collectives run
-  // between kernels, in lockstep.
-  const int per_replica = layout.devicesPerReplica();
-  if (per_process % per_replica == 0) {
-    KILN_ASSIGN_OR_RETURN(auto mpi,
-                          runtime::makeMpiCommunicator(layout.dp, per_process / per_replica));
-    return Communicators{std::move(mpi), nullptr};
-  }
-  if (layout.pp == 1 || per_process % layout.tp != 0 || per_replica % per_process != 0)
-    return Error("--devices-per-process " + std::to_string(per_process) +
-                 (layout.pp == 1
-                      ? " must hold whole tensor-parallel groups: make it a multiple of --tp " +
-                            std::to_string(layout.tp)
-                      : " must hold whole tensor-parallel groups and whole replicas or a "
-                        "whole number of one replica's pipeline stages: make it a multiple "
-                        "of --tp x --pp = " +
-                            std::to_string(per_replica) + ", or --tp x a divisor of --pp"));
-  KILN_ASSIGN_OR_RETURN(runtime::MpiPipeline mpi,
-                        runtime::makeMpiPipeline(layout.dp, per_replica / per_process));
-  return Communicators{std::move(mpi.replicas), std::move(mpi.stages)};
-}
-
-// Trains `program` on this process's devices; under MPI one process speaks
-// for the job (prints, logs, traces, writes checkpoints) and an error in
-// any ends them all.
-int trainOn(TrainOptions &opts, const parallel::ParallelConfig &layout,
-            parallel::TrainingProgram program, Communicators comms,
-            std::map<std::string, Tensor> weights, const runtime::TokenData &data) {
-  std::unique_ptr<runtime::Communicator> &comm = comms.replicas;
-  runtime::TrainerOptions &t = opts.trainer;
-  // From here on every process of an MPI job waits for the others in each
-  // collective: an error in one ends them all.
-  auto failJob = [](const auto &error) {
-    const int code = fail(error);
-    runtime::abortMpiJob(code);
-    return code;
-  };
-  // One process speaks for the job and writes its files; every process
-  // reads the checkpoint it resumes from.
-  const int process =
-      comms.stages ? comm->firstLocalRank() * comms.stages->processes() + comms.stages->index()
-                   : comm->firstLocalRank();
-  const bool speaker = process == 0;
-  if (!speaker) {
-    t.trace_path.clear();
-    opts.log_json.clear();
-    // Each process profiles its own devices.
-    if (!t.profile_dir.empty())
-      t.profile_dir += "/process-" + std::to_string(process);
-  }
-  // One writer per checkpoint folder, for the whole run: the process that
-  // writes the checkpoints holds the folder's lock until it ends.
-  std::optional<runtime::CheckpointDirLock> lock;
-  if (speaker && !t.checkpoint_dir.empty()) {
-    auto acquired = runtime::CheckpointDirLock::acquire(t.checkpoint_dir);
-    if (!acquired)
-      return failJob(acquired.error());
-    lock.emplace(std::move(*acquired));
-  }
-  if (speaker)
-    std::cout << "kiln: " << layout.toString() << ", global batch " << opts.model.batch << " "
-              << driver::batchSplit(program) << ", seq " << program.seq << "; " << opts.numerics
-              << "; " << program.memory.toText() << " of " << formatBytes(t.device_memory) << "\n";
-  auto trainer = runtime::Trainer::create(std::move(program), t, std::move(comm),
-                                          std::move(weights), data, std::move(comms.stages));
-  if (!trainer)
-    return failJob(trainer.error());
-  std::ofstream log;
-  if (!opts.log_json.empty()) {
-    // A resumed run redoes the steps after its checkpoint: their old lines go.
-    if (t.resume)
-      if (Status kept = keepLogUpTo(opts.log_json, (*trainer)->stepsDone()); !kept)
-        return failJob(kept.error());
-    log.open(opts.log_json, t.resume ? std::ios::app : std::ios::trunc);
-    if (!log)
-      return failJob(opts.log_json + ": cannot open the log for writing");
-  }
-  if (!(*trainer)->resumedFrom().empty())
-    std::cout << "kiln: resumed from " << (*trainer)->resumedFrom() << " at step "
-              << (*trainer)->stepsDone() << "\n";
-  // A run resumed at or past --steps has nothing left: it says so and ends
-  // as a finished run does (exit 0), so that a script may re-run it.
-  if ((*trainer)->stepsDone() >= t.steps) {
-    if (speaker)
-      std::cout << "kiln: already at step " << (*trainer)->stepsDone() << " of " << t.steps
-                << ", nothing to train (give a larger --steps to train on)\n";
-    return kExitOk;
-  }
-  Status trained = (*trainer)->run([&](const runtime::StepRecord &r) -> Status {
-    if (!speaker)
-      return Status::ok();
-    std::cout << r.toText(t.steps) << std::endl;
-    if (r.validation)
-      std::cout << r.validationText() << std::endl;
-    if (log.is_open()) {
-      log << r.toJson().dump() << "\n";
-      log.flush();
-    }
-    return Status::ok();
-  });
-  if (!trained)
-    return failJob(trained.error());
-  if (speaker) {
-    int64_t peak = 0;
-    for (int d = 0; d < (*trainer)->localDevices(); ++d)
-      peak = std::max(peak, (*trainer)->memory(d).peak());
-    std::cout << "kiln: measured device memory peak " << formatBytes(peak) << " (planned "
-              << formatBytes((*trainer)->plannedPeak()) << "): " << peak << " bytes measured, "
-              << (*trainer)->plannedPeak() << " planned\n";
-  }
-  return 0;
-}
-
 int runTrain(TrainOptions opts) {
   if (opts.sequence_parallel)
     opts.job.settings.sequence_parallel = true;
@@ -329,7 +104,6 @@ int runTrain(TrainOptions opts) {
   auto data_dtype = runtime::parseTokenDType(opts.data_dtype, config->vocab_size);
   if (!data_dtype)
     return fail(data_dtype.error());
-  opts.data_dtype = runtime::tokenDTypeName(*data_dtype); // what the checkpoint records
   if (opts.model.seq == 0)
     opts.model.seq = config->seq_length;
   auto adapter = resolveLoraFlags(opts.lora, *config, t.seed, !opts.compile_only);
@@ -368,40 +142,28 @@ int runTrain(TrainOptions opts) {
     return usage("--devices " + std::to_string(per_process) + " in one process is too many: one " +
                  "process simulates at most " + std::to_string(parallel::kMaxDevicesPerProcess) +
                  " devices (spread more over processes with mpirun and --devices-per-process)");
-  t.settings = runSettings(*config, opts, *parallel, job->dtype);
-  auto data = runtime::TokenData::open(opts.data, *data_dtype, config->vocab_size, opts.model.seq);
-  if (!data)
-    return fail(data.error());
-  std::optional<runtime::TokenData> eval_data;
-  if (!opts.eval_data.empty()) {
-    auto held_out =
-        runtime::TokenData::open(opts.eval_data, *data_dtype, config->vocab_size, opts.model.seq);
-    if (!held_out)
-      return fail(held_out.error());
-    // Validation reads whole global batches of windows: at least one.
-    if (auto windows =
-            runtime::evalWindows(*held_out, opts.eval_data, opts.model.batch, t.eval_tokens);
-        !windows)
-      return fail(windows.error());
-    eval_data = std::move(*held_out);
-    t.eval_data = &*eval_data;
-    t.eval_path = opts.eval_data;
+  session::TrainingRun run;
+  run.model = opts.model;
+  run.kernels = opts.kernels;
+  run.config = *config;
+  run.adapter = std::move(*adapter);
+  run.data = opts.data;
+  run.data_dtype = *data_dtype;
+  run.eval_data = opts.eval_data;
+  run.weights = opts.weights;
+  run.devices = opts.devices;
+  run.devices_per_process = opts.devices_per_process;
+  run.log_json = opts.log_json;
+  run.trainer = t;
+  auto trained = session::train(std::move(run), *job, *parallel, std::cout);
+  if (!trained) {
+    // Under MPI every process waits for the others in each collective: an
+    // error in one ends them all.
+    const int code = fail(trained.error());
+    runtime::abortMpiJob(code);
+    return code;
   }
-  auto weights = startingWeights(opts, *config, *adapter);
-  if (!weights)
-    return fail(weights.error());
-
-  auto program = driver::compileTrainingProgram(opts.model, *job, opts.kernels, *parallel,
-                                                eval_data.has_value());
-  if (!program)
-    return fail(program.error());
-  opts.numerics = job->target.name + ", " + driver::numericsSummary(*job);
-
-  auto comms = communicatorsFor(opts, *parallel);
-  if (!comms)
-    return fail(comms.error());
-  return trainOn(opts, *parallel, std::move(*program), std::move(*comms), std::move(*weights),
-                 *data);
+  return kExitOk;
 }
 
 } // namespace

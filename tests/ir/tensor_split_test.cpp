@@ -62,6 +62,66 @@ TEST(TensorSplit, ShapesThatDoNotDivideAreAnError) {
   EXPECT_EQ(TensorSplit{}.toString(), "replicated");
 }
 
+// A vocabulary the ranks do not divide: padded with zero rows to a
+// multiple of 128 x ranks, the padding in the last pieces, dropped again
+// when the pieces are joined; one the ranks divide is cut as it is.
+TEST(TensorSplit, AVocabularyTheRanksDoNotDivideIsPaddedAndJoinedWithoutIt) {
+  EXPECT_EQ(paddedLength(1000, 3), 1152);
+  EXPECT_EQ(paddedLength(1000, 4), 1000);
+  EXPECT_EQ(paddedLength(151936, 3), 152064);
+  EXPECT_EQ(paddedLength(7, 1), 7);
+  const TensorSplit vocab{0, 1, 1000};
+  EXPECT_EQ(vocab.toString(), "axis 0 padded from 1000");
+  const Tensor w = iota(DType::F16, {1000, 2});
+  auto piece = splitShape(w.shape(), vocab, 3);
+  ASSERT_TRUE(piece.isOk()) << piece.message();
+  EXPECT_EQ(*piece, (Shape{384, 2}));
+  EXPECT_EQ(joinedShape(*piece, vocab, 3), (Shape{1000, 2}));
+  std::vector<Tensor> pieces;
+  for (int r = 0; r < 3; ++r)
+    pieces.push_back(takeShard(w, vocab, r, 3));
+  EXPECT_EQ(pieces[2].getFloat(0), w.getFloat(768 * 2)); // rank 2 starts at row 768
+  EXPECT_EQ(pieces[2].getFloat((999 - 768) * 2 + 1), w.getFloat(999 * 2 + 1));
+  for (int64_t i = (1000 - 768) * 2; i < 384 * 2; ++i)
+    ASSERT_EQ(pieces[2].getFloat(i), 0.0f) << "padding element " << i;
+  EXPECT_TRUE(joinShards(pieces, vocab) == w);
+  // Divided evenly: no padding.
+  EXPECT_EQ(*splitShape(w.shape(), vocab, 4), (Shape{250, 2}));
+  std::vector<Tensor> four;
+  for (int r = 0; r < 4; ++r)
+    four.push_back(takeShard(w, vocab, r, 4));
+  EXPECT_TRUE(joinShards(four, vocab) == w);
+}
+
+// Two key/value heads (rows of 2) over 4 ranks: ranks 0 and 1 hold head 0,
+// ranks 2 and 3 head 1; joined, the first copy of each. Over 2 ranks or
+// fewer, an ordinary split; over 3, an error.
+TEST(TensorSplit, UnitsFewerThanTheRanksAreReplicated) {
+  const TensorSplit heads{0, 1, 0, 2};
+  EXPECT_EQ(heads.toString(), "axis 0 in 2 units");
+  const Tensor w = iota(DType::F32, {4, 3});
+  auto piece = splitShape(w.shape(), heads, 4);
+  ASSERT_TRUE(piece.isOk()) << piece.message();
+  EXPECT_EQ(*piece, (Shape{2, 3}));
+  EXPECT_EQ(joinedShape(*piece, heads, 4), (Shape{4, 3}));
+  EXPECT_EQ(heads.copies(4), 2);
+  EXPECT_EQ(heads.copies(2), 1);
+  std::vector<Tensor> pieces;
+  for (int r = 0; r < 4; ++r)
+    pieces.push_back(takeShard(w, heads, r, 4));
+  EXPECT_EQ(floats(pieces[1]), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(floats(pieces[2]), (std::vector<float>{6, 7, 8, 9, 10, 11}));
+  EXPECT_TRUE(pieces[0] == pieces[1] && pieces[2] == pieces[3]);
+  EXPECT_TRUE(heads.firstCopy(2, 4));
+  EXPECT_FALSE(heads.firstCopy(3, 4));
+  pieces[1] = Tensor(pieces[1].type()); // a later copy is not read
+  EXPECT_TRUE(joinShards(pieces, heads) == w);
+  EXPECT_EQ(floats(takeShard(w, heads, 1, 2)), (std::vector<float>{6, 7, 8, 9, 10, 11}));
+  auto bad = splitShape(w.shape(), heads, 3);
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.message().find("more ranks than units"), std::string::npos) << bad.message();
+}
+
 // ZeRO-3's slices: ceil(n / ranks) elements each, the last padded with
 // zeros; joined in rank order they give the tensor back.
 TEST(FlatSlices, EqualSlicesPaddedAndJoinedBack) {

@@ -1,0 +1,60 @@
+# The layers of docs/design.md, checked on the includes: each folder's
+# sources may include only the folders its layer may use (and a few named
+# headers), so an upward include fails this test even where it would link.
+# Run as `cmake -DROOT=<source dir> -P check_includes.cmake`.
+cmake_minimum_required(VERSION 3.20)
+
+# folder -> the folders its files may include from (a folder of compiler/
+# is named with its parent). The compiler's sub-layers in their order,
+# each using those before it.
+set(below_compiler ir ops target passes kernels)
+set(allowed_ir ir)
+set(allowed_ops ir ops)
+set(allowed_target ir target)
+set(allowed_tokenizer ir tokenizer)
+set(allowed_passes ir ops target passes)
+set(allowed_kernels ir kernels)
+set(compiler_order frontend autodiff cache codegen artifact parallel driver)
+set(before ${below_compiler})
+foreach(sub ${compiler_order})
+  list(APPEND before compiler/${sub})
+  set(allowed_compiler/${sub} ${before})
+endforeach()
+set(allowed_compiler/report ir compiler/report)
+# The runtime runs what the compiler made: the training program
+# (compiler/parallel) and, by name, the data headers of a compiled kernel
+# and the memory plan; never the code generator, the driver or autodiff.
+set(allowed_runtime ir ops kernels runtime compiler/parallel)
+set(allowed_headers_runtime compiler/artifact/memory_plan.h compiler/codegen/compiled_kernels.h
+                            compiler/codegen/kernel_cost.h)
+set(everything ${before} compiler/report tokenizer runtime)
+set(allowed_debug ${everything} debug)
+set(allowed_session ${everything} session)
+
+set(folders ir ops target tokenizer passes kernels runtime debug session compiler/report)
+foreach(sub ${compiler_order})
+  list(APPEND folders compiler/${sub})
+endforeach()
+
+set(failures "")
+foreach(folder ${folders})
+  file(GLOB_RECURSE sources RELATIVE ${ROOT} ${ROOT}/${folder}/*.h ${ROOT}/${folder}/*.cpp)
+  foreach(source ${sources})
+    file(STRINGS ${ROOT}/${source} includes REGEX "^#include \"[a-z_0-9]+/")
+    foreach(line ${includes})
+      string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" header "${line}")
+      string(REGEX MATCH "^[a-z_0-9]+" top "${header}")
+      set(layer ${top})
+      if(top STREQUAL "compiler")
+        string(REGEX MATCH "^compiler/[a-z_0-9]+" layer "${header}")
+      endif()
+      if(NOT layer IN_LIST allowed_${folder} AND NOT header IN_LIST allowed_headers_${folder})
+        string(APPEND failures "  ${source}: #include \"${header}\" (${folder}/ may not use ${layer}/)\n")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(failures)
+  message(FATAL_ERROR "includes across the layers of docs/design.md:\n${failures}")
+endif()
+message(STATUS "every include follows the layers of docs/design.md")

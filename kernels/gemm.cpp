@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include <cblas.h>
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "ir/float16.h"
@@ -79,31 +80,53 @@ bool hostHasBf16Gemm() {
   return available;
 }
 
-bool gemmBf16(const GemmPlan &plan, const void *a, const void *b, float *c) {
+bool gemmDnnlBlock(const GemmPlan &plan, DType dtype, const void *a, const void *b,
+                   int64_t batch_begin, int64_t batch_end, int64_t col_begin, int64_t col_end,
+                   float *c) {
   using dims = dnnl::memory::dims;
   using dt = dnnl::memory::data_type;
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  const int64_t batch = plan.batch, m = plan.m, n = plan.n, k = plan.k;
+  if (dtype != DType::BF16 && dtype != DType::F32)
+    return false;
+  const int64_t m = plan.m, n = plan.n, k = plan.k;
+  const int64_t batch = batch_end - batch_begin, cols = col_end - col_begin;
+  if (batch <= 0 || cols <= 0)
+    return true;
+  // oneDNN's OpenMP threads would keep spinning on the cores after the call,
+  // where the executor's pool runs the next kernels: the caller's tiles are
+  // the parallelism, and this thread's own OpenMP team is one thread.
+  omp_set_num_threads(1);
+  const size_t element = dtype == DType::BF16 ? 2 : 4;
+  const auto *a_bytes = static_cast<const uint8_t *>(a) + batch_begin * m * k * element;
+  // op(B) columns [col_begin, col_end): columns of B, or rows of a transposed B.
+  const auto *b_bytes = static_cast<const uint8_t *>(b) +
+                        (batch_begin * k * n + (plan.transpose_b ? col_begin * k : col_begin)) *
+                            static_cast<int64_t>(element);
+  const dt type = dtype == DType::BF16 ? dt::bf16 : dt::f32;
   try {
     // Transposes are strides: A [m, k] stored as [k, m], B [k, n] as [n, k].
-    const dnnl::memory::desc a_md({batch, m, k}, dt::bf16,
+    const dnnl::memory::desc a_md({batch, m, k}, type,
                                   plan.transpose_a ? dims{m * k, 1, m} : dims{m * k, k, 1});
-    const dnnl::memory::desc b_md({batch, k, n}, dt::bf16,
+    const dnnl::memory::desc b_md({batch, k, cols}, type,
                                   plan.transpose_b ? dims{k * n, 1, k} : dims{k * n, n, 1});
-    const dnnl::memory::desc c_md({batch, m, n}, dt::f32, dims{m * n, n, 1});
+    const dnnl::memory::desc c_md({batch, m, cols}, dt::f32, dims{m * n, n, 1});
     // oneDNN keeps created primitives in its cache: a shape seen before is
     // not compiled again.
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);
     dnnl::stream stream(engine);
-    dnnl::matmul(pd).execute(stream,
-                             {{DNNL_ARG_SRC, dnnl::memory(a_md, engine, const_cast<void *>(a))},
-                              {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, engine, const_cast<void *>(b))},
-                              {DNNL_ARG_DST, dnnl::memory(c_md, engine, c)}});
+    dnnl::matmul(pd).execute(
+        stream, {{DNNL_ARG_SRC, dnnl::memory(a_md, engine, const_cast<uint8_t *>(a_bytes))},
+                 {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, engine, const_cast<uint8_t *>(b_bytes))},
+                 {DNNL_ARG_DST, dnnl::memory(c_md, engine, c + batch_begin * m * n + col_begin)}});
     stream.wait();
     return true;
   } catch (const dnnl::error &) {
     return false;
   }
+}
+
+bool gemmBf16(const GemmPlan &plan, const void *a, const void *b, float *c) {
+  return gemmDnnlBlock(plan, DType::BF16, a, b, 0, plan.batch, 0, plan.n, c);
 }
 
 void useSingleThreadedBlas() { openblas_set_num_threads(1); }

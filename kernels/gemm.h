@@ -54,10 +54,18 @@ void gemmBlock(const GemmPlan &plan, const GemmOperands &operands, int64_t row_b
 // AVX512-BF16 or AMX, and KILN_BF16_GEMM=0 is not set.
 bool hostHasBf16Gemm();
 
+// Batches [batch_begin, batch_end) and columns [col_begin, col_end) of a
+// matmul whose operands are both `dtype` (BF16 or F32) into `c`, the whole
+// [batch * m, n] f32 result (row-major), on oneDNN's kernels, f32
+// accumulation, on the calling thread alone: the caller runs blocks on its
+// own threads. Each block is computed the same way whichever thread runs it.
+// False when oneDNN cannot run it; the caller then falls back to sgemm.
+bool gemmDnnlBlock(const GemmPlan &plan, DType dtype, const void *a, const void *b,
+                   int64_t batch_begin, int64_t batch_end, int64_t col_begin, int64_t col_end,
+                   float *c);
+
 // A matmul of two bf16 operands, every batch, whole, into `c` ([batch * m,
-// n], f32, row-major) on oneDNN's bf16 kernel, f32 accumulation, on all
-// cores (oneDNN's own threads: call it from one thread). False when oneDNN
-// cannot run it; the caller then widens the operands to f32.
+// n], f32, row-major) on oneDNN's bf16 kernel on the calling thread.
 bool gemmBf16(const GemmPlan &plan, const void *a, const void *b, float *c);
 
 // Makes the BLAS single-threaded: kiln's executor runs tiles in parallel itself.

@@ -1,6 +1,7 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -9,6 +10,7 @@
 
 #include "ir/float_status.h"
 #include "kernels/gemm.h"
+#include "kernels/row_sums.h"
 
 namespace kiln::runtime {
 
@@ -291,6 +293,36 @@ Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values
   return status;
 }
 
+namespace {
+
+// The whole accumulator on oneDNN, one block per pool thread, each
+// single-threaded: a single matmul by blocks of columns (each packs its part
+// of the weight once), a batch by blocks of whole matrices. False when
+// oneDNN cannot run the shape.
+bool dnnlBlocks(ThreadPool &pool, const kernels::GemmPlan &gemm, DType dtype, const void *a,
+                const void *b, float *acc) {
+  std::atomic<bool> ok = true;
+  if (gemm.batch == 1) {
+    const int64_t blocks = pool.size();
+    const int64_t width = ((gemm.n + blocks - 1) / blocks + 15) / 16 * 16;
+    pool.parallelFor(blocks, [&](int64_t t, int) {
+      const int64_t c0 = std::min(gemm.n, t * width), c1 = std::min(gemm.n, c0 + width);
+      if (!kernels::gemmDnnlBlock(gemm, dtype, a, b, 0, 1, c0, c1, acc))
+        ok = false;
+    });
+  } else {
+    const int64_t blocks = std::min<int64_t>(gemm.batch, pool.size());
+    pool.parallelFor(blocks, [&](int64_t t, int) {
+      const int64_t b0 = gemm.batch * t / blocks, b1 = gemm.batch * (t + 1) / blocks;
+      if (!kernels::gemmDnnlBlock(gemm, dtype, a, b, b0, b1, 0, gemm.n, acc))
+        ok = false;
+    });
+  }
+  return ok;
+}
+
+} // namespace
+
 float *Executor::wholeAccumulator(const kernels::GemmPlan &gemm, const Tensor &a, const Tensor &b,
                                   std::optional<kernels::GemmOperands> &operands) {
   // Written whole, so kept between launches and never initialised.
@@ -301,7 +333,7 @@ float *Executor::wholeAccumulator(const kernels::GemmPlan &gemm, const Tensor &a
   }
   float *acc = whole_acc_.get();
   if (!operands) {
-    if (kernels::gemmBf16(gemm, a.data(), b.data(), acc))
+    if (dnnlBlocks(pool_, gemm, DType::BF16, a.data(), b.data(), acc))
       return acc;
     operands.emplace(gemm, a.data(), a.dtype(), b.data(), b.dtype());
   }
@@ -348,7 +380,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
     return 0;
   const int64_t row_elements = std::max<int64_t>(1, [&] {
     int64_t n = 1;
-    const Shape &s = program.stages[program.outputs[0].stage].shape;
+    const Shape &s = program.stages[program.outputs[0].rowStage()].shape;
     for (size_t d = program.outer_rank; d < s.size(); ++d)
       n *= s[d];
     return n;
@@ -358,11 +390,11 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
   // per thread) runs its GEMM rows and then its epilogue while they are hot.
   // Otherwise the whole accumulator comes first: a single matmul as one BLAS
   // call per core over a block of columns (each packs its part of the weight
-  // once), a batch by blocks of rows; bf16 on the host's bf16 units as one
-  // oneDNN call.
+  // once), a batch by blocks of rows; bf16 on the host's bf16 units on
+  // oneDNN, one single-threaded block per thread.
   const Tensor *gemm_a = gemm ? &values[kernel.spec.inputs[gemm->a_input]] : nullptr;
   const Tensor *gemm_b = gemm ? &values[kernel.spec.inputs[gemm->b_input]] : nullptr;
-  // bf16 x bf16 on the host's bf16 units: one oneDNN call for every batch.
+  // bf16 x bf16 on the host's bf16 units: oneDNN for the whole accumulator.
   const bool bf16 = gemm && gemm->m > 0 && gemm->n > 0 && gemm->k > 0 &&
                     gemm_a->dtype() == DType::BF16 && gemm_b->dtype() == DType::BF16 &&
                     kernels::hostHasBf16Gemm();
@@ -385,12 +417,27 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
   if (whole_gemm)
     buffers[acc_slot] = wholeAccumulator(*gemm, *gemm_a, *gemm_b, operands);
 
+  // Row sums: per output, one zeroed f32 partial per tile (its slot points at
+  // the tile's), added in tile order after the tiles.
+  std::vector<std::pair<size_t, int64_t>> row_sums; // output, offset in row_sums_
+  int64_t row_sum_floats = 0;
+  for (size_t o = 0; o < program.outputs.size(); ++o)
+    if (program.outputs[o].row_sum_stage >= 0) {
+      row_sums.emplace_back(o, row_sum_floats);
+      row_sum_floats += tiles * values[kernel.spec.outputs[o]].numElements();
+    }
+  if (!row_sums.empty())
+    row_sums_.assign(static_cast<size_t>(row_sum_floats), 0.0f);
+
   pool_.parallelFor(tiles, [&](int64_t t, int worker) {
     const int64_t r0 = t * rows_per_tile, r1 = std::min(rows, r0 + rows_per_tile);
     std::vector<uint64_t> &scratch = scratch_[worker];
     if (scratch.size() < scratch_slots)
       scratch.resize(scratch_slots);
     std::vector<void *> local = buffers;
+    for (const auto &[o, offset] : row_sums)
+      local[acc_slot + o] =
+          row_sums_.data() + offset + t * values[kernel.spec.outputs[o]].numElements();
     if (gemm && !whole_gemm) {
       std::vector<float> &tile = acc_tiles_[worker];
       tile.resize(static_cast<size_t>((r1 - r0) * gemm->n));
@@ -402,6 +449,11 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
     }
     entry(local.data(), scratch.data(), r0, r1, &status);
   });
+  for (const auto &[o, offset] : row_sums) {
+    Tensor &out = values[kernel.spec.outputs[o]];
+    status |= kernels::combineRowSums(row_sums_.data() + offset, tiles, out.numElements(),
+                                      out.data(), out.dtype(), kernels_.overflow);
+  }
   return status;
 }
 

@@ -138,6 +138,7 @@ private:
   ProfileScope profile_;
   ThreadPool pool_;
   std::vector<std::vector<uint64_t>> scratch_; // per worker
+  std::vector<float> row_sums_;                // per tile, for kernels with row sums
   std::vector<std::vector<float>> acc_tiles_;  // per worker
   // The whole accumulator of a matmul whose epilogue reads across rows.
   std::unique_ptr<float[]> whole_acc_;

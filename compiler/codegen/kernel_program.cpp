@@ -1,5 +1,8 @@
 #include "compiler/codegen/kernel_program.h"
 
+#include <climits>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -43,7 +46,7 @@ public:
 private:
   bool isStored(int stage) const {
     for (const StoredOutput &o : program_.outputs)
-      if (o.stage == stage)
+      if (o.rowStage() == stage)
         return true;
     return false;
   }
@@ -122,12 +125,141 @@ void collectReads(const ExprRef &e, std::set<int> &reads, std::set<const Expr *>
     collectReads(op, reads, seen);
 }
 
+// The largest outer_rank (at most `cap`) for which the stored (row) stages,
+// the materialised stages and the accumulator share the row axes and every
+// read of a materialised stage stays in its row.
+int chooseOuterRank(const KernelProgram &program, size_t cap) {
+  std::vector<const Shape *> shapes;
+  for (const StoredOutput &o : program.outputs)
+    shapes.push_back(&program.stages[o.rowStage()].shape);
+  for (const Stage &s : program.stages)
+    if (s.materialized)
+      shapes.push_back(&s.shape);
+  if (program.accumulator >= 0)
+    shapes.push_back(&program.inputs[program.accumulator].shape);
+  size_t prefix = std::min(cap, shapes[0]->size());
+  for (const Shape *shape : shapes) {
+    size_t d = 0;
+    while (d < prefix && d < shape->size() && (*shape)[d] == (*shapes[0])[d])
+      ++d;
+    prefix = d;
+  }
+  // A stored stage keeps at least one axis of its own when it has any, so a
+  // row is a run of contiguous elements and not a single scattered element
+  // (a row sum's row is the output's element, however many it has).
+  for (const StoredOutput &o : program.outputs) {
+    if (o.row_sum_stage >= 0)
+      continue;
+    const Shape &shape = program.stages[o.stage].shape;
+    if (!shape.empty() && prefix >= shape.size())
+      prefix = shape.size() - 1;
+  }
+  int outer = static_cast<int>(prefix);
+  while (outer > 0 && !RowChecker(program, outer).ok())
+    --outer;
+  return outer;
+}
+
+// The leading nest of f32 Sum reductions of an output's body (under a Round
+// to the output's own dtype, which its store repeats), outermost first.
+struct SumNest {
+  std::vector<std::pair<int, int64_t>> levels; // rvar id, extent
+  ExprRef summand;                             // the body inside the nest
+};
+
+std::optional<SumNest> sumNest(ExprRef body, DType dtype) {
+  if (body->kind == ExprKind::Round && body->dtype == dtype)
+    body = body->operands[0];
+  SumNest nest;
+  while (body->kind == ExprKind::Reduce && body->reduce == ReduceOp::Sum &&
+         body->type == ScalarType::F32 && body->extent > 0) {
+    nest.levels.emplace_back(body->var, body->extent);
+    body = body->operands[0];
+  }
+  if (nest.levels.empty())
+    return std::nullopt;
+  nest.summand = body;
+  return nest;
+}
+
+// The row sum's summand: the nest's first p levels become axes [0, p), the
+// output's axis j becomes axis p + j, and the levels from p on stay sums.
+ExprRef rowSumBody(const SumNest &nest, size_t p) {
+  std::map<int, int> axis_of;
+  for (size_t d = 0; d < p; ++d)
+    axis_of[nest.levels[d].first] = static_cast<int>(d);
+  std::map<const Expr *, ExprRef> memo;
+  std::function<ExprRef(const ExprRef &)> rewrite = [&](const ExprRef &e) -> ExprRef {
+    if (auto it = memo.find(e.get()); it != memo.end())
+      return it->second;
+    ExprRef r = e;
+    if (e->kind == ExprKind::Var) {
+      r = var(e->var + static_cast<int>(p));
+    } else if (e->kind == ExprKind::RVar && axis_of.count(e->var)) {
+      r = var(axis_of.at(e->var));
+    } else if (!e->operands.empty()) {
+      auto copy = std::make_shared<Expr>(*e);
+      for (ExprRef &op : copy->operands)
+        op = rewrite(op);
+      r = std::move(copy);
+    }
+    memo[e.get()] = r;
+    return r;
+  };
+  ExprRef body = rewrite(nest.summand);
+  for (size_t d = nest.levels.size(); d-- > p;)
+    body = reduce(ReduceOp::Sum, nest.levels[d].first, nest.levels[d].second, body);
+  return body;
+}
+
+// Makes every output that is a sum (and that no other stage reads) a row sum
+// over the nest's first p levels, for the largest p that makes them the
+// kernel's rows. Leaves the program as it is when none does.
+void planRowSums(KernelProgram &program) {
+  std::vector<std::pair<size_t, SumNest>> nests;
+  size_t levels = SIZE_MAX;
+  for (size_t o = 0; o < program.outputs.size(); ++o) {
+    const Stage &stage = program.stages[program.outputs[o].stage];
+    if (stage.materialized)
+      continue;
+    if (std::optional<SumNest> nest = sumNest(stage.body, program.outputs[o].dtype)) {
+      levels = std::min(levels, nest->levels.size());
+      nests.emplace_back(o, std::move(*nest));
+    }
+  }
+  for (size_t p = nests.empty() ? 0 : levels; p >= 1; --p) {
+    KernelProgram trial = program;
+    for (const auto &[o, nest] : nests) {
+      const Stage &stage = program.stages[program.outputs[o].stage];
+      Shape shape;
+      for (size_t d = 0; d < p; ++d)
+        shape.push_back(nest.levels[d].second);
+      shape.insert(shape.end(), stage.shape.begin(), stage.shape.end());
+      trial.stages.push_back(
+          Stage{stage.name + ".rows", shape, ScalarType::F32, rowSumBody(nest, p), false});
+      trial.outputs[o].row_sum_stage = static_cast<int>(trial.stages.size()) - 1;
+    }
+    trial.outer_rank = chooseOuterRank(trial, p);
+    if (trial.outer_rank == static_cast<int>(p) && trial.rows() > 1) {
+      program = std::move(trial);
+      return;
+    }
+  }
+}
+
 } // namespace
 
 int64_t KernelProgram::rows() const {
   if (outputs.empty())
     return 0;
-  return product(stages[outputs[0].stage].shape, 0, outer_rank);
+  return product(stages[outputs[0].rowStage()].shape, 0, outer_rank);
+}
+
+bool KernelProgram::hasRowSums() const {
+  for (const StoredOutput &o : outputs)
+    if (o.row_sum_stage >= 0)
+      return true;
+  return false;
 }
 
 bool KernelProgram::accumulatorIsRowLocal() const {
@@ -171,31 +303,11 @@ Status planRows(KernelProgram &program) {
         containsReduce(stage.body) && read.count(program.stageBuffer(static_cast<int>(s)));
   }
 
-  // The row axes: a common prefix of every stored and materialised shape.
-  std::vector<const Shape *> shapes;
-  for (const StoredOutput &o : program.outputs)
-    shapes.push_back(&program.stages[o.stage].shape);
-  for (const Stage &s : program.stages)
-    if (s.materialized)
-      shapes.push_back(&s.shape);
-  if (program.accumulator >= 0)
-    shapes.push_back(&program.inputs[program.accumulator].shape);
-  size_t prefix = shapes[0]->size();
-  for (const Shape *shape : shapes) {
-    size_t d = 0;
-    while (d < prefix && d < shape->size() && (*shape)[d] == (*shapes[0])[d])
-      ++d;
-    prefix = d;
-  }
-  // A stored stage keeps at least one axis of its own when it has any, so a
-  // row is a run of contiguous elements and not a single scattered element.
-  for (const StoredOutput &o : program.outputs)
-    if (!program.stages[o.stage].shape.empty() && prefix >= program.stages[o.stage].shape.size())
-      prefix = program.stages[o.stage].shape.size() - 1;
-  int outer = static_cast<int>(prefix);
-  while (outer > 0 && !RowChecker(program, outer).ok())
-    --outer;
-  program.outer_rank = outer;
+  program.outer_rank = chooseOuterRank(program, SIZE_MAX);
+  // A kernel of one row runs on one thread: its sums over what would be
+  // rows are split by rows instead (a library routine has its own rows).
+  if (program.rows() == 1 && program.library.empty() && program.accumulator < 0)
+    planRowSums(program);
   return Status::ok();
 }
 
@@ -210,7 +322,11 @@ std::string programToString(const KernelProgram &program) {
        << (st.materialized ? " materialized" : "") << " = " << exprToString(st.body) << "\n";
   }
   for (const StoredOutput &o : program.outputs)
-    os << "store b" << program.stageBuffer(o.stage) << " as " << dtypeName(o.dtype) << "\n";
+    os << "store b" << program.stageBuffer(o.stage) << " as " << dtypeName(o.dtype)
+       << (o.row_sum_stage >= 0
+               ? ", summed over rows from b" + std::to_string(program.stageBuffer(o.row_sum_stage))
+               : std::string())
+       << "\n";
   if (!program.library.empty()) {
     os << "calls " << program.library << "(";
     for (size_t i = 0; i < program.library_args.size(); ++i)

@@ -6,6 +6,17 @@
 // materialised stage are the kernel's rows (the same extents everywhere), and
 // each row is computed on its own: the materialised stages' rows into scratch
 // memory, then the stored stages' rows. Rows run in parallel tiles.
+//
+// An output that sums over the rows (a weight or bias gradient summed over
+// the tokens) would leave a kernel no row axis of its own, so one thread
+// would compute it all. Where every row of a kernel would be one, such an
+// output becomes a *row sum*: a stage of shape [row axes..., the output's
+// axes...] holds its summand at each row, every tile of rows adds its rows'
+// summands, in row order, into f32 partial sums in the output's buffer slot
+// (one [output elements] f32 array per tile, zeroed by the runner), and the
+// runner adds the tiles' partials in tile order and rounds them into the
+// output. Tiles are fixed by the row count, not by the threads, so the sums
+// are the same bits on every run and any number of threads.
 #pragma once
 
 #include <string>
@@ -28,6 +39,11 @@ struct Stage {
 struct StoredOutput {
   int stage = 0;
   DType dtype = DType::F32; // storage dtype of the kernel output
+  // A row sum (see above): the stage of its summand at each row, else -1.
+  int row_sum_stage = -1;
+
+  // The stage whose rows the kernel walks for this output.
+  int rowStage() const { return row_sum_stage >= 0 ? row_sum_stage : stage; }
 };
 
 struct KernelProgram {
@@ -60,6 +76,8 @@ struct KernelProgram {
 
   // Rows: the product of the first outer_rank axes of the stored stages.
   int64_t rows() const;
+  // Whether any output is a row sum.
+  bool hasRowSums() const;
   // f32 elements of scratch one row needs (all materialised stages' row parts).
   int64_t scratchElementsPerRow() const;
   // Offset of materialised stage `stage` in a row's scratch, in elements.
@@ -69,7 +87,9 @@ struct KernelProgram {
 };
 
 // Marks the stages that must be materialised and chooses the largest
-// outer_rank for which every read of a materialised stage stays in its row.
+// outer_rank for which every read of a materialised stage stays in its row;
+// where that leaves one row, makes the outputs that are sums (nests of Sum
+// reductions) row sums when that gives more rows.
 // Errors when the program is malformed (a load of a later stage, an index
 // count that does not match the buffer's rank).
 Status planRows(KernelProgram &program);

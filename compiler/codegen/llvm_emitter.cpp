@@ -134,7 +134,7 @@ private:
   // One row: the materialised stages into scratch, then the stored outputs.
   void emitRow(Value *row) {
     const int p = program_.outer_rank;
-    const Shape &first = program_.stages[program_.outputs[0].stage].shape;
+    const Shape &first = program_.stages[program_.outputs[0].rowStage()].shape;
     std::vector<Value *> outer(p);
     Value *rest = row;
     for (int d = p - 1; d >= 0; --d) {
@@ -156,10 +156,20 @@ private:
     }
     for (size_t o = 0; o < program_.outputs.size(); ++o) {
       const StoredOutput &out = program_.outputs[o];
+      Value *pointer = pointers_[program_.inputs.size() + o];
+      if (out.row_sum_stage >= 0) {
+        // The tile's f32 partial sums: each row's summands added in row order.
+        const Stage &stage = program_.stages[out.row_sum_stage];
+        forEachInRow(stage.shape, outer, [&](const std::vector<Value *> &idx, Value *inner) {
+          Value *v = loadStage(program_.stageBuffer(out.row_sum_stage), idx);
+          Value *slot = b_.CreateGEP(b_.getFloatTy(), pointer, inner);
+          b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(b_.getFloatTy(), slot), v), slot);
+        });
+        continue;
+      }
       const Stage &stage = program_.stages[out.stage];
       const int64_t inner_size = product(stage.shape, p, stage.shape.size());
       Value *base = b_.CreateMul(row, b_.getInt64(inner_size));
-      Value *pointer = pointers_[program_.inputs.size() + o];
       forEachInRow(stage.shape, outer, [&](const std::vector<Value *> &idx, Value *inner) {
         Value *v = loadStage(program_.stageBuffer(out.stage), idx);
         storage_.store(v, out.dtype,

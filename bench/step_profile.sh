@@ -2,7 +2,9 @@
 # Where a training step's time goes, from kiln's own profiler (--profile):
 # trains STEPS steps of CONFIG on one device, skips the first WARMUP, and
 # prints per OP Type its time per step, its share of the step and the median
-# GFLOP/s and Roofline % of its launches (docs/profiling.md).
+# GFLOP/s and Roofline % of its launches, and the step against its GEMM floor
+# (its matmuls' FLOPs at the host's best GEMM rate per dtype) with the share
+# of the step that is not GEMMs (docs/profiling.md).
 #   bench/step_profile.sh [BATCHxSEQ]       default 4x256
 # Environment: CONFIG (examples/qwen-small/config.json), STEPS (8), WARMUP
 # (3), TOP (12 rows), KILN (the binary, ./build/tools/kiln/kiln), EXTRA
@@ -48,6 +50,15 @@ print("tensor bytes copied per step: %d (largest of the steps)"
 # step: after the warm-up a step allocates its inputs only.
 print("host bytes allocated per step: %d (largest of the steps)"
       % max(int(s["Allocated(bytes)"]) for s in steps))
+gemm_ms = statistics.median(float(s["GEMM Time(us)"]) / 1e3 for s in steps)
+floor_ms = statistics.median(float(s["GEMM Floor(us)"]) / 1e3 for s in steps)
+kernel_ms = statistics.median((float(s["Kernel Time(us)"]) + float(s["Host Time(us)"])) / 1e3
+                              for s in steps)
+print("GEMM kernels %.0f ms (%.1f%% of the rows), the rest %.0f ms (%.1f%%); GEMM floor %.0f ms: "
+      "step / floor %.2f"
+      % (gemm_ms, 100 * gemm_ms / kernel_ms, kernel_ms - gemm_ms,
+         100 * (kernel_ms - gemm_ms) / kernel_ms, floor_ms,
+         step_ms / floor_ms if floor_ms else float("nan")))
 by = {}
 for r in rows:
     by.setdefault(r["OP Type"], []).append(r)

@@ -4,13 +4,17 @@
   train_vs_pytorch.py data OUT.bin [--tokens N] [--vocab V] [--seed S]
       writes a deterministic flat uint16 token file (nanoGPT's format)
   train_vs_pytorch.py train CONFIG --weights W --data D --batch B --seq S
-                      --steps N [--lr LR] [--seed S] [--threads T] --log-json F
+                      --steps N [--lr LR] [--seed S] [--threads T] [--autocast-bf16]
+                      --log-json F
       trains kiln's Qwen in PyTorch from the same weights on the same batches
-      kiln draws, with kiln's AdamW, and writes kiln's --log-json lines
+      kiln draws, with kiln's AdamW, and writes kiln's --log-json lines;
+      --autocast-bf16 runs the forward under torch.autocast("cpu",
+      dtype=torch.bfloat16), PyTorch's own mixed precision (bf16 matmuls on
+      oneDNN, f32 weights, AdamW and loss)
   train_vs_pytorch.py report RESULTS.json
       prints the side-by-side table and the loss agreement
 
-The model mirrors compiler/frontend/qwen_model.cpp op for op (f32 only):
+The model mirrors compiler/frontend/qwen_model.cpp op for op (f32 weights):
 wte gather; per layer RMSNorm (ln_1), c_attn (always with a bias, as Qwen
 has), rotary embeddings (tables as ops/lib/rotary_cos_sin.cpp computes them,
 rotate_half non-interleaved), scores / sqrt(kv_channels), causal mask filled
@@ -158,7 +162,6 @@ class KilnQwen:
         H, heads, hd = self.H, self.heads, self.hd
         cos, sin = self.rotary_tables(S)
         mask = torch.triu(torch.ones(S, S, dtype=torch.bool), diagonal=1)
-        lowest = torch.finfo(torch.float32).min  # lowestFinite(f32)
         x = F.embedding(ids, self.p("transformer.wte.weight"))
         for i in range(self.layers):
             pre = "transformer.h.%d." % i
@@ -171,7 +174,8 @@ class KilnQwen:
             scores = q @ k.transpose(2, 3)
             if self.scale:
                 scores = scores / torch.tensor(math.sqrt(hd), dtype=torch.float32)
-            scores = scores.masked_fill(mask, lowest)
+            # lowestFinite of the scores' dtype (f32; bf16 under autocast)
+            scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
             probs = torch.softmax(scores, dim=3)
             ctx = (probs @ v).transpose(1, 2).reshape(B, S, H)
             x = x + self.linear(ctx, pre + "attn.c_proj")
@@ -220,7 +224,11 @@ def train(args):
         started = time.perf_counter()
         ids = data.batch(step, args.batch)
         opt.zero_grad(set_to_none=True)
-        loss = model.loss(ids)
+        if args.autocast_bf16:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model.loss(ids)
+        else:
+            loss = model.loss(ids)
         loss.backward()
         # kiln's grad_norm: the global L2 norm of every gradient, before the update
         grad_norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in params))
@@ -265,19 +273,29 @@ def report(args):
     warmup = res["warmup"]
     threads = res["torch_threads"]
     kiln_runs = res.get("kiln_runs", ["kiln1", "kiln8"])
-    runs = kiln_runs + ["torch%d" % t for t in threads]
+    torch_runs = ["torch%d" % t for t in threads]
+    main_torch = "torch%d" % threads[0]
+    # PyTorch's autocast bf16 run, on the first thread count: the baseline of kiln bf16.
+    torch_bf16 = main_torch + "bf16" if res.get("torch_bf16") else None
+    if torch_bf16:
+        torch_runs.append(torch_bf16)
+    runs = kiln_runs + torch_runs
     names = {r: ("kiln bf16" if r.endswith("bf16") else "kiln %s dev" % r[4:]) for r in kiln_runs}
     names.update({"torch%d" % t: "torch %d thr" % t for t in threads})
-    main_torch = "torch%d" % threads[0]
+    if torch_bf16:
+        names[torch_bf16] = "torch bf16"
     print()
     print("Qwen (%s), %d steps per run, first %d skipped, median of %d rounds"
           % (res["config"], res["steps"], warmup, res["rounds"]))
     print("training tokens/s, steady state (tokens of the measured steps / their seconds);")
-    print("best: the faster PyTorch thread count")
+    print("best: the faster PyTorch thread count; torch bf16: PyTorch eager under "
+          "torch.autocast(\"cpu\", dtype=torch.bfloat16) on %d threads" % threads[0])
     cols = ["%13s" % names[r] for r in runs]
     ratios = [r + "/" + main_torch for r in kiln_runs]
     if len(threads) > 1:
         ratios += [r + "/best" for r in kiln_runs]
+    bf16_ratios = [r for r in kiln_runs if r.endswith("bf16")] if torch_bf16 else []
+    ratios += [r + "/" + torch_bf16 for r in bf16_ratios]
     header = "%-11s" % "batch x seq" + "".join(cols) + "".join("%18s" % r for r in ratios)
     print(header)
     print("-" * len(header))
@@ -290,6 +308,7 @@ def report(args):
         if len(threads) > 1:
             best = max(tps["torch%d" % t] for t in threads)
             line += "".join("%18.2f" % (tps[r] / best) for r in kiln_runs)
+        line += "".join("%18.2f" % (tps[r] / tps[torch_bf16]) for r in bf16_ratios)
         print(line)
         summary["cases"].append({"batch": case["batch"], "seq": case["seq"], "tokens_per_s": tps})
 
@@ -318,6 +337,14 @@ def report(args):
                   "%.4f torch %.4f (rel %.1e), max rel loss over all %d steps %.1e"
                   % (upto, max(rel[:upto]), max(gn), n, kiln_log[n - 1]["loss"],
                      torch_log[n - 1]["loss"], rel[n - 1], n, max(rel)))
+        if torch_bf16:
+            # Informational: PyTorch's own bf16 drift from its f32 run.
+            bf_log = read_log(case["logs"][torch_bf16][0])
+            n = min(len(bf_log), len(torch_log), args.compare_steps)
+            rel = [abs(bf_log[i]["loss"] - torch_log[i]["loss"]) / abs(torch_log[i]["loss"])
+                   for i in range(n)]
+            print("  %d x %d %s: steps 1-%d, max rel loss vs %s %.1e (not checked)"
+                  % (case["batch"], case["seq"], torch_bf16, n, main_torch, max(rel)))
     if args.summary:
         summary["loss_check_ok"] = ok
         with open(args.summary, "w") as f:
@@ -344,6 +371,7 @@ def main():
     t.add_argument("--lr", type=float, default=3e-4)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=2)
+    t.add_argument("--autocast-bf16", action="store_true")
     t.add_argument("--log-json", required=True)
     r = sub.add_parser("report")
     r.add_argument("results")

@@ -9,7 +9,9 @@
 # Environment: CONFIG, DEVICES kiln runs with (list, "1 8"), BF16=1 to add a
 # kiln run on one device under allow_mix_precision_bf16 (bf16 matmuls on
 # the host's bf16 units where it has them; its losses are checked against
-# PyTorch f32 within 1e-2), ROUNDS (3), STEPS per run (150), WARMUP steps skipped (20),
+# PyTorch f32 within 1e-2) and, beside it, PyTorch eager under
+# torch.autocast("cpu", dtype=torch.bfloat16) on the first thread count
+# (TORCH_BF16=0 leaves that run out), ROUNDS (3), STEPS per run (150), WARMUP steps skipped (20),
 # LR (1e-3), TORCH_THREADS ("2 1": PyTorch runs once per thread count; the
 # ratios are against the first, all cores of this 2-core machine), QUIET_WAIT
 # seconds to wait for an idle machine (300), KEEP=DIR to keep the logs there,
@@ -39,6 +41,11 @@ steps=${STEPS:-150}
 warmup=${WARMUP:-20}
 lr=${LR:-1e-3}
 threads=(${TORCH_THREADS:-2 1})
+torch_bf16=0
+[ "${BF16:-0}" = 1 ] && torch_bf16=${TORCH_BF16:-1}
+torch_runs=()
+for th in "${threads[@]}"; do torch_runs+=("$th"); done
+[ "$torch_bf16" = 1 ] && torch_runs+=("${threads[0]}bf16")
 quiet_wait=${QUIET_WAIT:-300}
 prio=()
 omp_env=()
@@ -112,7 +119,7 @@ m0=($(machine_ticks)); o0=$(our_ticks)
 results="$work/results.json"
 {
   echo "{\"config\": \"$config\", \"steps\": $steps, \"warmup\": $warmup, \"rounds\": $rounds,"
-  echo " \"torch_threads\": [$(IFS=,; echo "${threads[*]}")],"
+  echo " \"torch_threads\": [$(IFS=,; echo "${threads[*]}")], \"torch_bf16\": $([ "$torch_bf16" = 1 ] && echo true || echo false),"
   echo " \"kiln_runs\": [$(printf '"%s",' "${kiln_runs[@]}" | sed 's/,$//')], \"cases\": ["
   first_case=true
   for c in "${cases[@]}"; do
@@ -132,22 +139,25 @@ results="$work/results.json"
           >"$log.out"
         kl[$run]="${kl[$run]:+${kl[$run]},}\"$log\""
       done
-      for th in "${threads[@]}"; do
-        log="$work/torch$th-${b}x$s-$r.jsonl"
-        echo "torch threads $th  batch $b seq $s  round $r" >&2
+      for run in "${torch_runs[@]}"; do
+        th=${run%bf16} extra=()
+        [ "$run" != "$th" ] && extra=(--autocast-bf16)
+        log="$work/torch$run-${b}x$s-$r.jsonl"
+        echo "torch threads $th ${extra[*]} batch $b seq $s  round $r" >&2
         env OMP_NUM_THREADS="$th" "${omp_env[@]}" "${prio[@]}" "$py" "$bench" train "$config" \
           --weights "$work/w.safetensors" --data "$work/train.bin" --batch "$b" --seq "$s" \
-          --steps "$steps" --lr "$lr" --seed 0 --threads "$th" --log-json "$log" >"$log.out"
-        tl[$th]="${tl[$th]:+${tl[$th]},}\"$log\""
+          --steps "$steps" --lr "$lr" --seed 0 --threads "$th" "${extra[@]}" --log-json "$log" \
+          >"$log.out"
+        tl[$run]="${tl[$run]:+${tl[$run]},}\"$log\""
       done
     done
     echo -n "{\"batch\": $b, \"seq\": $s, \"logs\": {"
     for run in "${kiln_runs[@]}"; do echo -n "\"$run\": [${kl[$run]}], "; done
     first_torch=true
-    for th in "${threads[@]}"; do
+    for run in "${torch_runs[@]}"; do
       $first_torch || echo -n ", "
       first_torch=false
-      echo -n "\"torch$th\": [${tl[$th]}]"
+      echo -n "\"torch$run\": [${tl[$run]}]"
     done
     echo "}}"
   done

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -48,6 +49,28 @@ HostRoofline measureHostRoofline(ThreadPool &pool) {
                 b[w].data(), n, 0.0f, c[w].data(), n);
   });
   roofline.gemm_flops_per_s = threads * 2.0 * n * n * n / gemm;
+  {
+    constexpr int big = 1024;
+    std::vector<std::vector<float>> x(threads, std::vector<float>(big * big, 1.0f)), y = x, z = x;
+    const double f32 = bestSeconds(pool, 3, [&](int w) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, big, big, big, 1.0f, x[w].data(), big,
+                  y[w].data(), big, 0.0f, z[w].data(), big);
+    });
+    roofline.best_f32_gemm_flops_per_s = threads * 2.0 * big * big * big / f32;
+    if (kernels::hostHasBf16Gemm()) {
+      // bf16 1.0 is 0x3F80.
+      std::vector<std::vector<uint16_t>> p(threads, std::vector<uint16_t>(big * big, 0x3F80));
+      kernels::GemmPlan plan;
+      plan.m = plan.n = plan.k = big;
+      bool ok = true;
+      const double bf16 = bestSeconds(pool, 3, [&](int w) {
+        if (!kernels::gemmBf16(plan, p[w].data(), p[w].data(), z[w].data()))
+          ok = false;
+      });
+      if (ok)
+        roofline.best_bf16_gemm_flops_per_s = threads * 2.0 * big * big * big / bf16;
+    }
+  }
   // A copy past the last-level cache: 32 MiB read and 32 MiB written per thread.
   constexpr size_t bytes = size_t{32} << 20;
   std::vector<std::vector<char>> src(threads, std::vector<char>(bytes, 1)), dst = src;

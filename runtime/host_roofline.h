@@ -12,6 +12,12 @@ namespace kiln::runtime {
 struct HostRoofline {
   double gemm_flops_per_s = 0;
   double bytes_per_s = 0;
+  // The best GEMM rates per operand dtype, for a step's GEMM floor (its
+  // matmuls' FLOPs at these rates): a 1024^3 GEMM, one single-threaded call
+  // per thread as the executor runs its blocks; bf16 on oneDNN where the host
+  // has bf16 units (else 0: bf16 operands are widened to sgemm).
+  double best_f32_gemm_flops_per_s = 0;
+  double best_bf16_gemm_flops_per_s = 0;
   // The kernel's best possible time over `seconds`, in percent.
   double percent(double flops, double bytes, double seconds) const;
 };

@@ -102,6 +102,15 @@ int Profiler::addProgram(const std::string &label, const Graph &graph,
     for (NodeId id : spec.members)
       info.members.push_back(graph.node(id).name + "(" + graph.node(id).op + ")");
     info.cost = codegen::kernelCost(graph, spec);
+    if (const auto &gemm = kernel.build.gemm; gemm && !kernel.host) {
+      info.gemm_flops = 2.0 * static_cast<double>(gemm->batch) * static_cast<double>(gemm->m) *
+                        static_cast<double>(gemm->n) * static_cast<double>(gemm->k);
+      const bool bf16 = graph.type(spec.inputs[gemm->a_input]).dtype == DType::BF16 &&
+                        graph.type(spec.inputs[gemm->b_input]).dtype == DType::BF16;
+      info.gemm_rate = bf16 && roofline_.best_bf16_gemm_flops_per_s > 0
+                           ? roofline_.best_bf16_gemm_flops_per_s
+                           : roofline_.best_f32_gemm_flops_per_s;
+    }
     program.kernels.push_back(std::move(info));
   }
   programs_.push_back(std::move(program));
@@ -205,17 +214,25 @@ std::string Profiler::fusionOps() const {
 }
 
 std::string Profiler::stepTrace() const {
-  std::map<int64_t, double> kernel_us, host_us;
-  for (const Event &e : events_)
+  std::map<int64_t, double> kernel_us, host_us, gemm_us, floor_us;
+  for (const Event &e : events_) {
     (e.program < 0 ? host_us : kernel_us)[e.step] += e.duration_us;
+    const KernelInfo *k = info(e);
+    if (k && k->gemm_flops > 0) {
+      gemm_us[e.step] += e.duration_us;
+      if (k->gemm_rate > 0)
+        floor_us[e.step] += 1e6 * k->gemm_flops / k->gemm_rate;
+    }
+  }
   std::string out = "Step Id,Step Time(us),Kernel Time(us),Host Time(us),Covered(%),Copied(bytes),"
-                    "Allocated(bytes)\n";
+                    "Allocated(bytes),GEMM Time(us),GEMM Floor(us)\n";
   for (const auto &[step, span] : steps_) {
     const double covered = kernel_us[step] + host_us[step];
     out += std::to_string(step) + "," + number(span.duration_us) + "," + number(kernel_us[step]) +
            "," + number(host_us[step]) + "," +
            number(span.duration_us > 0 ? 100.0 * covered / span.duration_us : 0, 1) + "," +
-           std::to_string(span.bytes_copied) + "," + std::to_string(span.bytes_allocated) + "\n";
+           std::to_string(span.bytes_copied) + "," + std::to_string(span.bytes_allocated) + "," +
+           number(gemm_us[step]) + "," + number(floor_us[step]) + "\n";
   }
   return out;
 }

@@ -107,6 +107,12 @@ TEST_F(ProfileCli, TrainWritesMsprofFilesForEveryStepAndDevice) {
     // Weights, moments and inputs are shared, never copied: each weight is
     // stored once per device through the step.
     EXPECT_EQ(row.at("Copied(bytes)"), "0") << "step " << row.at("Step Id");
+    // The matmul kernels' time is part of the kernels' time, and their FLOPs
+    // at the host's best GEMM rate (the floor) take some time.
+    const double gemm = std::stod(row.at("GEMM Time(us)"));
+    EXPECT_GT(gemm, 0) << "step " << row.at("Step Id");
+    EXPECT_LE(gemm, std::stod(row.at("Kernel Time(us)"))) << "step " << row.at("Step Id");
+    EXPECT_GT(std::stod(row.at("GEMM Floor(us)")), 0) << "step " << row.at("Step Id");
   }
   // The first steps allocate the devices' arenas (a step's gradients and an
   // update's new weights keep theirs until the next step replaces them);

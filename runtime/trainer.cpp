@@ -135,7 +135,7 @@ Status Trainer::createExecutors() {
   for (size_t i = 0; i < program_.transfers.size(); ++i) {
     transfer_of_[program_.transfers[i].name] = i;
     for (const parallel::StageProgram &to : program_.transfers[i].to)
-      ++transfer_uses_[program_.transfers[i].name][to.stage];
+      ++transfer_uses_[program_.transfers[i].name][program_.parallel.pipelineRank(to.stage)];
   }
   for (const parallel::CompiledGraph &g : program_.optimizers) {
     KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g.graph, g.kernels, update_options));

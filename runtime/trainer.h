@@ -209,10 +209,10 @@ private:
   const TokenData &data_;
   LossScaler scaler_;
   std::unique_ptr<Executor> step_executor_;
-  // With pipeline stages: stage s's forward at 2s, its backward at 2s + 1.
+  // With pipeline stages: model stage s's forward at 2s, its backward at 2s + 1.
   std::vector<std::unique_ptr<Executor>> stage_executors_;
   std::vector<int> stage_programs_; // in profiler_, likewise
-  // A transfer's name -> how many programs of each stage read it.
+  // A transfer's name -> how many programs of each pipeline rank read it.
   std::map<std::string, std::map<int, int>> transfer_uses_;
   std::map<std::string, size_t> transfer_of_; // a transfer's name -> its index (its MPI tag)
   std::map<std::string, size_t> gradient_of_; // a gradient's name -> its parameter

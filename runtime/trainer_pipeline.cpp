@@ -1,8 +1,9 @@
-// The trainer's pipeline: a replica's micro-batches through its stages in
-// the 1F1B schedule's one global order (compiler/parallel/pipeline_schedule.h),
-// which the memory plan walks too. What a program hands another (an
-// activation down the pipeline, a gradient up it, a stash for the stage's
-// own backward) is held on the receiving stage's devices, named
+// The trainer's pipeline: a replica's micro-batches through its model stages
+// in the 1F1B schedule's one global order (interleaved with virtual stages,
+// compiler/parallel/pipeline_schedule.h), which the memory plan walks too.
+// Model stage s runs on the devices of pipeline rank s % P. What a program
+// hands another (an activation down the pipeline, a gradient up it, a stash
+// for the stage's own backward) is held on the receiving rank's devices, named
 // "mb<k>:<transfer>", from the program that gives it to the last one that
 // reads it; in the process it is handed over without a copy, to a stage in
 // another process (StageLink) it is sent when made and received when first
@@ -37,12 +38,15 @@ private:
   // A transfer of one micro-batch while some program still has to read it.
   struct Held {
     std::vector<Tensor> ranks;  // per tensor-parallel rank
-    std::map<int, int> readers; // per stage of this process: its programs still to read it
+    std::map<int, int> readers; // per pipeline rank of this process: its programs still to read it
   };
   using Key = std::pair<int, std::string>; // (micro-batch, transfer)
 
   std::map<int, int> localReaders(const std::string &transfer) const;
-  Status holdOn(int stage, const Key &key);
+  int rankOf(const parallel::PipelineAction &a) const {
+    return t_.program_.parallel.pipelineRank(a.stage);
+  }
+  Status holdOn(int rank, const Key &key);
   Status bindTransfers(const parallel::PipelineAction &a, const Graph &graph,
                        std::vector<ops::TensorMap> &inputs, std::vector<Key> &read);
   Status takeOutputs(const parallel::PipelineAction &a, std::vector<ops::TensorMap> &outputs,
@@ -59,16 +63,16 @@ private:
 
 std::map<int, int> Trainer::PipelineRun::localReaders(const std::string &transfer) const {
   std::map<int, int> readers;
-  for (const auto &[stage, uses] : t_.transfer_uses_.at(transfer))
-    if (t_.holdsStage(stage))
-      readers[stage] = uses;
+  for (const auto &[rank, uses] : t_.transfer_uses_.at(transfer))
+    if (t_.holdsStage(rank))
+      readers[rank] = uses;
   return readers;
 }
 
-Status Trainer::PipelineRun::holdOn(int stage, const Key &key) {
+Status Trainer::PipelineRun::holdOn(int rank, const Key &key) {
   const Held &h = held_.at(key);
   for (int t = 0; t < T_; ++t)
-    KILN_RETURN_IF_ERROR(t_.memory_[t_.deviceOf(r_, stage, t)].allocate(
+    KILN_RETURN_IF_ERROR(t_.memory_[t_.deviceOf(r_, rank, t)].allocate(
         heldName(key.first, key.second), h.ranks[t].byteSize()));
   return Status::ok();
 }
@@ -91,15 +95,16 @@ Status Trainer::PipelineRun::bindTransfers(const parallel::PipelineAction &a, co
       Held received{std::vector<Tensor>(T_), localReaders(in.name)};
       for (Tensor &piece : received.ranks) {
         piece = Tensor(graph.type(in.value));
-        KILN_RETURN_IF_ERROR(t_.link_->receive(piece.data(), piece.byteSize(),
-                                               t_.processOfStage(from.from.stage),
-                                               static_cast<int>(transfer->second)));
+        KILN_RETURN_IF_ERROR(
+            t_.link_->receive(piece.data(), piece.byteSize(),
+                              t_.processOfStage(t_.program_.parallel.pipelineRank(from.from.stage)),
+                              static_cast<int>(transfer->second)));
       }
       h = held_.emplace(Key{a.micro, in.name}, std::move(received)).first;
     }
     for (int t = 0; t < T_; ++t) {
       inputs[t][in.name] = h->second.ranks[t];
-      t_.memory_[t_.deviceOf(r_, a.stage, t)].release(heldName(a.micro, in.name));
+      t_.memory_[t_.deviceOf(r_, rankOf(a), t)].release(heldName(a.micro, in.name));
     }
     read.push_back(h->first);
   }
@@ -115,7 +120,7 @@ Status Trainer::PipelineRun::takeOutputs(const parallel::PipelineAction &a,
       if (name == "loss") {
         loss += t == 0 ? static_cast<float>(value.getFloat(0)) : 0.0f;
       } else if (auto grad = t_.gradient_of_.find(name); grad != t_.gradient_of_.end()) {
-        KILN_RETURN_IF_ERROR(t_.accumulateGradient(t_.deviceOf(r_, a.stage, t), grad->second,
+        KILN_RETURN_IF_ERROR(t_.accumulateGradient(t_.deviceOf(r_, rankOf(a), t), grad->second,
                                                    std::move(value), a.micro, false));
       } else {
         Held &h = held_[{a.micro, name}];
@@ -127,7 +132,7 @@ Status Trainer::PipelineRun::takeOutputs(const parallel::PipelineAction &a,
   return Status::ok();
 }
 
-// What `a` made for other programs: held on this process's reading stages,
+// What `a` made for other programs: held on this process's reading ranks,
 // sent to the others'.
 Status Trainer::PipelineRun::handOver(const parallel::PipelineAction &a) {
   for (size_t i = 0; i < t_.program_.transfers.size(); ++i) {
@@ -135,12 +140,12 @@ Status Trainer::PipelineRun::handOver(const parallel::PipelineAction &a) {
     if (!(transfer.from == parallel::StageProgram{a.stage, a.forward}))
       continue;
     const Key key{a.micro, transfer.name};
-    std::set<int> processes; // of the stages elsewhere that read it
-    for (const auto &[stage, uses] : t_.transfer_uses_.at(transfer.name)) {
-      if (t_.holdsStage(stage))
-        KILN_RETURN_IF_ERROR(holdOn(stage, key));
+    std::set<int> processes; // of the ranks elsewhere that read it
+    for (const auto &[rank, uses] : t_.transfer_uses_.at(transfer.name)) {
+      if (t_.holdsStage(rank))
+        KILN_RETURN_IF_ERROR(holdOn(rank, key));
       else
-        processes.insert(t_.processOfStage(stage));
+        processes.insert(t_.processOfStage(rank));
     }
     for (int process : processes)
       for (const Tensor &piece : held_.at(key).ranks) {
@@ -164,7 +169,7 @@ Status Trainer::PipelineRun::action(const parallel::PipelineAction &a, float &lo
   std::vector<FloatStatus *> status;
   std::vector<int> ranks;
   for (int t = 0; t < T_; ++t) {
-    const int d = t_.deviceOf(r_, a.stage, t);
+    const int d = t_.deviceOf(r_, rankOf(a), t);
     inputs[t] = t_.weights_[d];
     inputs[t].insert(common.begin(), common.end());
     if (!t_.program_.signature.tensor_parallel_rank.empty())
@@ -181,18 +186,21 @@ Status Trainer::PipelineRun::action(const parallel::PipelineAction &a, float &lo
         {t_.profiler_.get(), t_.stage_programs_[program], t_.step_ + 1, ranks});
   auto outputs = t_.stage_executors_[program]->runGroup(group, memory, status);
   if (!outputs) {
-    const int first = t_.deviceOf(r_, a.stage, 0), last = t_.deviceOf(r_, a.stage, T_ - 1);
+    const int first = t_.deviceOf(r_, rankOf(a), 0), last = t_.deviceOf(r_, rankOf(a), T_ - 1);
     return outputs.error().withContext(
         (T_ == 1 ? t_.deviceName(first) : t_.deviceName(first) + ".." + t_.deviceName(last)) +
         ", step " + std::to_string(t_.step_ + 1) + ", micro-batch " + std::to_string(a.micro) +
-        "'s " + (a.forward ? "forward" : "backward"));
+        "'s " + (a.forward ? "forward" : "backward") +
+        (t_.program_.parallel.virtual_stages > 1 ? " of model stage " + std::to_string(a.stage)
+                                                 : ""));
   }
-  // What it read it no longer holds, unless the stage's backward reads it too.
+  // What it read it no longer holds, unless a later program of the rank
+  // (the stage's backward) reads it too.
   for (const Key &key : read) {
     Held &h = held_.at(key);
-    if (--h.readers.at(a.stage) > 0)
-      KILN_RETURN_IF_ERROR(holdOn(a.stage, key));
-    else if (h.readers.erase(a.stage), h.readers.empty())
+    if (--h.readers.at(rankOf(a)) > 0)
+      KILN_RETURN_IF_ERROR(holdOn(rankOf(a), key));
+    else if (h.readers.erase(rankOf(a)), h.readers.empty())
       held_.erase(key);
   }
   KILN_RETURN_IF_ERROR(takeOutputs(a, *outputs, loss));
@@ -202,30 +210,32 @@ Status Trainer::PipelineRun::action(const parallel::PipelineAction &a, float &lo
 Status Trainer::pipelineForwardBackward(int r, double scale, float &loss) {
   loss = 0;
   PipelineRun run(*this, r, scale);
-  const std::vector<parallel::PipelineAction> order =
-      parallel::pipelineSchedule(pp(), program_.parallel.grad_accum);
+  const std::vector<parallel::PipelineAction> order = parallel::pipelineSchedule(
+      pp(), program_.parallel.grad_accum, program_.parallel.virtual_stages);
   std::vector<double> seconds; // per action, as run (0: another process's)
   const int64_t t0 = trace_ ? trace_->now() : 0;
   for (const parallel::PipelineAction &a : order) {
     const auto started = Profiler::Clock::now();
-    if (holdsStage(a.stage))
+    const bool here = holdsStage(program_.parallel.pipelineRank(a.stage));
+    if (here)
       KILN_RETURN_IF_ERROR(run.action(a, loss));
-    seconds.push_back(holdsStage(a.stage)
-                          ? std::chrono::duration<double>(Profiler::Clock::now() - started).count()
-                          : 0.0);
+    seconds.push_back(here ? std::chrono::duration<double>(Profiler::Clock::now() - started).count()
+                           : 0.0);
   }
   KILN_RETURN_IF_ERROR(run.finish());
   if (!trace_)
     return Status::ok();
   // Where devices running at once would have run each action, from the
   // time each took here.
-  const std::vector<parallel::ActionTime> times = parallel::simulatePipeline(order, seconds);
+  const std::vector<parallel::ActionTime> times = parallel::simulatePipeline(order, seconds, pp());
   for (size_t i = 0; i < order.size(); ++i) {
     const parallel::PipelineAction &a = order[i];
+    const int rank = program_.parallel.pipelineRank(a.stage);
     const std::string name =
-        std::string(a.forward ? "forward " : "backward ") + std::to_string(a.micro);
-    for (int t = 0; t < tp() && holdsStage(a.stage); ++t)
-      trace_->add(deviceOf(r, a.stage, t), name, t0 + static_cast<int64_t>(times[i].start * 1e6),
+        std::string(a.forward ? "forward " : "backward ") + std::to_string(a.micro) +
+        (program_.parallel.virtual_stages > 1 ? " of stage " + std::to_string(a.stage) : "");
+    for (int t = 0; t < tp() && holdsStage(rank); ++t)
+      trace_->add(deviceOf(r, rank, t), name, t0 + static_cast<int64_t>(times[i].start * 1e6),
                   t0 + static_cast<int64_t>(times[i].end * 1e6), step_ + 1);
   }
   return Status::ok();

@@ -8,6 +8,7 @@
 // status of their own, so a run trains the same bits with validation as
 // without, and every layout validates the same windows.
 #include <chrono>
+#include <set>
 
 #include "runtime/trainer.h"
 
@@ -54,8 +55,12 @@ Status Trainer::evalMicroBatch(int r, int64_t first, std::vector<FloatStatus> &s
   auto tag = [&](size_t transfer) {
     return static_cast<int>(program_.transfers.size() + transfer);
   };
-  for (int s = first_stage_; s < first_stage_ + local_stages_; ++s) {
-    const Graph &graph = eval.stages[s].graph;
+  // The model stages in order, those of this process's pipeline ranks.
+  for (int m = 0; m < static_cast<int>(eval.stages.size()); ++m) {
+    const int s = program_.parallel.pipelineRank(m);
+    if (!holdsStage(s))
+      continue;
+    const Graph &graph = eval.stages[m].graph;
     std::vector<ops::TensorMap> inputs(T);
     std::vector<const ops::TensorMap *> group;
     std::vector<DeviceMemory *> memory;
@@ -80,7 +85,8 @@ Status Trainer::evalMicroBatch(int r, int64_t first, std::vector<FloatStatus> &s
         for (int t = 0; t < T; ++t)
           memory_[deviceOf(r, s, t)].release(heldName(in.name));
       } else if (link_) { // sent by a stage of another process
-        const int from = eval.transfers[transfer->second].from.stage;
+        const int from =
+            program_.parallel.pipelineRank(eval.transfers[transfer->second].from.stage);
         std::vector<Tensor> pieces(T);
         for (Tensor &piece : pieces) {
           piece = Tensor(graph.type(in.value));
@@ -94,7 +100,7 @@ Status Trainer::evalMicroBatch(int r, int64_t first, std::vector<FloatStatus> &s
       for (int t = 0; t < T; ++t)
         inputs[t][in.name] = h->second[t];
     }
-    auto outputs = eval_executors_[s]->runGroup(group, memory, statuses);
+    auto outputs = eval_executors_[m]->runGroup(group, memory, statuses);
     if (!outputs) {
       const int a = deviceOf(r, s, 0), b = deviceOf(r, s, T - 1);
       return outputs.error().withContext(
@@ -114,19 +120,25 @@ Status Trainer::evalMicroBatch(int r, int64_t first, std::vector<FloatStatus> &s
     // What this stage hands the later ones: held on this process's, sent to the others'.
     for (size_t i = 0; i < eval.transfers.size(); ++i) {
       const parallel::StageTransfer &transfer = eval.transfers[i];
-      if (transfer.from.stage != s)
+      if (transfer.from.stage != m)
         continue;
-      for (const parallel::StageProgram &to : transfer.to) {
-        if (holdsStage(to.stage)) {
-          for (int t = 0; t < T; ++t)
-            KILN_RETURN_IF_ERROR(memory_[deviceOf(r, to.stage, t)].allocate(
-                heldName(transfer.name), held.at(transfer.name)[t].byteSize()));
+      std::set<int> ranks; // each reading rank holds it once, or is sent it once
+      for (const parallel::StageProgram &to : transfer.to)
+        ranks.insert(program_.parallel.pipelineRank(to.stage));
+      std::set<int> processes; // of the reading ranks elsewhere
+      for (int rank : ranks) {
+        if (!holdsStage(rank)) {
+          processes.insert(processOfStage(rank));
           continue;
         }
-        for (const Tensor &piece : held.at(transfer.name))
-          KILN_RETURN_IF_ERROR(link_->send(std::as_const(piece).data(), piece.byteSize(),
-                                           processOfStage(to.stage), tag(i)));
+        for (int t = 0; t < T; ++t)
+          KILN_RETURN_IF_ERROR(memory_[deviceOf(r, rank, t)].allocate(
+              heldName(transfer.name), held.at(transfer.name)[t].byteSize()));
       }
+      for (int process : processes)
+        for (const Tensor &piece : held.at(transfer.name))
+          KILN_RETURN_IF_ERROR(
+              link_->send(std::as_const(piece).data(), piece.byteSize(), process, tag(i)));
     }
   }
   return link_ ? link_->finishSends() : Status::ok();

@@ -74,8 +74,10 @@ std::vector<LayoutSuggestion> suggestLayouts(const ModelRequest &model, const Re
     auto checked =
         parallel::resolveParallelConfig(s.layout.devices, s.layout.dp, s.layout.tp, s.layout.zero,
                                         model.batch, s.layout.grad_accum, s.layout.pp);
-    if (!checked)
+    if (!checked ||
+        !parallel::setPipelineShape(*checked, s.layout.virtual_stages, s.layout.stage_layers))
       return std::nullopt;
+    checked->sequence_parallel = s.layout.sequence_parallel;
     auto program =
         compileTrainingProgram(model, withRecompute(job, s.recompute), settings, *checked);
     if (!program)

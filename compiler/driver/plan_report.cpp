@@ -29,9 +29,11 @@ std::string stepKernels(const parallel::TrainingProgram &program) {
     total += g->kernels.stats.total;
     unique += g->kernels.stats.unique;
   }
-  const int stages = program.parallel.pp;
+  const int stages = program.parallel.pp, chunks = program.parallel.virtual_stages;
   return std::to_string(total) + " (" + std::to_string(unique) + " unique" +
-         (stages > 1 ? ", in " + std::to_string(stages) + " pipeline stages" : "") + ")";
+         (stages > 1 ? ", in " + std::to_string(stages) + " pipeline stages" : "") +
+         (chunks > 1 ? " of " + std::to_string(chunks) + " interleaved model stages each" : "") +
+         ")";
 }
 
 // The cost model's step time, with the kernel kinds that take the most.

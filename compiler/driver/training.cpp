@@ -49,13 +49,22 @@ Status recomputeFirst(Graph &step, const ResolvedJob &job) {
   return manager.run(step, passes::PassGroup::StepRewrite).status();
 }
 
-// The step cut into `program.parallel.pp` stages, each program compiled.
+// `graph` cut into the layout's model stages (pp x virtual_stages), the
+// layers split as it says.
+Expected<parallel::PipelinePartition> cutPipeline(const Graph &graph,
+                                                  const parallel::ParallelConfig &config) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int> split,
+                        parallel::layerStages(config, parallel::transformerLayers(graph)));
+  return parallel::partitionPipeline(graph, config.modelStages(), std::move(split));
+}
+
+// The step cut into its model stages, each program compiled; a parameter
+// lives on the devices of its model stage's pipeline rank.
 Status compilePipelineStages(parallel::TrainingProgram &program, Graph step, const ResolvedJob &job,
                              const KernelSettings &settings, cache::KernelCache *cache) {
   KILN_RETURN_IF_ERROR(passes::matchPrecisionSettings(step, job.context->precision()).status());
   KILN_RETURN_IF_ERROR(recomputeFirst(step, job));
-  KILN_ASSIGN_OR_RETURN(parallel::PipelinePartition cut,
-                        parallel::partitionPipeline(step, program.parallel.pp));
+  KILN_ASSIGN_OR_RETURN(parallel::PipelinePartition cut, cutPipeline(step, program.parallel));
   for (int s = 0; s < cut.stages; ++s) {
     parallel::PipelineStage stage;
     KILN_ASSIGN_OR_RETURN(stage.forward,
@@ -66,8 +75,10 @@ Status compilePipelineStages(parallel::TrainingProgram &program, Graph step, con
   }
   program.transfers = std::move(cut.transfers);
   for (std::vector<parallel::Parameter> *table : {&program.params, &program.frozen})
-    for (parallel::Parameter &p : *table)
-      p.stage = parallel::weightStage(p.name, cut.layer_stage, cut.stages);
+    for (parallel::Parameter &p : *table) {
+      p.model_stage = parallel::weightStage(p.name, cut.layer_stage, cut.stages);
+      p.stage = program.parallel.pipelineRank(p.model_stage);
+    }
   return Status::ok();
 }
 
@@ -219,8 +230,7 @@ Expected<parallel::EvalProgram> compileEvalProgram(const ModelRequest &model,
   }
   // The step's cut of the layers (a forward has no backward to place).
   KILN_RETURN_IF_ERROR(passes::matchPrecisionSettings(forward, job.context->precision()).status());
-  KILN_ASSIGN_OR_RETURN(parallel::PipelinePartition cut,
-                        parallel::partitionPipeline(forward, config.pp));
+  KILN_ASSIGN_OR_RETURN(parallel::PipelinePartition cut, cutPipeline(forward, config));
   for (int s = 0; s < cut.stages; ++s) {
     KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph stage,
                           compiled(std::move(cut.forward[s]), job, settings, cache, false));

@@ -1,15 +1,28 @@
 #include "compiler/parallel/parallel_config.h"
 
 #include <algorithm>
+#include <charconv>
 #include <numeric>
 
 namespace kiln::parallel {
+namespace {
+
+std::string joined(const std::vector<int> &counts, const char *separator) {
+  std::string out;
+  for (int n : counts)
+    out += (out.empty() ? "" : separator) + std::to_string(n);
+  return out;
+}
+
+} // namespace
 
 std::string ParallelConfig::toString() const {
   return std::to_string(devices) + " device" + (devices == 1 ? "" : "s") + ": dp " +
          std::to_string(dp) + " x tp " + std::to_string(tp) + ", zero " + std::to_string(zero) +
          (sequenceParallel() ? ", sequence parallel" : "") +
          (pp > 1 ? ", pp " + std::to_string(pp) : "") +
+         (virtual_stages > 1 ? ", virtual stages " + std::to_string(virtual_stages) : "") +
+         (stage_layers.empty() ? "" : ", layers " + joined(stage_layers, "/")) +
          (grad_accum > 1 ? ", grad-accum " + std::to_string(grad_accum) : "");
 }
 
@@ -63,6 +76,86 @@ Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int 
                  std::to_string(c.dp) + " replicas x " + std::to_string(grad_accum) +
                  " micro-batches (--grad-accum): make it a multiple of " + std::to_string(pieces));
   return c;
+}
+
+Status setPipelineShape(ParallelConfig &c, int virtual_stages, std::vector<int> stage_layers) {
+  if (virtual_stages < 1 || virtual_stages > kMaxGradAccum)
+    return Error("--virtual-stages " + std::to_string(virtual_stages) + ": expected 1 to " +
+                 std::to_string(kMaxGradAccum));
+  if (virtual_stages > 1 && c.pp < 2)
+    return Error("--virtual-stages " + std::to_string(virtual_stages) +
+                 " interleaves the model stages of a pipeline: it needs --pp 2 or more");
+  if (virtual_stages > 1 && c.grad_accum % c.pp != 0)
+    return Error("--virtual-stages " + std::to_string(virtual_stages) + " with --pp " +
+                 std::to_string(c.pp) + ": the interleaved schedule runs the micro-batches in " +
+                 "groups of " + std::to_string(c.pp) + ", so --micro-batches " +
+                 std::to_string(c.grad_accum) + " must be a multiple of " + std::to_string(c.pp));
+  if (!stage_layers.empty() && c.pp < 2)
+    return Error("--pp-layers splits the layers over pipeline stages: it needs --pp 2 or more");
+  const int64_t stages = int64_t{c.pp} * virtual_stages;
+  if (!stage_layers.empty() && static_cast<int64_t>(stage_layers.size()) != stages)
+    return Error(
+        "--pp-layers " + joined(stage_layers, ",") + ": " + std::to_string(stage_layers.size()) +
+        " counts for " + std::to_string(stages) + " model stages (--pp " + std::to_string(c.pp) +
+        (virtual_stages > 1 ? " x --virtual-stages " + std::to_string(virtual_stages) : "") +
+        "): give one count per model stage, in model order");
+  for (int n : stage_layers)
+    if (n < 1)
+      return Error("--pp-layers " + joined(stage_layers, ",") +
+                   ": every stage needs at least one layer");
+  c.virtual_stages = virtual_stages;
+  c.stage_layers = std::move(stage_layers);
+  return Status::ok();
+}
+
+Expected<std::vector<int>> parseStageLayers(const std::string &text) {
+  std::vector<int> counts;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    int n = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || n < 1)
+      return Error("--pp-layers '" + text +
+                   "': expected positive layer counts separated by commas, e.g. 9,10,10,11");
+    counts.push_back(n);
+    at = comma + 1;
+  }
+  return counts;
+}
+
+Expected<std::vector<int>> layerStages(const ParallelConfig &c, int64_t layers) {
+  const int stages = c.modelStages();
+  const std::string shape =
+      "--pp " + std::to_string(c.pp) +
+      (c.virtual_stages > 1 ? " x --virtual-stages " + std::to_string(c.virtual_stages) : "");
+  if (!c.stage_layers.empty()) {
+    int64_t sum = 0;
+    for (int n : c.stage_layers)
+      sum += n;
+    if (sum != layers)
+      return Error("--pp-layers " + joined(c.stage_layers, ",") + " adds up to " +
+                   std::to_string(sum) + " layers; the model has " + std::to_string(layers));
+    std::vector<int> stage_of;
+    for (int s = 0; s < stages; ++s)
+      stage_of.insert(stage_of.end(), c.stage_layers[s], s);
+    return stage_of;
+  }
+  if (layers < stages)
+    return Error(shape + ": the model has " + std::to_string(layers) +
+                 " transformer layers, fewer than the stages (each stage needs at least one)");
+  if (c.virtual_stages > 1 && layers % stages != 0)
+    return Error(shape + ": the model's " + std::to_string(layers) +
+                 " transformer layers do not split evenly over " + std::to_string(stages) +
+                 " model stages; choose sizes whose product divides them, or give each stage's "
+                 "count with --pp-layers");
+  std::vector<int> stage_of;
+  const int64_t base = layers / stages, longer = layers % stages;
+  for (int s = 0; s < stages; ++s)
+    for (int64_t i = 0; i < base + (s < longer ? 1 : 0); ++i)
+      stage_of.push_back(s);
+  return stage_of;
 }
 
 std::vector<std::vector<size_t>> updateBuckets(const std::vector<int64_t> &param_bytes,

@@ -24,6 +24,15 @@ struct ParallelConfig {
   int dp = 8;
   int tp = 1;
   int pp = 1; // pipeline stages (pipeline_partition.h), run in a 1F1B schedule
+  // Interleaved 1F1B (pipeline_schedule.h, Megatron's virtual pipeline
+  // stages): the layers are cut into pp x virtual_stages model stages and
+  // device r of a pipeline holds model stages r, r + pp, r + 2pp, ...
+  int virtual_stages = 1;
+  // The transformer layers of each model stage, in model order
+  // (modelStages() counts); empty: Megatron's balanced split.
+  std::vector<int> stage_layers;
+  int modelStages() const { return pp * virtual_stages; }
+  int pipelineRank(int model_stage) const { return model_stage % pp; }
   // 0: every replica holds the whole optimizer state; 1: each holds an
   // equal flat slice of it and updates that slice (ZeRO-1); 2: and keeps
   // only its slice of the summed gradients (ZeRO-2); 3: and of the weights,
@@ -43,7 +52,8 @@ struct ParallelConfig {
   // reduce-scatter overlaps the backward); a device keeps only its slice of
   // the f32 sum.
   bool gradientsLeaveWhenMade() const { return zero >= 2; }
-  // "8 devices: dp 4 x tp 2, zero 1[, sequence parallel][, pp 2][, grad-accum 4]"
+  // "8 devices: dp 4 x tp 2, zero 1[, sequence parallel][, pp 2[, virtual stages 2][,
+  // layers 1/2/1]][, grad-accum 4]"
   std::string toString() const;
 };
 
@@ -57,6 +67,23 @@ inline constexpr int kMaxGradAccum = 65536;
 Expected<ParallelConfig> resolveParallelConfig(int devices, int dp, int tp, int zero,
                                                int64_t global_batch, int grad_accum = 1,
                                                int pp = 1);
+
+// The pipeline's shape on top of a resolved `c`: `virtual_stages` model
+// stages per device (2 or more needs --pp 2 or more and micro-batches a
+// multiple of pp, as Megatron's interleaved schedule does) and, when given,
+// each model stage's layer count (one positive count per model stage).
+// Errors name the flags (--virtual-stages, --pp-layers).
+Status setPipelineShape(ParallelConfig &c, int virtual_stages, std::vector<int> stage_layers);
+
+// "9,10,10,11": --pp-layers' counts.
+Expected<std::vector<int>> parseStageLayers(const std::string &text);
+
+// The model stage of each of `layers` transformer layers: c.stage_layers
+// when given (they must add up to `layers`), otherwise balanced
+// (pipeline_partition.h balancedLayerStages); with virtual stages and no
+// counts the layers must divide evenly over the model stages (Megatron's
+// rule). Every model stage needs a layer.
+Expected<std::vector<int>> layerStages(const ParallelConfig &c, int64_t layers);
 
 // The update runs in buckets, one after another, each writing its new
 // weights and moments while the others' stay as they are: the update's peak

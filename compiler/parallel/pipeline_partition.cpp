@@ -35,7 +35,8 @@ bool flowsWithSchedule(StageProgram from, StageProgram to) {
 
 class Partitioner {
 public:
-  Partitioner(const Graph &step, int stages) : g_(step), stages_(stages) {}
+  Partitioner(const Graph &step, int stages, std::vector<int> layer_stage)
+      : g_(step), stages_(stages), given_(std::move(layer_stage)) {}
 
   Expected<PipelinePartition> run();
 
@@ -57,6 +58,7 @@ private:
 
   const Graph &g_;
   int stages_;
+  std::vector<int> given_; // each layer's stage; empty: balanced
   PipelinePartition out_;
   std::vector<bool> forward_;
   std::vector<int> stage_; // per node
@@ -229,15 +231,19 @@ Graph Partitioner::build(int part) const {
 }
 
 Expected<PipelinePartition> Partitioner::run() {
-  int64_t layers = 0;
-  for (const GraphInput &in : g_.inputs())
-    if (isWeight(in.role))
-      layers = std::max(layers, weightLayer(in.name) + 1);
+  const int64_t layers = transformerLayers(g_);
   if (layers < stages_)
     return Error("--pp " + std::to_string(stages_) + ": the model has " + std::to_string(layers) +
                  " transformer layers, fewer than the stages (each stage needs at least one)");
+  if (!given_.empty() && static_cast<int64_t>(given_.size()) != layers)
+    return Error("pipeline: a split of " + std::to_string(given_.size()) +
+                 " layers for a model of " + std::to_string(layers));
+  for (int s : given_)
+    if (s < 0 || s >= stages_)
+      return Error("pipeline: a layer on stage " + std::to_string(s) + " of " +
+                   std::to_string(stages_));
   out_.stages = stages_;
-  out_.layer_stage = balancedLayerStages(layers, stages_);
+  out_.layer_stage = given_.empty() ? balancedLayerStages(layers, stages_) : given_;
   assignStages();
 
   parts_.assign(static_cast<size_t>(2 * stages_), Part{});
@@ -271,6 +277,14 @@ Expected<PipelinePartition> Partitioner::run() {
 
 } // namespace
 
+int64_t transformerLayers(const Graph &step) {
+  int64_t layers = 0;
+  for (const GraphInput &in : step.inputs())
+    if (isWeight(in.role))
+      layers = std::max(layers, weightLayer(in.name) + 1);
+  return layers;
+}
+
 std::vector<int> balancedLayerStages(int64_t layers, int stages) {
   std::vector<int> stage_of;
   const int64_t base = layers / stages, longer = layers % stages;
@@ -287,10 +301,11 @@ int weightStage(const std::string &name, const std::vector<int> &layer_stage, in
   return isEmbeddingName(name) ? 0 : stages - 1;
 }
 
-Expected<PipelinePartition> partitionPipeline(const Graph &step, int stages) {
+Expected<PipelinePartition> partitionPipeline(const Graph &step, int stages,
+                                              std::vector<int> layer_stage) {
   if (stages < 1)
     return Error("pipeline: " + std::to_string(stages) + " stages");
-  return Partitioner(step, stages).run();
+  return Partitioner(step, stages, std::move(layer_stage)).run();
 }
 
 } // namespace kiln::parallel

@@ -55,13 +55,20 @@ struct PipelinePartition {
 // the first `layers % stages` parts one longer.
 std::vector<int> balancedLayerStages(int64_t layers, int stages);
 
+// The transformer layers of `step`: one past the highest layer any weight's
+// name holds.
+int64_t transformerLayers(const Graph &step);
+
 // The stage a weight lives on: its layer's (a name holding a layer scope,
 // ir/layer_scope.h, LoRA's adapters included); the embedding's the first's;
 // every other (the final norm, lm_head) the last's.
 int weightStage(const std::string &name, const std::vector<int> &layer_stage, int stages);
 
 // Cuts `step` (buildTrainingStep's graph: outputs "loss" and the gradients,
-// recomputation already applied) into `stages` stages. The forward is what
+// recomputation already applied) into `stages` stages of consecutive layers:
+// `layer_stage` says each layer's (parallel_config.h layerStages; empty:
+// balancedLayerStages). With interleaving these are the model stages,
+// several to a device; the cut does not know which device runs which. The forward is what
 // "loss" needs; a backward node belongs to the stage of the forward node it
 // differentiates (its provenance), a sum of gradients to the stage that
 // produced its terms. A weight another stage reads (a tied embedding, read
@@ -69,6 +76,7 @@ int weightStage(const std::string &name, const std::vector<int> &layer_stage, in
 // the gradient terms of it come back up to be summed on its stage. Errors
 // when the model has fewer layers than stages, or when a value would flow
 // against the schedule (a gradient down the pipeline).
-Expected<PipelinePartition> partitionPipeline(const Graph &step, int stages);
+Expected<PipelinePartition> partitionPipeline(const Graph &step, int stages,
+                                              std::vector<int> layer_stage = {});
 
 } // namespace kiln::parallel

@@ -4,8 +4,9 @@
 #include <map>
 
 namespace kiln::parallel {
+namespace {
 
-std::vector<PipelineAction> stageSchedule(int stage, int stages, int micro_batches) {
+std::vector<PipelineAction> plainSchedule(int stage, int stages, int micro_batches) {
   const int warmup = std::min(stages - stage - 1, micro_batches);
   std::vector<PipelineAction> actions;
   for (int m = 0; m < warmup; ++m)
@@ -19,9 +20,30 @@ std::vector<PipelineAction> stageSchedule(int stage, int stages, int micro_batch
   return actions;
 }
 
-namespace {
+// Megatron's forward_backward_pipelining_with_interleaving, device `rank`.
+std::vector<PipelineAction> interleavedSchedule(int rank, int ranks, int micro_batches,
+                                                int chunks) {
+  const int total = micro_batches * chunks, group = ranks * chunks;
+  const int warmup = std::min(2 * (ranks - rank - 1) + (chunks - 1) * ranks, total);
+  auto action = [&](int k, bool forward) {
+    int chunk = k % group / ranks;
+    if (!forward)
+      chunk = chunks - 1 - chunk;
+    return PipelineAction{chunk * ranks + rank, k / group * ranks + k % ranks, forward};
+  };
+  std::vector<PipelineAction> actions;
+  for (int k = 0; k < warmup; ++k)
+    actions.push_back(action(k, true));
+  for (int i = 0; i < total - warmup; ++i) {
+    actions.push_back(action(warmup + i, true));
+    actions.push_back(action(i, false));
+  }
+  for (int k = total - warmup; k < total; ++k)
+    actions.push_back(action(k, false));
+  return actions;
+}
 
-// What `a` waits for besides its stage's previous action; false: nothing.
+// What `a` waits for besides its device's previous action; false: nothing.
 bool dependency(const PipelineAction &a, int stages, PipelineAction &on) {
   if (a.forward && a.stage > 0)
     on = {a.stage - 1, a.micro, true};
@@ -38,52 +60,61 @@ int64_t keyOf(const PipelineAction &a) {
 
 } // namespace
 
-std::vector<PipelineAction> pipelineSchedule(int stages, int micro_batches) {
+std::vector<PipelineAction> stageSchedule(int rank, int ranks, int micro_batches,
+                                          int virtual_stages) {
+  return virtual_stages <= 1 ? plainSchedule(rank, ranks, micro_batches)
+                             : interleavedSchedule(rank, ranks, micro_batches, virtual_stages);
+}
+
+std::vector<PipelineAction> pipelineSchedule(int ranks, int micro_batches, int virtual_stages) {
+  const int stages = ranks * std::max(1, virtual_stages);
   std::vector<std::vector<PipelineAction>> lists;
   size_t total = 0;
-  for (int s = 0; s < stages; ++s) {
-    lists.push_back(stageSchedule(s, stages, micro_batches));
+  for (int r = 0; r < ranks; ++r) {
+    lists.push_back(stageSchedule(r, ranks, micro_batches, virtual_stages));
     total += lists.back().size();
   }
-  std::vector<size_t> next(stages, 0);
+  std::vector<size_t> next(ranks, 0);
   std::map<int64_t, bool> done;
   std::vector<PipelineAction> order;
   while (order.size() < total) {
     const size_t before = order.size();
-    for (int s = 0; s < stages; ++s) {
-      if (next[s] == lists[s].size())
+    for (int r = 0; r < ranks; ++r) {
+      if (next[r] == lists[r].size())
         continue;
-      const PipelineAction &a = lists[s][next[s]];
+      const PipelineAction &a = lists[r][next[r]];
       PipelineAction on;
       if (dependency(a, stages, on) && !done.count(keyOf(on)))
         continue;
       order.push_back(a);
       done[keyOf(a)] = true;
-      ++next[s];
+      ++next[r];
     }
     if (order.size() == before)
-      break; // cannot happen for 1F1B; never loop forever
+      break; // cannot happen for these schedules; never loop forever
   }
   return order;
 }
 
 std::vector<ActionTime> simulatePipeline(const std::vector<PipelineAction> &schedule,
-                                         const std::vector<double> &seconds) {
+                                         const std::vector<double> &seconds, int ranks) {
   std::map<int64_t, double> ended;
   std::map<int, double> free_at;
   int stages = 0;
   for (const PipelineAction &a : schedule)
     stages = std::max(stages, a.stage + 1);
+  if (ranks <= 0)
+    ranks = std::max(1, stages);
   std::vector<ActionTime> times;
   for (size_t i = 0; i < schedule.size(); ++i) {
     const PipelineAction &a = schedule[i];
-    double start = free_at[a.stage];
+    double start = free_at[a.stage % ranks];
     PipelineAction on;
     if (dependency(a, stages, on))
       start = std::max(start, ended[keyOf(on)]);
     const double end = start + (i < seconds.size() ? seconds[i] : 0.0);
     ended[keyOf(a)] = end;
-    free_at[a.stage] = end;
+    free_at[a.stage % ranks] = end;
     times.push_back({start, end});
   }
   return times;

@@ -142,16 +142,18 @@ Expected<GraphTime> graphTime(const CompiledGraph &compiled, const Roofline &roo
   return t;
 }
 
-// The 1F1B schedule on devices running at once: every action its
-// program's kernels and collectives, and the sends it ends with over the
-// link between neighbouring stages. The busiest stage's own work goes to
-// `kernels` and `tensor_parallel`, the rest of the span to `pipeline`.
+// The 1F1B schedule (interleaved with virtual stages) on devices running at
+// once: every action its program's kernels and collectives, and the sends
+// it ends with over the link between pipeline ranks. The busiest device's
+// own work (all its model stages') goes to `kernels` and `tensor_parallel`,
+// the rest of the span to `pipeline`.
 Status addPipelineTime(StepTime &time, const TrainingProgram &program, const Roofline &roofline,
                        const Link &tp_link, const Link &stage_link) {
   const ParallelConfig &layout = program.parallel;
-  std::vector<std::array<GraphTime, 2>> stage(layout.pp); // forward, backward
-  std::vector<std::array<double, 2>> sends(layout.pp, {0.0, 0.0});
-  for (int s = 0; s < layout.pp; ++s)
+  const int stages = static_cast<int>(program.stages.size());
+  std::vector<std::array<GraphTime, 2>> stage(stages); // forward, backward
+  std::vector<std::array<double, 2>> sends(stages, {0.0, 0.0});
+  for (int s = 0; s < stages; ++s)
     for (int f = 0; f < 2; ++f) {
       KILN_ASSIGN_OR_RETURN(
           stage[s][f], graphTime(program.stages[s].program(f == 0), roofline, layout.tp, tp_link));
@@ -159,35 +161,37 @@ Status addPipelineTime(StepTime &time, const TrainingProgram &program, const Roo
   for (const StageTransfer &t : program.transfers) {
     const Graph &g = program.stages[t.from.stage].program(t.from.forward).graph;
     for (const StageProgram &to : t.to)
-      if (to.stage != t.from.stage)
+      if (layout.pipelineRank(to.stage) != layout.pipelineRank(t.from.stage))
         sends[t.from.stage][t.from.forward ? 0 : 1] +=
             stage_link.latency_seconds +
             tensorBytes(g.type(g.findOutput(t.name)->value)) / stage_link.bytes_per_second;
   }
-  const std::vector<PipelineAction> order = pipelineSchedule(layout.pp, layout.grad_accum);
+  const std::vector<PipelineAction> order =
+      pipelineSchedule(layout.pp, layout.grad_accum, layout.virtual_stages);
   std::vector<double> seconds;
   for (const PipelineAction &a : order) {
     const int f = a.forward ? 0 : 1;
     seconds.push_back(stage[a.stage][f].kernels + stage[a.stage][f].collectives +
                       sends[a.stage][f]);
   }
-  const std::vector<ActionTime> times = simulatePipeline(order, seconds);
+  const std::vector<ActionTime> times = simulatePipeline(order, seconds, layout.pp);
   double span = 0;
   for (const ActionTime &t : times)
     span = std::max(span, t.end);
-  int busiest = 0;
-  auto work = [&](int s) {
-    return stage[s][0].kernels + stage[s][1].kernels + stage[s][0].collectives +
-           stage[s][1].collectives;
-  };
-  for (int s = 1; s < layout.pp; ++s)
-    if (work(s) > work(busiest))
-      busiest = s;
-  for (const GraphTime &g : stage[busiest]) {
-    time.kernels += g.kernels * layout.grad_accum;
-    time.tensor_parallel += g.collectives * layout.grad_accum;
-    for (const auto &[kind, s] : g.kinds)
-      time.kernel_kinds[kind] += s * layout.grad_accum;
+  std::vector<double> work(layout.pp, 0.0);
+  for (int s = 0; s < stages; ++s)
+    work[layout.pipelineRank(s)] += stage[s][0].kernels + stage[s][1].kernels +
+                                    stage[s][0].collectives + stage[s][1].collectives;
+  const int busiest = static_cast<int>(std::max_element(work.begin(), work.end()) - work.begin());
+  for (int s = 0; s < stages; ++s) {
+    if (layout.pipelineRank(s) != busiest)
+      continue;
+    for (const GraphTime &g : stage[s]) {
+      time.kernels += g.kernels * layout.grad_accum;
+      time.tensor_parallel += g.collectives * layout.grad_accum;
+      for (const auto &[kind, spent] : g.kinds)
+        time.kernel_kinds[kind] += spent * layout.grad_accum;
+    }
   }
   time.pipeline = std::max(0.0, span - time.kernels - time.tensor_parallel);
   return Status::ok();

@@ -167,57 +167,64 @@ StepPeak wholeStepPeak(const TrainingProgram &program, const artifact::MemoryPla
   return p;
 }
 
-// With pipeline stages: each stage walks the 1F1B order as the trainer runs
-// it. During an action the device holds its program's run, what it keeps
-// for other micro-batches (their stashes and received activations and
-// gradients) and, once its first backward has run, the gradients' f32 sums.
-// `sums`: per stage, the bytes of the f32 sums the device keeps.
+// With pipeline stages: each device (pipeline rank) walks the schedule as
+// the trainer runs it. During an action the device holds its program's run,
+// what it keeps for other micro-batches and model stages (their stashes and
+// received activations and gradients) and, of each of its model stages
+// whose first backward has run, the gradients' f32 sums. `sums`: per model
+// stage, the bytes of the f32 sums its device keeps.
 std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
                                         const std::vector<artifact::MemoryPlan> &runs,
                                         const std::vector<int64_t> &sums) {
-  const int P = program.parallel.pp;
+  const ParallelConfig &layout = program.parallel;
+  const int P = layout.pp;
   std::map<std::string, int64_t> transfer_bytes;
   for (const StageTransfer &t : program.transfers) {
     const Graph &g = program.stages[t.from.stage].program(t.from.forward).graph;
     transfer_bytes[t.name] = bytesOf(g.type(g.findOutput(t.name)->value));
   }
-  // What a stage holds for micro-batch m: transfer name -> consumer programs to come.
+  // What a device holds for micro-batch m: transfer name -> consumer programs to come.
   std::vector<std::map<std::pair<int, std::string>, int>> held(P);
-  std::vector<bool> summing(P, false);
+  std::vector<bool> summing(program.stages.size(), false);
+  std::vector<int64_t> accumulated_on(P, 0); // the sums each device holds so far
   std::vector<StepPeak> peaks(P);
-  for (const PipelineAction &a : pipelineSchedule(P, program.parallel.grad_accum)) {
+  for (const PipelineAction &a : pipelineSchedule(P, layout.grad_accum, layout.virtual_stages)) {
+    const int rank = layout.pipelineRank(a.stage);
     const CompiledGraph &g = program.stages[a.stage].program(a.forward);
     const artifact::MemoryPlan &run = runs[2 * a.stage + (a.forward ? 0 : 1)];
     int64_t kept = 0;
-    std::set<int> micro_batches;
-    for (const auto &[key, uses] : held[a.stage])
+    std::set<int> in_flight; // the micro-batches it keeps something of
+    for (const auto &[key, uses] : held[rank])
       if (!(key.first == a.micro && g.graph.findInput(key.second))) {
         kept = saturatingAdd(kept, transfer_bytes[key.second]);
-        micro_batches.insert(key.first);
+        in_flight.insert(key.first);
       }
-    const int64_t accumulated = summing[a.stage] ? sums[a.stage] : 0;
+    const int64_t accumulated = accumulated_on[rank];
     const int64_t bytes = saturatingAdd(run.peak_bytes, kept);
-    StepPeak &peak = peaks[a.stage];
+    StepPeak &peak = peaks[rank];
     if (saturatingAdd(bytes, accumulated) > saturatingAdd(peak.bytes, peak.accumulated)) {
       peak = {bytes, accumulated, runBreakdown(g, run), &run,
-              static_cast<int>(micro_batches.size()) + 1};
+              static_cast<int>(in_flight.size()) + 1};
       peak.breakdown.activations = saturatingAdd(peak.breakdown.activations, kept);
       peak.breakdown.accumulated_gradients = accumulated;
     }
     // What the program read, it no longer holds unless a later program of
-    // the stage reads it too; what it sends, the receiving stages hold.
-    for (auto it = held[a.stage].begin(); it != held[a.stage].end();)
+    // the device reads it too; what it sends, the receiving devices hold.
+    for (auto it = held[rank].begin(); it != held[rank].end();)
       if (it->first.first == a.micro && g.graph.findInput(it->first.second) && --it->second == 0)
-        it = held[a.stage].erase(it);
+        it = held[rank].erase(it);
       else
         ++it;
     for (const StageTransfer &t : program.transfers) {
       if (!(t.from == StageProgram{a.stage, a.forward}))
         continue;
       for (const StageProgram &to : t.to)
-        ++held[to.stage][{a.micro, t.name}];
+        ++held[layout.pipelineRank(to.stage)][{a.micro, t.name}];
     }
-    summing[a.stage] = summing[a.stage] || !a.forward;
+    if (!a.forward && !summing[a.stage]) {
+      summing[a.stage] = true;
+      accumulated_on[rank] = saturatingAdd(accumulated_on[rank], sums[a.stage]);
+    }
   }
   return peaks;
 }
@@ -289,15 +296,15 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
   std::vector<int64_t> bucket_extra;
   for (const CompiledGraph &g : program.optimizers)
     bucket_extra.push_back(runPlan(g, held).peak_bytes);
-  // Per stage, the f32 gradient sums a device keeps: every parameter's, or
-  // with ZeRO-2 and -3 (the gradients leave as they are made) its slices.
-  // Every replica holds the same bytes (ZeRO's slices are equal), so
-  // replica 0's devices stand for all.
+  // Per model stage (one without stages), the f32 gradient sums its device
+  // keeps: every parameter's, or with ZeRO-2 and -3 (the gradients leave as
+  // they are made) its slices. Every replica holds the same bytes (ZeRO's
+  // slices are equal), so replica 0's devices stand for all.
   const bool leave = program.parallel.gradientsLeaveWhenMade();
-  std::vector<int64_t> sums(P, 0);
+  std::vector<int64_t> sums(std::max<size_t>(1, program.stages.size()), 0);
   for (const Parameter &p : program.params)
-    sums[p.stage] = saturatingAdd(
-        sums[p.stage], saturatingMul(4, numElements((leave ? p.sliceType() : p.type).shape)));
+    sums[p.model_stage] = saturatingAdd(
+        sums[p.model_stage], saturatingMul(4, numElements((leave ? p.sliceType() : p.type).shape)));
   const std::set<std::string> gradients(program.signature.gradient.begin(),
                                         program.signature.gradient.end());
   std::vector<artifact::MemoryPlan> runs;

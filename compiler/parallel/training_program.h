@@ -84,7 +84,8 @@ struct Parameter {
   std::string name; // the Hugging Face name
   TensorType type;  // on one device: a tensor-parallel rank's piece
   TensorSplit split;
-  int stage = 0; // the pipeline stage whose devices hold it
+  int stage = 0;       // the pipeline rank whose devices hold it (its model stage's)
+  int model_stage = 0; // the model stage whose programs read it (several per rank when interleaved)
   // ZeRO: the elements of the flat slice of `type` each data-parallel
   // replica updates and keeps the moments of (ir/tensor_split.h
   // takeFlatSlice); 0: every replica the whole piece.
@@ -125,8 +126,10 @@ struct TrainingProgram {
   int64_t micro_batch = 1;       // of them, what one run of the step takes (grad_accum runs)
   int64_t seq = 0;
   CompiledGraph step; // the whole step; empty with pipeline stages
-  // With pipeline parallelism (parallel.pp > 1): the step cut into stages,
-  // and what their programs hand each other by name.
+  // With pipeline parallelism (parallel.pp > 1): the step cut into model
+  // stages (pp x virtual_stages, in model order; model stage s runs on the
+  // devices of pipeline rank parallel.pipelineRank(s)), and what their
+  // programs hand each other by name.
   std::vector<PipelineStage> stages;
   std::vector<StageTransfer> transfers;
   // The trained parameters, in graph order.
@@ -142,7 +145,7 @@ struct TrainingProgram {
   // ZeRO every replica updates its equal slice, so one set serves them all.
   std::vector<CompiledGraph> optimizers;
   std::vector<std::vector<size_t>> bucket_params;
-  std::vector<int> bucket_stage; // the pipeline stage of bucket b's parameters
+  std::vector<int> bucket_stage; // the pipeline rank of bucket b's parameters
   DeviceMemoryEstimate memory;
   // The forward for validation on held-out data; empty unless asked for.
   EvalProgram eval;

@@ -3,7 +3,6 @@
 // reverse, each fed the others' outputs by name), the stages give the bits
 // of the whole step, with and without recomputation; each stage reads only
 // its own weights, and hands each neighbour one tensor per boundary.
-// The 1F1B schedule's order and its bound on micro-batches in flight.
 #include <filesystem>
 #include <fstream>
 
@@ -157,6 +156,30 @@ TEST(PipelinePartition, RecomputedStagesKeepOnlyEachLayersInput) {
   EXPECT_LT(again_bytes * 3, kept_bytes) << "the stash shrinks to the layers' inputs";
 }
 
+// Stages of given lengths (--pp-layers; the shorter first and last stages
+// that make room for the embedding and lm_head): each layer's weights on
+// its stage, the whole step's bits.
+TEST(PipelinePartition, UnevenSplitsComputeTheWholeStepsBits) {
+  Step step = tinyStep(4);
+  const ops::TensorMap whole = interpretOk(step.graph, step.feed);
+  for (const std::vector<int> &split :
+       {std::vector<int>{0, 1, 1, 1}, std::vector<int>{0, 0, 0, 1}, std::vector<int>{0, 1, 1, 2}}) {
+    const int stages = split.back() + 1;
+    auto p = partitionPipeline(step.graph, stages, split);
+    ASSERT_TRUE(p) << p.message();
+    EXPECT_EQ(p->layer_stage, split);
+    expectSameBits(whole, runStages(*p, step.feed), "uneven split");
+    for (int s = 0; s < stages; ++s)
+      for (const GraphInput &in : p->forward[s].inputs()) {
+        if (isWeight(in.role)) {
+          EXPECT_EQ(weightStage(in.name, split, stages), s) << in.name;
+        }
+      }
+  }
+  EXPECT_FALSE(partitionPipeline(step.graph, 2, {0, 1, 1}));
+  EXPECT_FALSE(partitionPipeline(step.graph, 2, {0, 1, 2, 1}));
+}
+
 TEST(PipelinePartition, RefusesWhatItCannotCut) {
   auto few = partitionPipeline(tinyStep(2).graph, 4);
   ASSERT_FALSE(few);
@@ -183,36 +206,6 @@ TEST(PipelinePartition, TiedEmbeddingsAreSentToTheHeadAndTheirGradientSummedOnTh
       weight_sends += t.name.find("transformer.wte.weight") != std::string::npos;
     EXPECT_EQ(weight_sends, 1) << "one transfer of the weight, read by the last stage";
   }
-}
-
-TEST(PipelineSchedule, OneForwardOneBackwardWithinItsBounds) {
-  const int stages = 4, micro = 8;
-  const std::vector<PipelineAction> order = pipelineSchedule(stages, micro);
-  ASSERT_EQ(order.size(), size_t{2 * stages * micro});
-  for (int s = 0; s < stages; ++s) {
-    // Each stage's own order is 1F1B's, with at most P - s in flight.
-    std::vector<PipelineAction> mine;
-    for (const PipelineAction &a : order)
-      if (a.stage == s)
-        mine.push_back(a);
-    EXPECT_EQ(mine, stageSchedule(s, stages, micro)) << s;
-    int in_flight = 0, most = 0;
-    for (const PipelineAction &a : mine) {
-      in_flight += a.forward ? 1 : -1;
-      most = std::max(most, in_flight);
-    }
-    EXPECT_EQ(most, stages - s) << s;
-  }
-  // On parallel devices of equal speed the step is (M + P - 1) forwards and
-  // backwards: the bubble is P - 1 of them.
-  std::vector<double> seconds;
-  for (const PipelineAction &a : order)
-    seconds.push_back(a.forward ? 1.0 : 2.0);
-  const auto times = simulatePipeline(order, seconds);
-  double end = 0;
-  for (const ActionTime &t : times)
-    end = std::max(end, t.end);
-  EXPECT_DOUBLE_EQ(end, (micro + stages - 1) * 3.0);
 }
 
 } // namespace

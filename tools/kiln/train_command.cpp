@@ -25,6 +25,8 @@ struct TrainOptions {
   std::string weights;
   int devices = 8, dp = 0, tp = 0, pp = 1, zero = 0, grad_accum = 1;
   int micro_batches = 0;          // --micro-batches: --grad-accum's name for pipelines
+  int virtual_stages = 1;         // --virtual-stages: interleaved 1F1B
+  std::string pp_layers;          // --pp-layers: each model stage's layers, "9,10,10,11"
   bool sequence_parallel = false; // --sequence-parallel (the job file may set it too)
   int devices_per_process = 0;    // under mpirun: the devices each process drives
   std::string device_memory;
@@ -89,6 +91,16 @@ int runTrain(TrainOptions opts) {
                                                   opts.model.batch, opts.grad_accum, opts.pp);
   if (!parallel) // every check of the layout is on the flags alone
     return fail(usageError(parallel.error()));
+  std::vector<int> stage_layers;
+  if (!opts.pp_layers.empty()) {
+    auto counts = parallel::parseStageLayers(opts.pp_layers);
+    if (!counts)
+      return fail(usageError(counts.error()));
+    stage_layers = std::move(*counts);
+  }
+  if (Status shaped = parallel::setPipelineShape(*parallel, opts.virtual_stages, stage_layers);
+      !shaped)
+    return fail(usageError(shaped.error()));
   if (opts.sequence_parallel && parallel->tp == 1)
     return usage("--sequence-parallel splits the sequence over a tensor-parallel group: it "
                  "needs --tp 2 or more");
@@ -101,6 +113,9 @@ int runTrain(TrainOptions opts) {
   auto config = decoderConfigOf(opts.model.model, "kiln train");
   if (!config)
     return fail(config.error());
+  if (parallel->pp > 1) // the layers' split over the model stages
+    if (auto split = parallel::layerStages(*parallel, config->num_hidden_layers); !split)
+      return fail(usageError(split.error()));
   auto data_dtype = runtime::parseTokenDType(opts.data_dtype, config->vocab_size);
   if (!data_dtype)
     return fail(data_dtype.error());
@@ -219,6 +234,15 @@ void registerTrainCommand(CLI::App &app, Action &action) {
                   "pipeline stages: the layers split into this many balanced stages run in a "
                   "1F1B schedule (default 1)")
       ->check(PositiveInteger);
+  cmd->add_option("--virtual-stages", opts->virtual_stages,
+                  "with --pp: each device holds this many non-adjacent model stages, run in "
+                  "Megatron's interleaved 1F1B schedule (a bubble V times smaller; the layers "
+                  "must divide by pp x V and --micro-batches by pp; default 1)")
+      ->check(PositiveInteger);
+  cmd->add_option("--pp-layers", opts->pp_layers,
+                  "with --pp: each model stage's transformer layers in model order, e.g. "
+                  "9,10,10,11 (pp x virtual-stages counts adding up to the model's layers; "
+                  "default: balanced)");
   cmd->add_option("--micro-batches", opts->micro_batches,
                   "micro-batches per step through the pipeline (the same count as --grad-accum)")
       ->check(PositiveInteger);

@@ -33,9 +33,12 @@ std::optional<IndexRange> indexRangeOf(const Graph &graph, const Node &node, siz
   if (node.op == "CrossEntropyLoss" || node.op == "CrossEntropyLossGrad")
     return IndexRange{graph.type(node.inputs[0]).shape.at(1), node.attrs.getInt("ignore_index"),
                       "the classes of the logits"};
-  if (node.op == "VocabParallelCrossEntropy" || node.op == "VocabParallelCrossEntropyGrad")
-    return IndexRange{graph.type(node.inputs[0]).shape.at(1) * node.attrs.getInt("ranks"),
-                      node.attrs.getInt("ignore_index"), "the classes of the whole vocabulary"};
+  if (node.op == "VocabParallelCrossEntropy" || node.op == "VocabParallelCrossEntropyGrad") {
+    const int64_t vocab = node.attrs.getInt("vocab"); // a padded vocabulary's true size
+    return IndexRange{
+        vocab > 0 ? vocab : graph.type(node.inputs[0]).shape.at(1) * node.attrs.getInt("ranks"),
+        node.attrs.getInt("ignore_index"), "the classes of the whole vocabulary"};
+  }
   return std::nullopt;
 }
 

@@ -11,7 +11,8 @@ namespace kiln::runtime {
 
 // A collective kernel across the group, each rank's result in its own
 // arena: TensorParallelReduce adds the ranks' inputs in rank order in f32
-// and rounds the sum once, as the job's kernels round; TensorParallelMax
+// and rounds the sum once, as the job's kernels round (with `groups`, each
+// group of consecutive ranks its own sum); TensorParallelMax
 // takes their max (exact); DataParallelGather writes into each rank the
 // weight its replicas' slices make (ExecutorOptions::gather_weight);
 // sequence parallelism's all-gather and reduce-scatter as
@@ -46,25 +47,31 @@ Expected<uint32_t> Executor::runCollective(size_t index, std::vector<std::vector
                  " tensor-parallel ranks, the run has " + std::to_string(group.size()));
   if (gather || scatter)
     return runSequenceCollective(node, group, arenas);
-  const Tensor &first = (*group[0])[in];
-  const int64_t n = first.numElements();
-  std::vector<float> acc(static_cast<size_t>(n), 0.0f);
-  for (size_t r = 0; r < group.size(); ++r) {
-    const Tensor &x = (*group[r])[in];
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = x.dtype() == DType::F32 ? x.dataAs<float>()[i] : x.getFloat(i);
-      acc[i] = !max ? acc[i] + v : r == 0 ? v : std::max(acc[i], v);
+  // A reduce with groups sums each group of consecutive ranks on its own.
+  const int64_t groups = node.attrs.has("groups") ? node.attrs.getInt("groups") : 1;
+  const size_t size = group.size() / static_cast<size_t>(groups);
+  const int64_t n = (*group[0])[in].numElements();
+  uint32_t status = 0;
+  for (size_t first = 0; first < group.size(); first += size) {
+    std::vector<float> acc(static_cast<size_t>(n), 0.0f);
+    for (size_t r = first; r < first + size; ++r) {
+      const Tensor &x = (*group[r])[in];
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = x.dtype() == DType::F32 ? x.dataAs<float>()[i] : x.getFloat(i);
+        acc[i] = !max ? acc[i] + v : r == first ? v : std::max(acc[i], v);
+      }
+    }
+    Tensor &y = (*group[first])[out] = place(out, arenas[first]);
+    takeFloatStatus();
+    for (int64_t i = 0; i < n; ++i)
+      y.setFloat(i, acc[i], kernels_.overflow);
+    status |= takeFloatStatus();
+    for (size_t r = first + 1; r < first + size; ++r) {
+      Tensor &mine = (*group[r])[out] = place(out, arenas[r]);
+      copyBytes(mine, y);
     }
   }
-  Tensor &y = (*group[0])[out] = place(out, arenas[0]);
-  takeFloatStatus();
-  for (int64_t i = 0; i < n; ++i)
-    y.setFloat(i, acc[i], kernels_.overflow);
-  for (size_t r = 1; r < group.size(); ++r) {
-    Tensor &mine = (*group[r])[out] = place(out, arenas[r]);
-    copyBytes(mine, y);
-  }
-  return takeFloatStatus();
+  return status;
 }
 
 // Sequence parallelism's collectives, whose pieces lie along the node's

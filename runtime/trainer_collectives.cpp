@@ -44,7 +44,8 @@ Status Trainer::reduceGradient(int t, size_t i) {
 
 // The global gradient norm's sum of squares. Every replica holds the same
 // sums, so one look at the first replica's ranks decides for all of them (a
-// replicated parameter counts once). A pipeline spread over processes adds
+// replicated parameter counts once, a key/value head replicated over the
+// ranks that share it once). A pipeline spread over processes adds
 // each process's squares (zero for the stages it does not hold) into the
 // one list, so the squares are added in the same order either way.
 Expected<double> Trainer::gradientSumOfSquares() {
@@ -52,7 +53,7 @@ Expected<double> Trainer::gradientSumOfSquares() {
   std::vector<std::pair<int, size_t>> counted; // (rank, parameter)
   for (int t = 0; t < T; ++t)
     for (size_t i = 0; i < program_.params.size(); ++i)
-      if (t == 0 || !program_.params[i].split.replicated())
+      if (program_.params[i].split.firstCopy(t, T))
         counted.emplace_back(t, i);
   std::vector<double> squares(counted.size(), 0.0);
   std::vector<const Tensor *> tensors;
@@ -80,7 +81,7 @@ Expected<double> Trainer::gradientSumOfSquares() {
 // on the first one's track.
 Expected<bool> Trainer::reduceAcrossReplicas(std::vector<float> &losses) {
   const int replicas = comm_->localSize(), T = tp();
-  const int devices = replicas * local_stages_ * T;
+  const int devices = layout_.devices();
   auto clock = Profiler::Clock::now();
   const int64_t t0 = trace_ ? trace_->now() : 0;
   for (int t = 0; t < T; ++t)
@@ -90,7 +91,7 @@ Expected<bool> Trainer::reduceAcrossReplicas(std::vector<float> &losses) {
   // The float status of this process's devices, per replica.
   std::vector<float> raised(replicas, 0.0f);
   for (int r = 0; r < replicas; ++r)
-    for (int s = first_stage_; s < first_stage_ + local_stages_; ++s)
+    for (int s = layout_.firstStage(); s < layout_.firstStage() + layout_.localStages(); ++s)
       for (int t = 0; t < T; ++t)
         raised[r] =
             std::max(raised[r], float_status_[deviceOf(r, s, t)].overflowed() ? 1.0f : 0.0f);

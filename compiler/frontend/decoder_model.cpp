@@ -7,6 +7,7 @@
 // applied here.
 #include "compiler/frontend/decoder_model.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <unordered_map>
@@ -25,9 +26,11 @@ public:
                  int64_t seq, std::unordered_map<std::string, ValueId> params)
       : b_(graph), config_(config), fam_(*config.family), dt_(options.dtype), B_(options.batch),
         S_(seq), H_(config.hidden_size), tp_(options.tensor_parallel),
-        heads_(config.num_attention_heads / tp_), kv_heads_(config.kvHeads() / tp_),
-        hd_(config.headDim()), A_(heads_ * hd_), KV_(kv_heads_ * hd_), F_(config.mlpWidth() / tp_),
-        V_(config.vocab_size / tp_), rot_(config.rotaryDim()),
+        heads_(config.num_attention_heads / tp_),
+        kv_heads_(std::max<int64_t>(config.kvHeads() / tp_, 1)),
+        kv_groups_(config.kvHeads() < tp_ ? config.kvHeads() : 1), hd_(config.headDim()),
+        A_(heads_ * hd_), KV_(kv_heads_ * hd_), F_(config.mlpWidth() / tp_),
+        V_(paddedLength(config.vocab_size, tp_) / tp_), rot_(config.rotaryDim()),
         sp_(options.sequence_parallel && tp_ > 1), lora_scale_(0), params_(std::move(params)) {
     if (options.lora.enabled())
       lora_scale_ = options.lora.scale();
@@ -118,7 +121,8 @@ private:
     ValueId low = b_.create("MatMul", n + ".lora_A", {flat, a_w}, {{"transpose_b", true}});
     low = tensorParallel(row_parallel ? "TensorParallelReduce" : "TensorParallelCopy", low,
                          n + ".lora_tp");
-    ValueId b_w = cast(param(loraBName(module)), DType::F32, dt_, n + ".lora_B.cast");
+    ValueId b_w = cast(sharedHead(module, param(loraBName(module)), n + ".lora_B"), DType::F32, dt_,
+                       n + ".lora_B.cast");
     ValueId d = b_.create("MatMul", n + ".lora_B", {low, b_w}, {{"transpose_b", true}});
     d = b_.create("Mul", n + ".lora_scaling",
                   {d, b_.constant(lora_scale_, dt_, n + ".lora_alpha")});
@@ -137,6 +141,23 @@ private:
         b_.create("ShardIndex", name + ".shard_index", {input_ids, tp_rank_}, {{"shard_size", V_}});
     ValueId rows = b_.create("Gather", name, {table, local}, {{"skip_out_of_range", true}});
     return exitRegion(rows, name);
+  }
+
+  // A weight of a key/value projection (its weight, bias or LoRA B) under
+  // more ranks than key/value heads: each rank holds a copy of its head,
+  // whose gradient covers the rank's query heads only, so Megatron's f over
+  // the ranks sharing the head (a group of consecutive ranks) sums it in
+  // the backward. Otherwise the weight as it is.
+  ValueId sharedHead(const std::string &module, ValueId weight, const std::string &name) {
+    if (config_.kvHeads() >= tp_ || fam_.fused_qkv)
+      return weight;
+    const std::string attn = "." + std::string(fam_.attention) + ".";
+    const bool kv = module.ends_with(attn + std::string(fam_.k)) ||
+                    module.ends_with(attn + std::string(fam_.v));
+    if (!kv)
+      return weight;
+    return b_.create("TensorParallelCopy", name + ".head_copy", {weight},
+                     {{"ranks", int64_t{tp_}}, {"groups", kv_groups_}});
   }
 
   // Megatron's f and g around a tensor-parallel layer; nothing on one rank.
@@ -254,7 +275,9 @@ private:
   std::vector<ValueId> projectQkv(const std::string &p, ValueId input, ValueId x) {
     const bool bias = config_.hasBias(fam_.qkv_bias);
     auto bias_of = [&](const std::string &module) {
-      return bias ? param(module + ".bias") : kNoValue;
+      return bias ? sharedHead(module, param(module + ".bias"),
+                               module.substr(module.rfind('.') + 1) + ".bias")
+                  : kNoValue;
     };
     std::vector<ValueId> parts;
     if (fam_.fused_qkv) {
@@ -274,7 +297,8 @@ private:
           {fam_.q, A_}, {fam_.k, KV_}, {fam_.v, KV_}};
       for (const auto &[module, width] : projections) {
         const std::string m = p + std::string(module), name(module);
-        ValueId y = linear(name, x, H_, width, param(m + ".weight"), bias_of(m));
+        ValueId y =
+            linear(name, x, H_, width, sharedHead(m, param(m + ".weight"), name), bias_of(m));
         parts.push_back(withLora(m, name, y, input, H_, width, false));
       }
     }
@@ -411,14 +435,29 @@ private:
   // Megatron's vocab-parallel cross entropy: the row max and the sum of
   // exponentials reduced over the ranks, each rank's part of the loss (the
   // rows whose label it holds) summed; the logits are never gathered.
+  // A padded vocabulary (the ranks do not divide it): the ops leave the
+  // padding columns, the last ranks' past vocab_size, out of the max, the
+  // sum and the loss, and give them no gradient.
   ValueId vocabParallelLoss(ValueId logits, ValueId labels) {
     auto s = b_.scope("loss");
-    ValueId max = b_.create("VocabParallelMax", "shard_max", {logits});
+    const bool padded = V_ * tp_ != config_.vocab_size;
+    AttrMap stat, loss{{"ranks", int64_t{tp_}}};
+    std::vector<ValueId> rank;
+    if (padded) {
+      stat.set("vocab", config_.vocab_size);
+      loss.set("vocab", config_.vocab_size);
+      rank.push_back(tp_rank_);
+    }
+    std::vector<ValueId> in = {logits};
+    in.insert(in.end(), rank.begin(), rank.end());
+    ValueId max = b_.create("VocabParallelMax", "shard_max", in, stat);
     max = b_.create("TensorParallelMax", "max", {max}, {{"ranks", int64_t{tp_}}});
-    ValueId sum = b_.create("VocabParallelSumExp", "shard_sum_exp", {logits, max});
+    in = {logits, max};
+    in.insert(in.end(), rank.begin(), rank.end());
+    ValueId sum = b_.create("VocabParallelSumExp", "shard_sum_exp", in, stat);
     sum = tensorParallel("TensorParallelReduce", sum, "sum_exp");
     ValueId part = b_.create("VocabParallelCrossEntropy", "shard_loss",
-                             {logits, labels, tp_rank_, max, sum}, {{"ranks", int64_t{tp_}}});
+                             {logits, labels, tp_rank_, max, sum}, loss);
     return tensorParallel("TensorParallelReduce", part, "loss");
   }
 
@@ -427,14 +466,15 @@ private:
   const DecoderFamily &fam_;
   DType dt_;
   int64_t B_, S_, H_;
-  int64_t tp_;       // tensor-parallel ranks
-  int64_t heads_;    // this rank's query heads
-  int64_t kv_heads_; // this rank's key/value heads
-  int64_t hd_;       // channels per head
-  int64_t A_;        // this rank's query width: heads_ * hd_
-  int64_t KV_;       // this rank's key (and value) width: kv_heads_ * hd_
-  int64_t F_;        // this rank's MLP width
-  int64_t V_;        // this rank's vocabulary rows
+  int64_t tp_;        // tensor-parallel ranks
+  int64_t heads_;     // this rank's query heads
+  int64_t kv_heads_;  // this rank's key/value heads (one, replicated, under more ranks)
+  int64_t kv_groups_; // the ranks' groups sharing a key/value head: the heads, or 1
+  int64_t hd_;        // channels per head
+  int64_t A_;         // this rank's query width: heads_ * hd_
+  int64_t KV_;        // this rank's key (and value) width: kv_heads_ * hd_
+  int64_t F_;         // this rank's MLP width
+  int64_t V_;         // this rank's vocabulary rows (padding included: tensor_split.h)
   int64_t rot_;
   bool sp_;                 // sequence parallelism: the residual stream holds [B, S/tp, H]
   double lora_scale_;       // alpha / r
@@ -450,25 +490,31 @@ private:
 
 namespace {
 
-// Tensor parallelism splits the query and key/value heads, the MLP width and
-// the vocabulary evenly over the ranks.
+// Tensor parallelism splits the query and key/value heads and the MLP width
+// evenly over the ranks (the vocabulary is padded when they do not divide it).
 Status checkTensorParallel(const DecoderConfig &config, int tp) {
   if (tp < 1)
     return Error("decoder forward: tensor parallelism over " + std::to_string(tp) +
                  " ranks: expected at least 1");
+  // Fewer key/value heads than ranks: each head is replicated over the
+  // ranks whose query heads use it, which needs whole groups of ranks.
+  const int64_t kv = config.kvHeads();
+  if (kv < tp && tp % kv != 0)
+    return Error("decoder forward: tensor parallelism over " + std::to_string(tp) +
+                 " ranks: with fewer num_key_value_heads (" + std::to_string(kv) +
+                 ") than ranks, each key/value head is replicated over the ranks that use it, "
+                 "so the ranks must be a multiple of them");
   const std::pair<const char *, int64_t> divided[] = {
       {"num_attention_heads", config.num_attention_heads},
-      {"num_key_value_heads", config.kvHeads()},
+      {"num_key_value_heads", kv < tp ? tp : kv},
       {config.family->intermediate_is_twice_mlp ? "the MLP width (intermediate_size / 2)"
                                                 : "intermediate_size",
-       config.mlpWidth()},
-      {"vocab_size", config.vocab_size}};
+       config.mlpWidth()}};
   for (const auto &[what, n] : divided)
     if (n % tp != 0)
       return Error("decoder forward: tensor parallelism over " + std::to_string(tp) +
                    " ranks: it must divide " + what + " (" + std::to_string(n) +
-                   "); kiln splits every head, MLP column and vocabulary row evenly and does not "
-                   "replicate key/value heads");
+                   "); kiln splits every head and MLP column evenly");
   return Status::ok();
 }
 

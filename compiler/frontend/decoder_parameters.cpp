@@ -18,7 +18,9 @@ std::vector<LinearSpec> layerLinears(const DecoderConfig &config) {
   const int64_t H = config.hidden_size, F = config.mlpWidth();
   const int64_t A = config.num_attention_heads * config.headDim();
   const int64_t KV = config.kvHeads() * config.headDim();
-  const TensorSplit rows{0}, columns{1}, qkv_rows{0, 3};
+  // The key/value projections' rows are whole heads: more ranks than
+  // heads replicate each over the ranks that share it.
+  const TensorSplit rows{0}, columns{1}, qkv_rows{0, 3}, kv_rows{0, 1, 0, config.kvHeads()};
   const std::string attn = std::string(f.attention) + ".", mlp = std::string(f.mlp) + ".";
   const bool qkv_bias = config.hasBias(f.qkv_bias), mlp_bias = config.hasBias(f.mlp_bias);
   std::vector<LinearSpec> out;
@@ -26,8 +28,8 @@ std::vector<LinearSpec> layerLinears(const DecoderConfig &config) {
     out.push_back({attn + std::string(f.qkv), 3 * A, H, qkv_rows, qkv_bias});
   } else {
     out.push_back({attn + std::string(f.q), A, H, rows, qkv_bias});
-    out.push_back({attn + std::string(f.k), KV, H, rows, qkv_bias});
-    out.push_back({attn + std::string(f.v), KV, H, rows, qkv_bias});
+    out.push_back({attn + std::string(f.k), KV, H, kv_rows, qkv_bias});
+    out.push_back({attn + std::string(f.v), KV, H, kv_rows, qkv_bias});
   }
   out.push_back({attn + std::string(f.o), H, A, columns, config.hasBias(f.o_bias)});
   out.push_back({mlp + std::string(f.up), F, H, rows, mlp_bias});
@@ -53,7 +55,8 @@ std::string linearNames(const DecoderConfig &config) {
 std::vector<ParamSpec> decoderParameters(const DecoderConfig &config) {
   const DecoderFamily &f = *config.family;
   const int64_t H = config.hidden_size, V = config.vocab_size;
-  const TensorSplit replicated, rows{0};
+  // The vocabulary rows, padded when the ranks do not divide them.
+  const TensorSplit replicated, rows{0, 1, V};
   std::vector<ParamSpec> params;
   params.push_back({f.embeddingWeight(), {V, H}, ParamKind::Embedding, rows});
   const std::vector<LinearSpec> linears = layerLinears(config);

@@ -24,7 +24,10 @@ struct ParamSpec {
   // c_attn by q, k and v each) and the MLP's up and gate column-parallel (by
   // rows), the attention output and MLP down projections row-parallel (by
   // columns), the embedding and lm_head by vocabulary rows (Megatron's
-  // vocab-parallel layers), the norms and the row-parallel biases replicated.
+  // vocab-parallel layers, padded when the ranks do not divide the
+  // vocabulary), the norms and the row-parallel biases replicated. The key
+  // and value projections split by whole heads, each replicated over the
+  // ranks that share it when there are fewer heads than ranks.
   TensorSplit split;
 };
 

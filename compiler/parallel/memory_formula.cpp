@@ -1,15 +1,24 @@
 #include "compiler/parallel/memory_formula.h"
 
+#include <algorithm>
+
 #include "compiler/frontend/decoder_model.h"
 #include "ir/byte_size.h"
 
 namespace kiln::parallel {
 namespace {
 
-int64_t parameters(const std::vector<frontend::ParamSpec> &specs) {
-  int64_t n = 0;
-  for (const frontend::ParamSpec &p : specs)
-    n = saturatingAdd(n, numElements(p.shape));
+// The parameters one of `tp` ranks holds, as the formula counts them: a
+// split parameter's piece (the padded vocabulary's rows, a key/value head
+// replicated over the ranks that share it), a replicated one divided by tp
+// as Megatron's formula divides every parameter.
+double parametersPerRank(const std::vector<frontend::ParamSpec> &specs, int tp) {
+  double n = 0;
+  for (const frontend::ParamSpec &p : specs) {
+    const Expected<Shape> piece = splitShape(p.shape, p.split, tp);
+    n += p.split.replicated() || !piece ? static_cast<double>(numElements(p.shape)) / tp
+                                        : static_cast<double>(numElements(*piece));
+  }
   return n;
 }
 
@@ -34,7 +43,7 @@ MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const fronten
   // Pipeline stages split the parameters as tensor parallelism does; the
   // first stage holds P micro-batches of L/P layers each: L layers' worth
   // of activations, as without stages (Narayanan et al. 2021).
-  const double t = static_cast<double>(layout.tp) * layout.pp, n = layout.dp;
+  const double n = layout.dp;
   // ZeRO-2 shards the gradient (the half of `replicated` that is not the weight) too.
   const double optimizer = layout.zero >= 1 ? trained.sharded / n : trained.sharded;
   const double gradient = trained.replicated / 2;
@@ -42,14 +51,15 @@ MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const fronten
     trained.replicated = gradient + gradient / n; // ZeRO-2: 2Ψ + 14Ψ/N at 16 bits
   if (layout.zero == 3)
     trained.replicated /= n; // ZeRO-3: 16Ψ/N
-  const double base = static_cast<double>(parameters(frontend::decoderParameters(config)));
+  const double pp = layout.pp;
+  const double base = parametersPerRank(frontend::decoderParameters(config), layout.tp);
   double states = 0;
   if (lora.enabled()) {
     auto adapters = frontend::loraParameters(config, lora);
-    const double a = adapters ? static_cast<double>(parameters(*adapters)) : 0;
-    states = (base * w + a * (trained.replicated + optimizer)) / t;
+    const double a = adapters ? parametersPerRank(*adapters, layout.tp) : 0;
+    states = (base * w + a * (trained.replicated + optimizer)) / pp;
   } else {
-    states = base * (trained.replicated + optimizer) / t;
+    states = base * (trained.replicated + optimizer) / pp;
   }
   const double s = static_cast<double>(seq), b = static_cast<double>(micro_batch);
   const double h = static_cast<double>(config.hidden_size);
@@ -58,16 +68,18 @@ MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const fronten
   const double attention_core =
       recompute == passes::RecomputeMode::None && !fused_attention ? 5 * heads * s / (h * tp) : 0;
   // Of the 24 tensor-parallel sbh, K and V hold 2 each; with grouped-query
-  // attention they shrink to kv_heads / heads of that.
-  const double kv_share = static_cast<double>(config.kvHeads()) / heads;
-  const double split = 20 + 4 * kv_share;
+  // attention they shrink to kv_heads / heads of that, and a rank holds
+  // kv_heads / t of the heads, or one replicated head when there are fewer
+  // than t.
+  const double kv_per_rank = std::max(static_cast<double>(config.kvHeads()) / tp, 1.0);
+  const double split_per_rank = 20 / tp + 4 * kv_per_rank / heads;
   // Sequence parallelism splits the 10 the ranks held whole (the norms'
   // and residuals' inputs, the dropout masks) over them too:
   // sbh(34 + 5as/h)/t, and full recomputation's kept input 2sbh/t.
   const double whole = layout.sequenceParallel() ? 10 / tp : 10;
   const double kept = recompute == passes::RecomputeMode::Full
                           ? (layout.sequenceParallel() ? 2 / tp : 2)
-                          : whole + split / tp + attention_core;
+                          : whole + split_per_rank + attention_core;
   double per_layer = s * b * h * kept * (w / 2);
   if (fused_attention && recompute != passes::RecomputeMode::Full)
     per_layer += 8 * s * b * heads / tp; // softmax_max and softmax_sum, f32

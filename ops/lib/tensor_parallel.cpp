@@ -18,15 +18,21 @@ Expected<std::vector<TensorType>> inferCollective(const std::vector<TensorType> 
     return Error("expected 1 input, got " + std::to_string(in.size()));
   if (attrs.getInt("ranks") < 1)
     return Error("ranks must be at least 1, got " + std::to_string(attrs.getInt("ranks")));
+  if (attrs.has("groups") &&
+      (attrs.getInt("groups") < 1 || attrs.getInt("ranks") % attrs.getInt("groups") != 0))
+    return Error("groups " + std::to_string(attrs.getInt("groups")) + " must divide the " +
+                 std::to_string(attrs.getInt("ranks")) + " ranks");
   return std::vector<TensorType>{in[0]};
 }
 
+// The sum runs over the copy's groups of ranks.
 Expected<std::vector<ValueId>> gradCopy(GradContext &ctx) {
   ValueId dy = ctx.output_grads[0];
   if (dy == kNoValue)
     return std::vector<ValueId>{kNoValue};
-  return std::vector<ValueId>{ctx.builder.create("TensorParallelReduce", "dx", {dy},
-                                                 {{"ranks", ctx.attrs().getInt("ranks")}})};
+  return std::vector<ValueId>{ctx.builder.create(
+      "TensorParallelReduce", "dx", {dy},
+      {{"ranks", ctx.attrs().getInt("ranks")}, {"groups", ctx.attrs().getInt("groups")}})};
 }
 
 // Every rank holds the same y and computes the same dy from it.

@@ -1,7 +1,9 @@
 // The vocab-parallel embedding index and cross entropy (ops/defs/vocab_parallel.xml):
 // shape rules, reference kernels in double, and the cross entropy's gradient
 // in one rank's logits.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,28 @@ Expected<int64_t> shardStart(const KernelContext &ctx, const Tensor &rank, int64
   return r * rows;
 }
 
+// The columns of this rank's logits that are not vocabulary padding: all
+// `shard` of them unless the op's `vocab` attribute (the unpadded size)
+// ends inside or before the shard (rank * shard onwards).
+int64_t realColumns(const AttrMap &attrs, int64_t rank, int64_t shard) {
+  const int64_t vocab = attrs.getInt("vocab");
+  if (vocab <= 0)
+    return shard;
+  return std::clamp<int64_t>(vocab - rank * shard, 0, shard);
+}
+
+// With `vocab`, the statistics need the rank (their optional input `at`).
+Status checkPadding(const std::vector<TensorType> &in, const AttrMap &attrs, size_t at) {
+  if (attrs.getInt("vocab") < 0)
+    return Error("vocab must be at least 0, got " + std::to_string(attrs.getInt("vocab")));
+  if (attrs.getInt("vocab") > 0 && in.size() <= at)
+    return Error("vocab " + std::to_string(attrs.getInt("vocab")) +
+                 " (a padded vocabulary) needs the tensor-parallel rank input");
+  if (in.size() > at)
+    return checkRank(in[at]);
+  return Status::ok();
+}
+
 // --- ShardIndex --------------------------------------------------------------
 
 Expected<std::vector<TensorType>> inferShardIndex(const std::vector<TensorType> &in,
@@ -63,38 +87,49 @@ Status shardIndexKernel(const KernelContext &, const std::vector<const Tensor *>
 
 // --- VocabParallelMax, VocabParallelSumExp -----------------------------------
 
-Expected<std::vector<TensorType>> inferMax(const std::vector<TensorType> &in, const AttrMap &) {
+Expected<std::vector<TensorType>> inferMax(const std::vector<TensorType> &in,
+                                           const AttrMap &attrs) {
   if (in[0].rank() != 2 || in[0].shape[1] < 1)
     return Error("logits must be [N, V/t] with at least one class, got " + typeToString(in[0]));
+  KILN_RETURN_IF_ERROR(checkPadding(in, attrs, 1));
   return std::vector<TensorType>{{DType::F32, {in[0].shape[0], 1}}};
 }
 
+// The rank of a statistic's optional input `at` (0 without it).
+int64_t rankOf(const std::vector<const Tensor *> &in, size_t at) {
+  return in.size() > at && in[at] ? in[at]->getInt(0) : 0;
+}
+
 Status maxKernel(const KernelContext &ctx, const std::vector<const Tensor *> &in,
-                 std::vector<Tensor> &out, const AttrMap &) {
+                 std::vector<Tensor> &out, const AttrMap &attrs) {
   const Tensor &logits = *in[0];
   const int64_t n = logits.shape()[0], v = logits.shape()[1];
+  const int64_t real = realColumns(attrs, rankOf(in, 1), v);
   for (int64_t r = 0; r < n; ++r) {
-    float max = logits.getFloat(r * v);
-    for (int64_t j = 1; j < v; ++j)
+    float max = std::numeric_limits<float>::lowest();
+    for (int64_t j = 0; j < real; ++j)
       max = std::max(max, logits.getFloat(r * v + j));
     out[0].setFloat(r, max, ctx.overflow);
   }
   return Status::ok();
 }
 
-Expected<std::vector<TensorType>> inferSumExp(const std::vector<TensorType> &in, const AttrMap &) {
+Expected<std::vector<TensorType>> inferSumExp(const std::vector<TensorType> &in,
+                                              const AttrMap &attrs) {
   KILN_RETURN_IF_ERROR(checkRowStat(in[0], in[1], "max"));
+  KILN_RETURN_IF_ERROR(checkPadding(in, attrs, 2));
   return std::vector<TensorType>{{DType::F32, {in[0].shape[0], 1}}};
 }
 
 Status sumExpKernel(const KernelContext &ctx, const std::vector<const Tensor *> &in,
-                    std::vector<Tensor> &out, const AttrMap &) {
+                    std::vector<Tensor> &out, const AttrMap &attrs) {
   const Tensor &logits = *in[0];
   const int64_t n = logits.shape()[0], v = logits.shape()[1];
+  const int64_t real = realColumns(attrs, rankOf(in, 2), v);
   for (int64_t r = 0; r < n; ++r) {
     const double max = in[1]->getFloat(r);
     double sum = 0;
-    for (int64_t j = 0; j < v; ++j)
+    for (int64_t j = 0; j < real; ++j)
       sum += std::exp(static_cast<double>(logits.getFloat(r * v + j)) - max);
     out[0].setFloat(r, static_cast<float>(sum), ctx.overflow);
   }
@@ -113,6 +148,10 @@ Status checkLossInputs(const std::vector<TensorType> &in, const AttrMap &attrs) 
                  " (the logits rows), got " + typeToString(in[1]));
   if (attrs.getInt("ranks") < 1)
     return Error("ranks must be at least 1, got " + std::to_string(attrs.getInt("ranks")));
+  const int64_t vocab = attrs.getInt("vocab"), whole = attrs.getInt("ranks") * in[0].shape[1];
+  if (vocab < 0 || vocab > whole)
+    return Error("vocab " + std::to_string(vocab) + " must be in [0, " + std::to_string(whole) +
+                 "] (the ranks' columns, padding included)");
   return Status::ok();
 }
 
@@ -129,6 +168,7 @@ Expected<Rows> labelColumns(const char *op, const KernelContext &ctx,
   const int64_t shard = in[0]->shape()[1], ranks = attrs.getInt("ranks");
   const int64_t ignore = attrs.getInt("ignore_index");
   KILN_ASSIGN_OR_RETURN(int64_t start, shardStart(ctx, *in[2], ranks, shard));
+  const int64_t vocab = attrs.getInt("vocab") > 0 ? attrs.getInt("vocab") : ranks * shard;
   Rows rows;
   for (int64_t r = 0; r < labels.numElements(); ++r) {
     const int64_t label = labels.getInt(r);
@@ -136,11 +176,10 @@ Expected<Rows> labelColumns(const char *op, const KernelContext &ctx,
       rows.column.push_back(-2);
       continue;
     }
-    if (label < 0 || label >= ranks * shard)
+    if (label < 0 || label >= vocab)
       return Error(std::string(op) + " node '" + ctx.node_name + "': label " +
                    std::to_string(label) + " of row " + std::to_string(r) + " is outside [0, " +
-                   std::to_string(ranks * shard) + ") and is not ignore_index " +
-                   std::to_string(ignore));
+                   std::to_string(vocab) + ") and is not ignore_index " + std::to_string(ignore));
     ++rows.kept;
     const int64_t local = label - start;
     rows.column.push_back(local >= 0 && local < shard ? local : -1);
@@ -200,13 +239,14 @@ Status lossGradKernel(const KernelContext &ctx, const std::vector<const Tensor *
     return Status::ok(); // the output arrives zeroed: no row contributes
   const Tensor &logits = *in[0];
   const int64_t v = logits.shape()[1];
+  const int64_t real = realColumns(attrs, in[2]->getInt(0), v); // padding stays zero
   const double scale = static_cast<double>(in[5]->getFloat(0)) / static_cast<double>(rows.kept);
   for (size_t r = 0; r < rows.column.size(); ++r) {
     if (rows.column[r] == -2)
       continue; // ignored: zero, as the output arrives
     const auto i = static_cast<int64_t>(r);
     const double max = in[3]->getFloat(i), sum = in[4]->getFloat(i);
-    for (int64_t j = 0; j < v; ++j) {
+    for (int64_t j = 0; j < real; ++j) {
       const double p = std::exp(static_cast<double>(logits.getFloat(i * v + j)) - max) / sum -
                        (j == rows.column[r] ? 1.0 : 0.0);
       out[0].setFloat(i * v + j, static_cast<float>(p * scale), ctx.overflow);

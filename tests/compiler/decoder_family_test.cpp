@@ -207,15 +207,24 @@ TEST(DecoderFamilyTest, UnimplementedFeaturesAreErrorsNamingTheField) {
   EXPECT_TRUE(parseWith("rope_scaling", json{{"rope_type", "default"}}).isOk());
 }
 
-TEST(DecoderFamilyTest, TensorParallelismMustDivideTheKeyValueHeads) {
-  const DecoderConfig config = load("qwen2-tiny"); // 4 query heads, 2 key/value heads
+// Two key/value heads split over two ranks, replicated over four (each rank
+// holds the one head its query head uses: k_proj [16, 64]); eight ranks do
+// not divide the four query heads.
+TEST(DecoderFamilyTest, TensorParallelismSplitsOrReplicatesTheKeyValueHeads) {
+  const DecoderConfig config = load("qwen2-tiny"); // 4 query heads, 2 key/value heads of 16
   ModelOptions options{1, 8, DType::F32};
   options.tensor_parallel = 2;
   EXPECT_TRUE(buildDecoderForward(config, options).isOk());
   options.tensor_parallel = 4;
   auto graph = buildDecoderForward(config, options);
-  ASSERT_FALSE(graph.isOk());
-  EXPECT_NE(graph.message().find("num_key_value_heads (2)"), std::string::npos) << graph.message();
+  ASSERT_TRUE(graph.isOk()) << graph.message();
+  const GraphInput *k = graph->findInput("model.layers.0.self_attn.k_proj.weight");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(graph->type(k->value).shape, (Shape{16, 64}));
+  options.tensor_parallel = 8;
+  auto eight = buildDecoderForward(config, options);
+  ASSERT_FALSE(eight.isOk());
+  EXPECT_NE(eight.message().find("num_attention_heads (4)"), std::string::npos) << eight.message();
 }
 
 TEST(DecoderFamilyTest, LoraTargetsAreTheFamilysNames) {

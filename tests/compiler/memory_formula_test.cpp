@@ -87,6 +87,22 @@ TEST(MemoryFormula, Qwen14BAsZeroAndKorthikantiCountIt) {
 }
 
 // The breakdown's parts add up to the planned peak, whichever phase sets it.
+// Llama-3.1-8B (32 query heads, 8 key/value heads of 128) over 16 ranks:
+// each rank holds one whole key/value head, replicated over the two ranks
+// that use it, where an even split would give it half of one: 64 more rows
+// of 4096 in each of k_proj and v_proj, in each of the 32 layers. K and V's
+// activations are one head's of 32: 24/t becomes 20/16 + 4/32.
+TEST(MemoryFormula, ReplicatedKeyValueHeadsCountOnEveryRankThatHoldsThem) {
+  const frontend::DecoderConfig config = configOf("llama-3.1-8b");
+  const double per_rank = 8030261248.0 / 16 + 32.0 * 2 * 64 * 4096;
+  EXPECT_EQ(memoryFormula(config, {}, layout(1, 16, 0), 1, 2048, DType::F16).model_states,
+            static_cast<int64_t>(per_rank * 16));
+  EXPECT_EQ(memoryFormula(config, {}, layout(1, 16, 0), 1, 2048, DType::F16,
+                          passes::RecomputeMode::Selective)
+                .activations,
+            static_cast<int64_t>(2048.0 * 4096 * (10 + 20.0 / 16 + 4.0 / 32) * 32));
+}
+
 TEST(MemoryBreakdown, PartsAddUpToThePeak) {
   const std::string tiny = std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json";
   driver::JobSettings flags;

@@ -82,7 +82,7 @@ TEST_F(ModelLoaderTest, ConfigsSplitForTensorParallelismGraphsDoNot) {
   }
   EXPECT_EQ(split->splits.at("transformer.h.0.attn.c_attn.weight"), (TensorSplit{0, 3}));
   EXPECT_EQ(split->splits.at("transformer.h.1.mlp.c_proj.weight"), TensorSplit{1});
-  EXPECT_EQ(split->splits.at("transformer.wte.weight"), TensorSplit{0}); // vocab-parallel
+  EXPECT_EQ(split->splits.at("transformer.wte.weight"), (TensorSplit{0, 1, 512})); // vocab-parallel
   EXPECT_TRUE(split->splits.at("transformer.h.0.ln_1.weight").replicated());
 
   auto odd = loadModel(kTinyDir, ModelOptions{1, 4, DType::F32, 3});

@@ -1,6 +1,8 @@
 // Lowerings of the vocab-parallel ops (ops/lib/vocab_parallel.cpp): the shard
 // index, the row statistics of one rank's logits, and its part of the cross
 // entropy and of its gradient, in the stages of CrossEntropyLoss's lowering.
+#include <limits>
+
 #include "compiler/codegen/op_lowering.h"
 
 namespace kiln::codegen {
@@ -28,19 +30,34 @@ Status checkLogits(const LowerContext &ctx) {
   return Status::ok();
 }
 
+// Whether column `column` of this rank's logits is a word of the vocabulary,
+// not padding (ops/defs/vocab_parallel.xml `vocab`); null when the vocabulary
+// is not padded. `rank` is the input holding the rank.
+ExprRef realColumn(const LowerContext &ctx, ExprRef column, size_t rank) {
+  const int64_t vocab = ctx.attrs().getInt("vocab");
+  if (vocab <= 0 || ctx.numInputs() <= rank)
+    return nullptr;
+  const int64_t v = ctx.inputType(0).shape[1];
+  return binary(BinaryOp::Lt, ctx.input(rank, {}) * iconst(v) + column, iconst(vocab));
+}
+
 Bodies lowerMax(LowerContext &ctx) {
   KILN_RETURN_IF_ERROR(checkLogits(ctx));
   const int r = ctx.newReduceVar();
-  return std::vector<ExprRef>{
-      reduce(ReduceOp::Max, r, ctx.inputType(0).shape[1], ctx.input(0, {var(0), rvar(r)}))};
+  ExprRef x = ctx.input(0, {var(0), rvar(r)});
+  if (ExprRef real = realColumn(ctx, rvar(r), 1))
+    x = select(real, x, fconst(std::numeric_limits<float>::lowest()));
+  return std::vector<ExprRef>{reduce(ReduceOp::Max, r, ctx.inputType(0).shape[1], x)};
 }
 
 Bodies lowerSumExp(LowerContext &ctx) {
   KILN_RETURN_IF_ERROR(checkLogits(ctx));
   const int r = ctx.newReduceVar();
   ExprRef shifted = ctx.input(0, {var(0), rvar(r)}) - ctx.input(1, {var(0), iconst(0)});
-  return std::vector<ExprRef>{
-      reduce(ReduceOp::Sum, r, ctx.inputType(0).shape[1], unary(UnaryOp::Exp, shifted))};
+  ExprRef e = unary(UnaryOp::Exp, shifted);
+  if (ExprRef real = realColumn(ctx, rvar(r), 2))
+    e = select(real, e, fconst(0));
+  return std::vector<ExprRef>{reduce(ReduceOp::Sum, r, ctx.inputType(0).shape[1], e)};
 }
 
 // A row's label and what follows from it on this rank.
@@ -92,7 +109,10 @@ Bodies lowerLossGrad(LowerContext &ctx) {
       unary(UnaryOp::Exp, ctx.input(0, {var(0), var(1)}) - ctx.input(3, row)) / ctx.input(4, row);
   ExprRef onehot = select(binary(BinaryOp::Eq, var(1), l.local), fconst(1), fconst(0));
   ExprRef scale = ctx.input(5, {}) / ctx.read(count, row);
-  return std::vector<ExprRef>{select(l.kept, (p - onehot) * scale, fconst(0))};
+  ExprRef kept = l.kept;
+  if (ExprRef real = realColumn(ctx, var(1), 2)) // padding: no gradient
+    kept = binary(BinaryOp::And, kept, real);
+  return std::vector<ExprRef>{select(kept, (p - onehot) * scale, fconst(0))};
 }
 
 } // namespace

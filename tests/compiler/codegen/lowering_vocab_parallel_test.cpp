@@ -50,8 +50,9 @@ TEST(VocabParallelLowering, GatherSkipsIndicesOutsideTheTable) {
 
 // The statistics, the loss part and its gradient of rank 2 of 4, chained as the model
 // chains them (without the collectives, which a group of one passes through): rows whose
-// label another rank holds, rows labelled ignore_index, and a wide row.
-void expectLossChainMatches(DType d, int64_t n, int64_t v, uint64_t seed) {
+// label another rank holds, rows labelled ignore_index, and a wide row. With `vocab`
+// (a padded vocabulary's size) the columns of rank 2 past it are padding.
+void expectLossChainMatches(DType d, int64_t n, int64_t v, uint64_t seed, int64_t vocab = 0) {
   const int64_t ranks = 4, ignore = -100;
   Graph g("vocab_parallel_loss");
   ValueId logits = g.addInput("logits", {d, {n, v}}, InputRole::Data);
@@ -59,9 +60,18 @@ void expectLossChainMatches(DType d, int64_t n, int64_t v, uint64_t seed) {
   ValueId rank = g.addInput("rank", {DType::I64, {}}, InputRole::Data);
   ValueId dloss = g.addInput("dloss", {DType::F32, {}}, InputRole::Data);
   ops::OpBuilder b(g);
-  ValueId max = b.create("VocabParallelMax", "max", {logits});
-  ValueId sum = b.create("VocabParallelSumExp", "sum", {logits, max});
-  const AttrMap attrs = {{"ranks", ranks}, {"ignore_index", ignore}};
+  AttrMap stat, attrs = {{"ranks", ranks}, {"ignore_index", ignore}};
+  std::vector<ValueId> max_in = {logits};
+  if (vocab > 0) {
+    stat.set("vocab", vocab);
+    attrs.set("vocab", vocab);
+    max_in.push_back(rank);
+  }
+  ValueId max = b.create("VocabParallelMax", "max", max_in, stat);
+  std::vector<ValueId> sum_in = {logits, max};
+  if (vocab > 0)
+    sum_in.push_back(rank);
+  ValueId sum = b.create("VocabParallelSumExp", "sum", sum_in, stat);
   ValueId loss =
       b.create("VocabParallelCrossEntropy", "loss", {logits, labels, rank, max, sum}, attrs);
   ValueId dlogits = b.create("VocabParallelCrossEntropyGrad", "dlogits",
@@ -71,11 +81,12 @@ void expectLossChainMatches(DType d, int64_t n, int64_t v, uint64_t seed) {
   g.addOutput("sum", sum);
   g.addOutput("loss", loss);
   g.addOutput("dlogits", dlogits);
-  Tensor label_values = randomIndices({DType::I64, {n}}, seed, ranks * v);
+  Tensor label_values = randomIndices({DType::I64, {n}}, seed, vocab > 0 ? vocab : ranks * v);
   for (int64_t r = 0; r < n; r += 5)
     label_values.setInt(r, ignore);
   for (int64_t r = 1; r < n; r += 3)
-    label_values.setInt(r, 2 * v + r % v); // held by rank 2
+    if (vocab == 0 || 2 * v + r % v < vocab)
+      label_values.setInt(r, 2 * v + r % v); // held by rank 2
   expectCompiledMatchesReference(g, {{"logits", randomTensor({d, {n, v}}, seed, -4, 4)},
                                      {"labels", label_values},
                                      {"rank", rankTensor(2)},
@@ -89,6 +100,15 @@ TEST(VocabParallelLowering, LossChainMatchesReference) {
     expectLossChainMatches(d, 1, 1, 2);
   }
   expectLossChainMatches(DType::F32, 256, 160, 3);
+}
+
+// A padded vocabulary: rank 2 of 4 holds 3 real columns of 8, or none.
+TEST(VocabParallelLowering, PaddingColumnsAreLeftOutAsTheReferenceLeavesThem) {
+  for (DType d : kFloats) {
+    SCOPED_TRACE(dtypeName(d));
+    expectLossChainMatches(d, 12, 8, 4, 2 * 8 + 3);
+    expectLossChainMatches(d, 12, 8, 5, 2 * 8);
+  }
 }
 
 } // namespace

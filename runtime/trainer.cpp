@@ -27,14 +27,10 @@ Trainer::Trainer(parallel::TrainingProgram program, const TrainerOptions &option
                  std::unique_ptr<Communicator> communicator, const TokenData &data,
                  std::unique_ptr<StageLink> stages)
     : program_(std::move(program)), options_(options), comm_(std::move(communicator)),
-      link_(std::move(stages)), data_(data), scaler_(options.loss_scale) {
-  local_stages_ = program_.parallel.pp / (link_ ? link_->processes() : 1);
-  first_stage_ = link_ ? link_->index() * local_stages_ : 0;
-}
-
-int Trainer::globalDevice(int device) const {
-  return (replicaOf(device) * pp() + stageOf(device)) * tp() + tpRankOf(device);
-}
+      link_(std::move(stages)),
+      layout_(program_.parallel.tp, program_.parallel.pp, comm_->firstLocalRank(),
+              comm_->localSize(), link_ ? link_->processes() : 1, link_ ? link_->index() : 0),
+      data_(data), scaler_(options.loss_scale) {}
 
 std::string Trainer::deviceName(int device) const {
   return "npu:" + std::to_string(globalDevice(device));
@@ -70,7 +66,7 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
                              estimate.largest);
 
   KILN_RETURN_IF_ERROR(createExecutors());
-  const int devices = comm_->localSize() * local_stages_ * tp();
+  const int devices = layout_.devices();
   const int64_t capacity =
       options_.device_memory > 0 ? options_.device_memory : std::numeric_limits<int64_t>::max();
   for (int d = 0; d < devices; ++d)
@@ -250,7 +246,7 @@ void Trainer::profileHost(int device, const char *what, Profiler::Clock::time_po
 }
 
 ops::TensorMap Trainer::microBatchInputs(int r, int k, double scale) const {
-  const int replica = replicaOf(deviceOf(r, first_stage_, 0));
+  const int replica = replicaOf(deviceOf(r, layout_.firstStage(), 0));
   const int64_t micro = program_.micro_batch;
   Tensor ids =
       data_.batch(options_.seed, step_, replica * program_.batch_per_replica + k * micro, micro);
@@ -352,7 +348,7 @@ Expected<StepRecord> Trainer::step() {
   const uint64_t copied_before = Tensor::bytesCopied();
   const uint64_t allocated_before = Tensor::bytesAllocated();
   const int replicas = comm_->localSize();
-  const int devices = replicas * local_stages_ * tp();
+  const int devices = layout_.devices();
   const int64_t per_replica = program_.batch_per_replica;
   const double scale = scaler_.scale();
   const double lr = options_.schedule.at(step_);

@@ -34,6 +34,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/device.h"
+#include "runtime/device_layout.h"
 #include "runtime/evaluation.h"
 #include "runtime/executor.h"
 #include "runtime/float_status.h"
@@ -167,29 +168,21 @@ private:
   Status checkpoint();
   Expected<Tensor> wholeMoment(size_t param, const std::string &name);
   std::string deviceName(int device) const;
-  int globalDevice(int device) const; // the job's number of local device `device`
+  int globalDevice(int device) const { return layout_.globalDevice(device); }
   // Host work of the step outside the compiled kernels, for the profiler.
   void profileHost(int device, const char *what, Profiler::Clock::time_point start);
   int tp() const { return program_.parallel.tp; }
   int pp() const { return program_.parallel.pp; }
-  // The local devices, in Megatron's order: local replica r's pipeline
-  // stage s's tensor-parallel rank t is device (r * S + s - first) * T + t,
-  // where the process holds S stages from `first` (all P of them unless a
-  // StageLink spreads the pipeline over processes). Every index into the
-  // per-device state goes through these.
+  // The local devices in Megatron's order (device_layout.h).
   int deviceOf(int local_replica, int stage, int tp_rank) const {
-    return (local_replica * local_stages_ + stage - first_stage_) * tp() + tp_rank;
+    return layout_.deviceOf(local_replica, stage, tp_rank);
   }
-  int tpRankOf(int device) const { return device % tp(); }
-  int stageOf(int device) const { return first_stage_ + device / tp() % local_stages_; }
-  int replicaOf(int device) const {
-    return comm_->firstLocalRank() + device / (tp() * local_stages_);
-  }
-  bool holdsStage(int stage) const {
-    return stage >= first_stage_ && stage < first_stage_ + local_stages_;
-  }
+  int tpRankOf(int device) const { return layout_.tpRankOf(device); }
+  int stageOf(int device) const { return layout_.stageOf(device); }
+  int replicaOf(int device) const { return layout_.replicaOf(device); }
+  bool holdsStage(int stage) const { return layout_.holdsStage(stage); }
   bool holdsParam(size_t i) const { return holdsStage(program_.params[i].stage); }
-  int processOfStage(int stage) const { return stage / local_stages_; } // in link_
+  int processOfStage(int stage) const { return layout_.processOfStage(stage); } // in link_
   // The device of local replica r holding rank t's piece of parameter i.
   int deviceOfParam(int local_replica, size_t i, int tp_rank) const {
     return deviceOf(local_replica, program_.params[i].stage, tp_rank);
@@ -205,7 +198,7 @@ private:
   TrainerOptions options_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<StageLink> link_; // null: every stage is here
-  int first_stage_ = 0, local_stages_ = 1;
+  DeviceLayout layout_;             // which of the job's devices this process drives
   const TokenData &data_;
   LossScaler scaler_;
   std::unique_ptr<Executor> step_executor_;

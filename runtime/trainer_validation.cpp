@@ -156,11 +156,11 @@ Expected<EvalRecord> Trainer::validate() {
     // Per local replica: its micro-batches' mean losses summed, and its float status.
     std::vector<float> sums(2 * static_cast<size_t>(replicas), 0.0f);
     for (int r = 0; r < replicas; ++r) {
-      const int replica = replicaOf(deviceOf(r, first_stage_, 0));
+      const int replica = replicaOf(deviceOf(r, layout_.firstStage(), 0));
       for (int64_t k = 0; k < per_replica / micro; ++k)
         KILN_RETURN_IF_ERROR(
             evalMicroBatch(r, first + replica * per_replica + k * micro, status, sums[2 * r]));
-      for (int s = first_stage_; s < first_stage_ + local_stages_; ++s)
+      for (int s = layout_.firstStage(); s < layout_.firstStage() + layout_.localStages(); ++s)
         for (int t = 0; t < tp(); ++t)
           if (status[deviceOf(r, s, t)].overflowed())
             sums[2 * r + 1] = 1.0f;

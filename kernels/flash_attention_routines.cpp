@@ -15,6 +15,7 @@
 
 #include "ir/float_status.h"
 #include "kernels/library_kernel_util.h"
+#include "kernels/softmax_rows.h"
 
 namespace kiln::kernels {
 namespace {
@@ -68,11 +69,10 @@ void gemm(bool trans_x, bool trans_y, int64_t m, int64_t n, int64_t k, float alp
 
 // scores [rows, cols] = scale * q k^T of a query block at i0 against a key
 // block at j0, the keys a row does not see -inf.
-void blockScores(const Attention &a, const std::vector<float> &q, const std::vector<float> &k,
-                 int64_t i0, int64_t rows, int64_t j0, int64_t cols, std::vector<float> &scores) {
+void blockScores(const Attention &a, const float *q, const float *k, int64_t i0, int64_t rows,
+                 int64_t j0, int64_t cols, std::vector<float> &scores) {
   scores.resize(static_cast<size_t>(rows * cols));
-  gemm(false, true, rows, cols, a.D, a.scale, q.data(), a.D, k.data(), a.D, 0.0f, scores.data(),
-       cols);
+  gemm(false, true, rows, cols, a.D, a.scale, q, a.D, k, a.D, 0.0f, scores.data(), cols);
   if (!a.causal || j0 + cols <= i0 + 1)
     return;
   for (int64_t r = 0; r < rows; ++r)
@@ -84,6 +84,8 @@ void blockScores(const Attention &a, const std::vector<float> &q, const std::vec
 void roundProbabilities(std::vector<float> &p, const Attention &a) {
   if (a.dtype == DType::F32)
     return;
+  if (a.dtype == DType::BF16)
+    return roundRowToBf16(p.data(), static_cast<int64_t>(p.size()));
   for (float &x : p)
     x = roundToDType(x, a.dtype, OverflowMode::InfNan);
 }
@@ -98,7 +100,10 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
   float *row_max = args[4] < 0 ? nullptr : static_cast<float *>(buffers[args[4]]);
   float *row_sum = args[5] < 0 ? nullptr : static_cast<float *>(buffers[args[5]]);
   const int64_t kv = n / a.group(), D = a.D;
-  std::vector<float> qb, kb, vb, p, acc;
+  // The head's keys and values, widened once: O(S D), read by every block.
+  std::vector<float> qb, keys, values, p, acc;
+  loadRows(k, a, a.Nkv, b, kv, 0, a.keysFor(a.S - 1), keys);
+  loadRows(v, a, a.Nkv, b, kv, 0, a.keysFor(a.S - 1), values);
   for (int64_t i0 = 0; i0 < a.S; i0 += kBlock) {
     const int64_t rows = std::min(kBlock, a.S - i0), key_end = a.keysFor(i0 + rows - 1);
     loadRows(q, a, a.N, b, n, i0, rows, qb);
@@ -106,16 +111,14 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
     acc.assign(static_cast<size_t>(rows * D), 0.0f);
     for (int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
       const int64_t cols = std::min(kBlock, key_end - j0);
-      loadRows(k, a, a.Nkv, b, kv, j0, cols, kb);
-      loadRows(v, a, a.Nkv, b, kv, j0, cols, vb);
-      blockScores(a, qb, kb, i0, rows, j0, cols, p);
+      blockScores(a, qb.data(), &keys[j0 * D], i0, rows, j0, cols, p);
       for (int64_t r = 0; r < rows; ++r) {
         float *s = &p[r * cols];
-        const float mb = std::max(m[r], *std::max_element(s, s + cols));
+        // A NaN score makes the row NaN (std::max would drop it).
+        const float block_max = rowMax(s, cols);
+        const float mb = std::isnan(block_max) ? block_max : std::max(m[r], block_max);
         const float rescale = std::exp(m[r] - mb);
-        float sum = 0;
-        for (int64_t c = 0; c < cols; ++c)
-          sum += (s[c] = std::exp(s[c] - mb));
+        const float sum = expShiftedSum(s, cols, mb);
         l[r] = l[r] * rescale + sum;
         m[r] = mb;
         if (rescale != 1.0f)
@@ -123,7 +126,8 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
             acc[r * D + e] *= rescale;
       }
       roundProbabilities(p, a);
-      gemm(false, false, rows, D, cols, 1.0f, p.data(), cols, vb.data(), D, 1.0f, acc.data(), D);
+      gemm(false, false, rows, D, cols, 1.0f, p.data(), cols, &values[j0 * D], D, 1.0f, acc.data(),
+           D);
     }
     const int64_t base = a.row(a.N, b, n, i0);
     for (int64_t r = 0; r < rows; ++r)
@@ -188,7 +192,7 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
     loadQueryHead(in, a, b, kv * g + h, heads[h]);
     dq[h].assign(static_cast<size_t>(a.S * D), 0.0f);
   }
-  std::vector<float> kb, vb, qb, p, ds, dk, dv;
+  std::vector<float> kb, vb, p, ds, dk, dv;
   for (int64_t j0 = 0; j0 < a.S; j0 += kBlock) {
     const int64_t cols = std::min(kBlock, a.S - j0);
     loadRows(in.k, a, a.Nkv, b, kv, j0, cols, kb);
@@ -199,12 +203,11 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
       const QueryHead &qh = heads[h];
       for (int64_t i0 = a.causal ? j0 : 0; i0 < a.S; i0 += kBlock) {
         const int64_t rows = std::min(kBlock, a.S - i0);
-        qb.assign(qh.q.begin() + i0 * D, qh.q.begin() + (i0 + rows) * D);
-        blockScores(a, qb, kb, i0, rows, j0, cols, p);
+        const float *qb = &qh.q[i0 * D];
+        blockScores(a, qb, kb.data(), i0, rows, j0, cols, p);
         for (int64_t r = 0; r < rows; ++r)
-          for (int64_t c = 0; c < cols; ++c)
-            p[r * cols + c] = std::exp(p[r * cols + c] - in.row_max[qh.stat + i0 + r]) /
-                              in.row_sum[qh.stat + i0 + r];
+          expShiftedDivide(&p[r * cols], cols, in.row_max[qh.stat + i0 + r],
+                           in.row_sum[qh.stat + i0 + r]);
         // ds = scale * p * (dout v^T - delta)
         ds.resize(p.size());
         const float *dout = &qh.dout[i0 * D];
@@ -214,7 +217,7 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
             ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - qh.delta[i0 + r]) * a.scale;
         gemm(false, false, rows, D, cols, 1.0f, ds.data(), cols, kb.data(), D, 1.0f, &dq[h][i0 * D],
              D);
-        gemm(true, false, cols, D, rows, 1.0f, ds.data(), cols, qb.data(), D, 1.0f, dk.data(), D);
+        gemm(true, false, cols, D, rows, 1.0f, ds.data(), cols, qb, D, 1.0f, dk.data(), D);
         roundProbabilities(p, a);
         gemm(true, false, cols, D, rows, 1.0f, p.data(), cols, dout, D, 1.0f, dv.data(), D);
       }

@@ -1,0 +1,123 @@
+// FlashAttentionScore's host routines alone (kernels/flash_attention_routines):
+// the forward and the backward of one attention, causal, B 1, N 8 query
+// heads, D 64, called on one thread over every (b, n) row, on buffers made
+// once. The small Qwen's attention at the sequence lengths of
+// bench/flash_attention.sh. Reported time is the calling thread's CPU time,
+// so a busy host slows it less than the wall clock; the BLAS runs on that
+// thread alone.
+//
+//   forward/DT/S   kilnFlashAttention, the statistics stored
+//   backward/DT/S  kilnFlashAttentionGrad
+// Counters: GFLOP/s over the causal attention's matmul FLOPs (the forward's
+// two, the backward's five with the recomputed scores).
+#include <benchmark/benchmark.h>
+
+#include <bit>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <cblas.h>
+
+#include "ir/dtype.h"
+#include "ir/float16.h"
+#include "kernels/flash_attention_routines.h"
+
+namespace {
+
+using kiln::DType;
+
+constexpr int64_t kHeads = 8, kHeadDim = 64;
+
+// A [1, kHeads, S, kHeadDim] tensor of values in [-1, 1) in `dtype`.
+std::vector<uint8_t> randomTensor(DType dtype, int64_t S, uint32_t seed) {
+  const int64_t n = kHeads * S * kHeadDim;
+  std::vector<uint8_t> bytes(static_cast<size_t>(n * kiln::dtypeSize(dtype)));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = dist(rng);
+    if (dtype == DType::F32)
+      reinterpret_cast<float *>(bytes.data())[i] = x;
+    else
+      reinterpret_cast<uint16_t *>(bytes.data())[i] =
+          kiln::floatToBFloat16(x, kiln::OverflowMode::InfNan);
+  }
+  return bytes;
+}
+
+// The attention arguments after the buffer slots (library_kernels.h).
+std::vector<int64_t> attentionArgs(DType dtype, int64_t S) {
+  return {static_cast<int64_t>(dtype),
+          1,
+          kHeads,
+          kHeads,
+          S,
+          kHeadDim,
+          std::bit_cast<int64_t>(0.125),
+          1,
+          static_cast<int64_t>(kiln::OverflowMode::InfNan)};
+}
+
+double causalMatmulFlops(int64_t S, int matmuls) {
+  return matmuls * 2.0 * kHeads * kHeadDim * static_cast<double>(S) * (S + 1) / 2;
+}
+
+void forward(benchmark::State &state, DType dtype) {
+  const int64_t S = state.range(0);
+  auto q = randomTensor(dtype, S, 1), k = randomTensor(dtype, S, 2), v = randomTensor(dtype, S, 3);
+  std::vector<uint8_t> out(q.size());
+  std::vector<float> row_max(kHeads * S), row_sum(kHeads * S);
+  void *buffers[] = {q.data(), k.data(), v.data(), out.data(), row_max.data(), row_sum.data()};
+  std::vector<int64_t> args = {0, 1, 2, 3, 4, 5};
+  const auto tail = attentionArgs(dtype, S);
+  args.insert(args.end(), tail.begin(), tail.end());
+  uint32_t status = 0;
+  for (auto _ : state)
+    kilnFlashAttention(buffers, 0, kHeads, &status, args.data());
+  state.counters["GFLOP/s"] = benchmark::Counter(causalMatmulFlops(S, 2) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void backward(benchmark::State &state, DType dtype) {
+  const int64_t S = state.range(0);
+  auto q = randomTensor(dtype, S, 1), k = randomTensor(dtype, S, 2), v = randomTensor(dtype, S, 3);
+  auto dout = randomTensor(dtype, S, 4);
+  std::vector<uint8_t> out(q.size()), dq(q.size()), dk(q.size()), dv(q.size());
+  std::vector<float> row_max(kHeads * S), row_sum(kHeads * S);
+  std::vector<int64_t> fwd_args = {0, 1, 2, 3, 4, 5};
+  const auto tail = attentionArgs(dtype, S);
+  fwd_args.insert(fwd_args.end(), tail.begin(), tail.end());
+  void *fwd_buffers[] = {q.data(), k.data(), v.data(), out.data(), row_max.data(), row_sum.data()};
+  uint32_t status = 0;
+  kilnFlashAttention(fwd_buffers, 0, kHeads, &status, fwd_args.data());
+  void *buffers[] = {q.data(),       k.data(),       v.data(),  out.data(), dout.data(),
+                     row_max.data(), row_sum.data(), dq.data(), dk.data(),  dv.data()};
+  std::vector<int64_t> args = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  args.insert(args.end(), tail.begin(), tail.end());
+  for (auto _ : state)
+    kilnFlashAttentionGrad(buffers, 0, kHeads, &status, args.data());
+  state.counters["GFLOP/s"] = benchmark::Counter(causalMatmulFlops(S, 5) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void sequenceLengths(benchmark::internal::Benchmark *b) {
+  b->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK_CAPTURE(forward, f32, DType::F32)->Apply(sequenceLengths);
+BENCHMARK_CAPTURE(forward, bf16, DType::BF16)->Apply(sequenceLengths);
+BENCHMARK_CAPTURE(backward, f32, DType::F32)->Apply(sequenceLengths);
+BENCHMARK_CAPTURE(backward, bf16, DType::BF16)->Apply(sequenceLengths);
+
+} // namespace
+
+// One thread throughout, as the executor runs a routine on each of its own
+// threads (kernels::useSingleThreadedBlas).
+int main(int argc, char **argv) {
+  openblas_set_num_threads(1);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,169 @@
+// See softmax_rows.h. exp arguments below -104 (exp rounds to 0 in f32)
+// take 0 directly: libmvec sends a whole vector holding one underflowing
+// argument (a masked score: -inf minus the row max) to its scalar fallback.
+#include "kernels/softmax_rows.h"
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include <immintrin.h>
+
+#include "ir/float_status.h"
+
+extern "C" __m256 _ZGVdN8v_expf(__m256);
+
+namespace kiln::kernels {
+namespace {
+
+constexpr float kUnderflow = -104.0f;
+
+float scalarExp(float x) { return x < kUnderflow ? 0.0f : std::exp(x); }
+
+bool hostHasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+__attribute__((target("avx2,fma"))) __m256 exp8(__m256 x) {
+  const __m256 underflows = _mm256_cmp_ps(x, _mm256_set1_ps(kUnderflow), _CMP_LT_OQ);
+  const __m256 e = _ZGVdN8v_expf(_mm256_andnot_ps(underflows, x));
+  return _mm256_andnot_ps(underflows, e);
+}
+
+// The eight lanes of `v` added in lane order.
+__attribute__((target("avx2,fma"))) float laneSum(__m256 v) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  float sum = 0;
+  for (float lane : lanes)
+    sum += lane;
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) float rowMaxAvx2(const float *x, int64_t n) {
+  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 nan = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    m = _mm256_max_ps(v, m);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float result = lanes[0];
+  for (float lane : lanes)
+    result = std::max(result, lane);
+  bool any_nan = _mm256_movemask_ps(nan) != 0;
+  for (; i < n; ++i) {
+    any_nan |= std::isnan(x[i]);
+    result = std::max(result, x[i]);
+  }
+  return any_nan ? std::numeric_limits<float>::quiet_NaN() : result;
+}
+
+__attribute__((target("avx2,fma"))) float expShiftedSumAvx2(float *x, int64_t n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float sum = laneSum(acc);
+  for (; i < n; ++i)
+    sum += (x[i] = scalarExp(x[i] - shift));
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) void expShiftedDivideAvx2(float *x, int64_t n, float shift,
+                                                              float divisor) {
+  const __m256 s = _mm256_set1_ps(shift), d = _mm256_set1_ps(divisor);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_div_ps(exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s)), d));
+  for (; i < n; ++i)
+    x[i] = scalarExp(x[i] - shift) / divisor;
+}
+
+// roundRowToBf16's bits for one element; returns whether the result is NaN
+// or inf.
+uint32_t roundBitsToBf16(float &x) {
+  const uint32_t f = std::bit_cast<uint32_t>(x);
+  const bool is_nan = (f & 0x7fffffffu) > 0x7f800000u;
+  const uint32_t r =
+      is_nan ? (f | 0x00400000u) & 0xffff0000u : (f + 0x7fffu + ((f >> 16) & 1u)) & 0xffff0000u;
+  x = std::bit_cast<float>(r);
+  return is_nan || (r & 0x7f800000u) == 0x7f800000u;
+}
+
+__attribute__((target("avx2,fma"))) uint32_t roundRowToBf16Avx2(float *x, int64_t n) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m256i half = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+  const __m256i quiet_bit = _mm256_set1_epi32(0x00400000);
+  __m256i special = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i f = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+    const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(f, abs_mask), inf);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(f, 16), one);
+    const __m256i rounded =
+        _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(f, half), lsb), high);
+    const __m256i quiet = _mm256_and_si256(_mm256_or_si256(f, quiet_bit), high);
+    const __m256i r = _mm256_blendv_epi8(rounded, quiet, is_nan);
+    special = _mm256_or_si256(
+        special, _mm256_or_si256(is_nan, _mm256_cmpeq_epi32(_mm256_and_si256(r, inf), inf)));
+    _mm256_storeu_ps(x + i, _mm256_castsi256_ps(r));
+  }
+  uint32_t any = !_mm256_testz_si256(special, special);
+  for (; i < n; ++i)
+    any |= roundBitsToBf16(x[i]);
+  return any;
+}
+
+} // namespace
+
+float rowMax(const float *x, int64_t n) {
+  if (hostHasAvx2())
+    return rowMaxAvx2(x, n);
+  float result = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i]))
+      return x[i];
+    result = std::max(result, x[i]);
+  }
+  return result;
+}
+
+float expShiftedSum(float *x, int64_t n, float shift) {
+  if (hostHasAvx2())
+    return expShiftedSumAvx2(x, n, shift);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += (x[i] = scalarExp(x[i] - shift));
+  return sum;
+}
+
+void expShiftedDivide(float *x, int64_t n, float shift, float divisor) {
+  if (hostHasAvx2())
+    return expShiftedDivideAvx2(x, n, shift, divisor);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = scalarExp(x[i] - shift) / divisor;
+}
+
+void roundRowToBf16(float *x, int64_t n) {
+  uint32_t special = 0;
+  if (hostHasAvx2()) {
+    special = roundRowToBf16Avx2(x, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      special |= roundBitsToBf16(x[i]);
+  }
+  if (special) // raised once for the row, as the scalar rounding would
+    raiseFloatStatus();
+}
+
+} // namespace kiln::kernels

@@ -1,0 +1,29 @@
+// The row steps of a softmax over f32 scores, as flash attention's host
+// routines take them: the row max, x = exp(x - max) with its sum, and the
+// probabilities rounded to bf16 as the cube reads them. exp is glibc's
+// libmvec (its AVX2 form, within 4 ulp: the function the code generator's
+// kernels vectorise exp into) where the host has AVX2, libm otherwise.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::kernels {
+
+// The largest of x[0..n), NaN if any is NaN (checked explicitly: a vector
+// max drops NaN operands), -inf for n == 0.
+float rowMax(const float *x, int64_t n);
+
+// x[i] = exp(x[i] - shift) for i < n; returns the sum of the results, added
+// in a fixed order (eight lanes, then the lanes in order, then the tail),
+// so a row gives the same bits on every run.
+float expShiftedSum(float *x, int64_t n, float shift);
+
+// x[i] = exp(x[i] - shift) / divisor for i < n.
+void expShiftedDivide(float *x, int64_t n, float shift, float divisor);
+
+// x[i] rounded to bf16 (nearest even, inf past its range, NaN kept quiet)
+// and back, as ir/float16.h's roundToDType with OverflowMode::InfNan; raises
+// the float status for a NaN or inf result as it does.
+void roundRowToBf16(float *x, int64_t n);
+
+} // namespace kiln::kernels

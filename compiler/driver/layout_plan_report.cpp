@@ -21,11 +21,22 @@ std::string sizeFlag(int64_t bytes) {
   return std::to_string(bytes);
 }
 
+// " v2" (interleaved), " [9/11/11/9]" (the layers of each stage), or "".
+std::string pipelineShape(const LayoutCandidate &c) {
+  std::string out;
+  if (c.layout.virtual_stages > 1)
+    out += " v" + std::to_string(c.layout.virtual_stages);
+  for (size_t i = 0; i < c.layout.stage_layers.size(); ++i)
+    out += (i == 0 ? " [" : "/") + std::to_string(c.layout.stage_layers[i]) +
+           (i + 1 == c.layout.stage_layers.size() ? "]" : "");
+  return out;
+}
+
 std::string layoutName(const LayoutCandidate &c) {
   return "dp" + std::to_string(c.layout.dp) + " x tp" + std::to_string(c.layout.tp) +
          (c.layout.sequenceParallel() ? " sp" : "") +
-         (c.layout.pp > 1 ? " x pp" + std::to_string(c.layout.pp) : "") + ", zero " +
-         std::to_string(c.layout.zero) + ", recompute " +
+         (c.layout.pp > 1 ? " x pp" + std::to_string(c.layout.pp) : "") + pipelineShape(c) +
+         ", zero " + std::to_string(c.layout.zero) + ", recompute " +
          std::string(passes::recomputeModeName(c.recompute)) + ", " +
          std::to_string(c.micro_batch) + " x " + std::to_string(c.layout.grad_accum);
 }
@@ -48,6 +59,8 @@ json candidateJson(const LayoutCandidate &c) {
             {"tp", c.layout.tp},
             {"sequence_parallel", c.layout.sequenceParallel()},
             {"pp", c.layout.pp},
+            {"virtual_stages", c.layout.virtual_stages},
+            {"pp_layers", c.layout.stage_layers},
             {"zero", c.layout.zero},
             {"recompute", passes::recomputeModeName(c.recompute)},
             {"micro_batches", c.layout.grad_accum},

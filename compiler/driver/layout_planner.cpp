@@ -5,7 +5,9 @@
 #include <map>
 #include <tuple>
 
+#include "compiler/parallel/stage_split.h"
 #include "ir/byte_size.h"
+#include "ir/layer_scope.h"
 #include "ir/progress.h"
 #include "passes/fusion/flash_attention_fusion.h"
 
@@ -19,6 +21,13 @@ std::string LayoutCandidate::trainFlags() const {
     flags += " --sequence-parallel";
   if (layout.pp > 1)
     flags += " --pp " + std::to_string(layout.pp);
+  if (layout.virtual_stages > 1)
+    flags += " --virtual-stages " + std::to_string(layout.virtual_stages);
+  if (!layout.stage_layers.empty()) {
+    flags += " --pp-layers ";
+    for (size_t i = 0; i < layout.stage_layers.size(); ++i)
+      flags += (i ? "," : "") + std::to_string(layout.stage_layers[i]);
+  }
   if (layout.dp > 1)
     flags += " --zero " + std::to_string(layout.zero);
   flags += " --recompute " + std::string(passes::recomputeModeName(recompute));
@@ -54,15 +63,16 @@ public:
   // The candidate; nothing when the model cannot take the layout (the heads
   // do not split `tp` ways, the batch does not split over the replicas).
   Expected<std::optional<LayoutCandidate>> plan(int tp, int pp, int zero, RecomputeMode recompute,
-                                                int64_t micro_batch,
-                                                bool sequence_parallel = false) {
+                                                int64_t micro_batch, bool sequence_parallel = false,
+                                                int virtual_stages = 1,
+                                                const std::vector<int> &stage_layers = {}) {
     const int dp = request_.devices / (tp * pp);
     const int64_t batch = request_.model.batch;
     if (request_.devices % (tp * pp) != 0 || batch % dp != 0 || (batch / dp) % micro_batch != 0)
       return std::optional<LayoutCandidate>();
     auto layout = parallel::resolveParallelConfig(request_.devices, dp, tp, zero, batch,
                                                   static_cast<int>(batch / dp / micro_batch), pp);
-    if (!layout)
+    if (!layout || !parallel::setPipelineShape(*layout, virtual_stages, stage_layers))
       return std::optional<LayoutCandidate>();
     layout->sequence_parallel = sequence_parallel;
     const parallel::TrainingProgram *step = stepFor(*layout, recompute);
@@ -75,6 +85,18 @@ public:
     return std::optional(candidate(program, recompute));
   }
 
+  // The compiled step of a plain pipeline of `pp` stages at `tp` (planned
+  // before), or null.
+  const parallel::TrainingProgram *plainStep(int tp, int pp, RecomputeMode recompute,
+                                             bool sequence_parallel) {
+    for (const auto &[key, step] : steps_)
+      if (std::get<0>(key) == tp && std::get<1>(key) == pp && std::get<3>(key) == recompute &&
+          std::get<5>(key) == sequence_parallel && std::get<6>(key) == 1 &&
+          std::get<7>(key).empty() && step)
+        return &*step;
+    return nullptr;
+  }
+
   // Why the model could take no layout at all: the first step that failed.
   const std::string &firstFailure() const { return first_failure_; }
   const std::string &noTime() const { return no_time_; }
@@ -85,8 +107,9 @@ private:
     const int64_t micro = request_.model.batch / layout.dp / layout.grad_accum;
     // ZeRO-3's step holds slices over the replicas: its own per replica count.
     const int sliced_over = layout.zero == 3 ? layout.dp : 0;
-    const auto key = std::make_tuple(layout.tp, layout.pp, sliced_over, recompute, micro,
-                                     layout.sequenceParallel());
+    const auto key =
+        std::make_tuple(layout.tp, layout.pp, sliced_over, recompute, micro,
+                        layout.sequenceParallel(), layout.virtual_stages, layout.stage_layers);
     auto found = steps_.find(key);
     if (found == steps_.end()) {
       auto step = compileTrainingStep(request_.model, withRecompute(job_, recompute), settings_,
@@ -133,11 +156,21 @@ private:
   const ResolvedJob &job_;
   KernelSettings settings_;
   std::vector<std::string> enabled_; // passes the plan enables beyond the job's
-  std::map<std::tuple<int, int, int, RecomputeMode, int64_t, bool>,
+  std::map<std::tuple<int, int, int, RecomputeMode, int64_t, bool, int, std::vector<int>>,
            std::optional<parallel::TrainingProgram>>
       steps_;
   std::string first_failure_, no_time_;
 };
+
+// The transformer layers of `program`'s model: one past the highest any
+// weight's name holds.
+int64_t transformerLayersOf(const parallel::TrainingProgram &program) {
+  int64_t layers = 0;
+  for (const std::vector<parallel::Parameter> *table : {&program.params, &program.frozen})
+    for (const parallel::Parameter &p : *table)
+      layers = std::max(layers, layerWithin(p.name) + 1);
+  return layers;
+}
 
 std::vector<int> divisorsOf(int n) {
   std::vector<int> out;
@@ -288,6 +321,48 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
             : std::vector<std::string>{};
   Planner planner(r, planned, settings, enabled);
   size_t fitting = 0;
+  auto add = [&](LayoutCandidate c) {
+    fitting += c.fits;
+    plan.candidates.push_back(std::move(c));
+    progress::report("planning layouts: " + std::to_string(plan.candidates.size()) + " planned, " +
+                     std::to_string(fitting) + " fit");
+  };
+  // Beside a plain pipeline: the interleaved schedule (two model stages a
+  // device, Megatron's virtual stages) where the plain one fits, the
+  // micro-batches are a multiple of the stages and the layers divide (it
+  // holds more in flight, so it cannot fit where the plain one does not;
+  // its bubble is half), and the layers split so that the first and last
+  // stages, which also hold the embedding and lm_head, hold no more than
+  // the others (MindFormers' offset), where that split is not the
+  // balanced one.
+  auto pipelineVariants = [&](int tp, int pp, int zero, RecomputeMode recompute, bool sp,
+                              bool plain_fits) -> Status {
+    const int64_t micro_batches = r.model.batch / (r.devices / (tp * pp));
+    const parallel::TrainingProgram *plain = planner.plainStep(tp, pp, recompute, sp);
+    if (!plain)
+      return Status::ok();
+    const int64_t layers = transformerLayersOf(*plain);
+    if (plain_fits && micro_batches % pp == 0 && layers % (2 * pp) == 0) {
+      KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
+                            planner.plan(tp, pp, zero, recompute, 1, sp, 2));
+      if (c)
+        add(std::move(*c));
+    }
+    const std::vector<int> evened = parallel::parameterEvenedStageLayers(*plain, layers, pp);
+    const std::vector<int> balanced = [&] {
+      std::vector<int> counts(pp, 0);
+      for (int s : parallel::balancedLayerStages(layers, pp))
+        ++counts[s];
+      return counts;
+    }();
+    if (!evened.empty() && evened != balanced) {
+      KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
+                            planner.plan(tp, pp, zero, recompute, 1, sp, 1, evened));
+      if (c)
+        add(std::move(*c));
+    }
+    return Status::ok();
+  };
   for (const auto &[tp, pp] : tensorAndPipelineSizes(r.devices)) {
     const int dp = r.devices / (tp * pp);
     if (r.model.batch % dp != 0)
@@ -317,10 +392,9 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
           if (!c)
             break;
           const bool fits = c->fits;
-          plan.candidates.push_back(std::move(*c));
-          fitting += fits;
-          progress::report("planning layouts: " + std::to_string(plan.candidates.size()) +
-                           " planned, " + std::to_string(fitting) + " fit");
+          add(std::move(*c));
+          if (pp > 1)
+            KILN_RETURN_IF_ERROR(pipelineVariants(tp, pp, zero, recompute, sp, fits));
           if (!fits) // a larger micro-batch needs more
             break;
         }

@@ -33,7 +33,7 @@ struct PlanRequest {
 };
 
 struct LayoutCandidate {
-  parallel::ParallelConfig layout; // dp, tp, pp, zero, grad_accum (the micro-batches)
+  parallel::ParallelConfig layout; // dp, tp, pp (virtual stages, layer split), zero, grad_accum
   passes::RecomputeMode recompute = passes::RecomputeMode::None;
   int64_t micro_batch = 1; // sequences a replica runs at once
   int64_t peak = 0;        // the per-device peak kiln train --compile-only plans
@@ -66,8 +66,11 @@ struct LayoutPlan {
 // Every layout of `request` worth planning: tensor-parallel sizes dividing
 // the devices (and the heads: the model says), 1, 2 or 4 pipeline stages
 // (one sequence per micro-batch, at least as many micro-batches as
-// stages), replicas the global batch divides over, ZeRO 0 to 3 where there
-// are replicas to shard over (3 without stages, one sequence per
+// stages; beside each plain pipeline that fits, the interleaved one with
+// two model stages a device where the layers and micro-batches allow, and
+// the split that evens out the parameters each stage holds, the embedding's
+// and lm_head's included, where it is not the balanced one), replicas the global batch divides
+// over, ZeRO 0 to 3 where there are replicas to shard over (3 without stages, one sequence per
 // micro-batch), no/selective/full recomputation (or the request's mode),
 // with sequence parallelism wherever tp > 1 divides the sequence (it never
 // holds more than tensor parallelism without it, and moves the same bytes),

@@ -4,6 +4,8 @@
 #include "compiler/driver/layout_planner.h"
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
 #include <unistd.h>
 
@@ -106,6 +108,52 @@ TEST_F(LayoutPlanner, EveryCandidateIsTheTrainPlanAndTheFastestFitComesFirst) {
                           0),
             0u)
       << command;
+}
+
+// An eight-layer tiny Qwen whose embedding and head (4096 x 64 each) weigh
+// more than six layers: beside each plain pipeline the search plans the
+// interleaved one (two model stages a device) and, on four stages, the
+// split that gives the first and last stages one layer each; each is the
+// plan kiln train --compile-only makes for its flags, and the uneven split
+// lowers the peak of the same layout.
+TEST_F(LayoutPlanner, InterleavedAndUnevenPipelinesAreSearched) {
+  nlohmann::json config = nlohmann::json::parse(
+      std::ifstream(std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json"));
+  config["num_hidden_layers"] = 8;
+  config["vocab_size"] = 4096;
+  const std::string model = *kernels_.dir + "-tiny8.json";
+  std::ofstream(model) << config.dump();
+  request_.model.model = model;
+  request_.recompute = passes::RecomputeMode::None;
+  auto plan = planLayouts(request_, *job_, kernels_);
+  ASSERT_TRUE(plan) << plan.message();
+  std::map<std::string, int64_t> peaks; // by layout, without the split
+  const LayoutCandidate *uneven = nullptr;
+  bool interleaved = false;
+  for (const LayoutCandidate &c : plan->candidates) {
+    SCOPED_TRACE(c.trainFlags());
+    EXPECT_EQ(c.peak, trainPlan(c)) << "the planner's peak is kiln train's";
+    if (c.layout.virtual_stages > 1) {
+      interleaved = true;
+      EXPECT_EQ(c.layout.virtual_stages, 2);
+      EXPECT_EQ(c.layout.grad_accum % c.layout.pp, 0);
+      EXPECT_NE(c.trainFlags().find("--virtual-stages 2"), std::string::npos);
+    }
+    if (!c.layout.stage_layers.empty()) {
+      EXPECT_EQ(c.layout.stage_layers, (std::vector<int>{1, 3, 3, 1}));
+      EXPECT_NE(c.trainFlags().find("--pp-layers 1,3,3,1"), std::string::npos);
+      uneven = &c;
+    } else if (c.layout.virtual_stages == 1) {
+      peaks[c.trainFlags()] = c.peak;
+    }
+  }
+  EXPECT_TRUE(interleaved);
+  ASSERT_NE(uneven, nullptr);
+  std::string balanced = uneven->trainFlags();
+  balanced.erase(balanced.find(" --pp-layers 1,3,3,1"), 20);
+  ASSERT_TRUE(peaks.count(balanced)) << balanced;
+  EXPECT_LT(uneven->peak, peaks.at(balanced));
+  std::filesystem::remove(model);
 }
 
 // The command kiln plan prints runs when pasted: the token file and the

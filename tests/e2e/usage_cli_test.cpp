@@ -97,6 +97,7 @@ const std::map<std::string, std::string> kBadValues = {
     {"--on-compile-error", "bogus"},
     {"--overflow-mode", "bogus"},
     {"--pp", "0"},
+    {"--pp-layers", "9,,10"},
     {"--precision-mode", "bogus"},
     {"--precision-mode-v2", "bogus"},
     {"--print-ir-after", "Bogus"},
@@ -117,6 +118,7 @@ const std::map<std::string, std::string> kBadValues = {
     {"--top", "-1"},
     {"--threads", "0"},
     {"--tp", "0"},
+    {"--virtual-stages", "0"},
     {"--warmup", "-1"},
     {"--zero", "5"},
 };

@@ -242,7 +242,8 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--pp-layers", opts->pp_layers,
                   "with --pp: each model stage's transformer layers in model order, e.g. "
                   "9,10,10,11 (pp x virtual-stages counts adding up to the model's layers; "
-                  "default: balanced)");
+                  "default: balanced)")
+      ->check(parsedBy(parallel::parseStageLayers, "COUNTS"));
   cmd->add_option("--micro-batches", opts->micro_batches,
                   "micro-batches per step through the pipeline (the same count as --grad-accum)")
       ->check(PositiveInteger);

@@ -56,8 +56,9 @@ struct Step {
   std::optional<frontend::DecoderConfig> config;
 };
 
-Step buildStep(const std::string &config, int tp) {
+Step buildStep(const std::string &config, int tp, const frontend::LoraConfig &lora = {}) {
   frontend::ModelOptions options;
+  options.lora = lora;
   options.batch = kBatch;
   options.seq = kSeq;
   options.tensor_parallel = tp;
@@ -71,16 +72,22 @@ Step buildStep(const std::string &config, int tp) {
   return {std::move(*graph), model->splits, model->config};
 }
 
-class UnevenTensorParallel : public ::testing::TestWithParam<Layout> {};
-
-TEST_P(UnevenTensorParallel, ShardedStepGivesTheLossAndGradientsOfTheWholeModel) {
-  const Layout layout = GetParam();
+// `layout`'s sharded step against the whole one; with `lora`, its adapters
+// random (B too, so that every factor has a gradient).
+void expectShardedStepMatches(const Layout &layout, const frontend::LoraConfig &lora = {}) {
   const std::string path = writeConfig(layout);
-  Step whole = buildStep(path, 1);
+  Step whole = buildStep(path, 1, lora);
   ASSERT_TRUE(whole.config);
   ops::TensorMap feed;
   for (auto &[name, t] : frontend::initDecoderWeights(*whole.config, 11))
     feed[name] = t;
+  if (lora.enabled()) {
+    auto adapters = frontend::loraParameters(*whole.config, lora);
+    ASSERT_TRUE(adapters) << adapters.message();
+    uint64_t seed = 40;
+    for (const frontend::ParamSpec &p : *adapters)
+      feed[p.name] = testing::randomTensor({DType::F32, p.shape}, ++seed, -0.1, 0.1);
+  }
   // Labels that reach the last real word of the vocabulary too.
   feed["input_ids"] =
       testing::randomIndices(TensorType{DType::I64, {kBatch, kSeq}}, 5, layout.vocab);
@@ -90,7 +97,7 @@ TEST_P(UnevenTensorParallel, ShardedStepGivesTheLossAndGradientsOfTheWholeModel)
   ASSERT_TRUE(want) << want.message();
 
   const int tp = layout.tp;
-  Step shard = buildStep(path, tp);
+  Step shard = buildStep(path, tp, lora);
   auto target = target::loadTarget("ascend910b");
   ASSERT_TRUE(target) << target.message();
   auto kernels = codegen::compileKernels(shard.graph, *target, {});
@@ -116,6 +123,8 @@ TEST_P(UnevenTensorParallel, ShardedStepGivesTheLossAndGradientsOfTheWholeModel)
   int replicated_heads = 0, padded = 0;
   for (const auto &[name, split] : shard.split) {
     const std::string grad = autodiff::gradientName(name);
+    if (!(*got)[0].count(grad))
+      continue; // frozen under LoRA
     std::vector<Tensor> pieces;
     for (int r = 0; r < tp; ++r)
       pieces.push_back((*got)[r].at(grad));
@@ -139,8 +148,24 @@ TEST_P(UnevenTensorParallel, ShardedStepGivesTheLossAndGradientsOfTheWholeModel)
         << grad << " (" << split.toString() << ")";
   }
   const bool fewer_heads = layout.kv_heads < tp;
-  EXPECT_EQ(replicated_heads, fewer_heads ? 2 * 2 * 2 : 0) << "k and v, weight and bias, 2 layers";
+  // k_proj and v_proj's weight and bias in 2 layers, or under LoRA their B.
+  EXPECT_EQ(replicated_heads, fewer_heads ? (lora.enabled() ? 2 * 2 : 2 * 2 * 2) : 0);
   EXPECT_EQ(padded, layout.vocab % tp != 0 ? 2 : 0) << "the embedding and lm_head";
+}
+
+class UnevenTensorParallel : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(UnevenTensorParallel, ShardedStepGivesTheLossAndGradientsOfTheWholeModel) {
+  expectShardedStepMatches(GetParam());
+}
+
+// LoRA on the replicated projections: each rank's B of k_proj and v_proj is
+// its head's, its gradient summed over the ranks sharing the head.
+TEST(UnevenTensorParallel, LoraOnReplicatedKeyValueHeads) {
+  frontend::LoraConfig lora;
+  lora.rank = 2;
+  lora.targets = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  expectShardedStepMatches({"kv2_of_8_tp4_lora", 64, 8, 2, 128, 512, 4}, lora);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -86,7 +86,17 @@ MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const fronten
 
   MemoryFormula f;
   f.model_states = static_cast<int64_t>(states);
-  f.activations = static_cast<int64_t>(per_layer * static_cast<double>(config.num_hidden_layers));
+  // Device 0 of a pipeline holds the layers' activations of P micro-batches
+  // of L/P layers (L in all); interleaved over V model stages a device, of
+  // min(MV, PV + P - 1) model stages' micro-batches of L/(PV) layers each
+  // (its warm-up and one more): L(1 + (P - 1)/(PV)) once M > P
+  // (Korthikanti et al. 2022, section 4.2.3).
+  double layers = static_cast<double>(config.num_hidden_layers);
+  if (layout.virtual_stages > 1) {
+    const double P = layout.pp, V = layout.virtual_stages, M = layout.grad_accum;
+    layers *= std::min(M * V, P * V + P - 1) / (P * V);
+  }
+  f.activations = static_cast<int64_t>(per_layer * layers);
   return f;
 }
 

@@ -40,9 +40,10 @@ struct MemoryFormula {
 // only the layer's input, 2sbh; twice that in f32. The embedding, the logits
 // and the loss are not counted. P pipeline stages divide the model states
 // by P and leave the first stage's activations as they are (it holds P
-// micro-batches of L/P layers). With fused attention (FlashAttentionScore)
-// the 5as/(ht) term goes as with selective recomputation, and the kernel's
-// row statistics stay: 8 bytes a query row of each of a/t heads, 8as/t.
+// micro-batches of L/P layers); interleaved over V model stages a device,
+// it holds L(1 + (P - 1)/(PV)) layers' worth once M > P. With fused
+// attention (FlashAttentionScore) the 5as/(ht) term goes as with selective recomputation, and the
+// kernel's row statistics stay: 8 bytes a query row of each of a/t heads, 8as/t.
 MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const frontend::LoraConfig &lora,
                             const ParallelConfig &layout, int64_t micro_batch, int64_t seq,
                             DType dtype,

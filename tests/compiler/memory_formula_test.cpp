@@ -73,6 +73,19 @@ TEST(MemoryFormula, Qwen14BAsZeroAndKorthikantiCountIt) {
                           passes::RecomputeMode::None, true)
                 .activations,
             int64_t{2048} * 5120 * 13 * 40 + int64_t{2048} * 8 * 5 * 40);
+  // Interleaved 1F1B, P = 4, V = 2, M = 8: device 0 holds 2(P - 1) +
+  // (V - 1)P + 1 = 11 model stages' micro-batches of 40/8 layers, 55 layers'
+  // worth, L(1 + 3/8); with M = P it runs every forward first, 8 of them: L.
+  ParallelConfig pipeline = layout(1, 2, 0);
+  pipeline.pp = 4;
+  pipeline.devices = 8;
+  pipeline.grad_accum = 8;
+  const int64_t plain = memoryFormula(config, {}, pipeline, 1, 2048, DType::F16).activations;
+  pipeline.virtual_stages = 2;
+  EXPECT_EQ(memoryFormula(config, {}, pipeline, 1, 2048, DType::F16).activations,
+            static_cast<int64_t>(static_cast<double>(plain) * 55 / 40));
+  pipeline.grad_accum = 4;
+  EXPECT_EQ(memoryFormula(config, {}, pipeline, 1, 2048, DType::F16).activations, plain);
   // LoRA: the base at 2 bytes, the adapters at 16, both split 8 ways.
   frontend::LoraConfig lora;
   lora.rank = 64;

@@ -3,6 +3,7 @@
 // what would fit when nothing does; bad flags are one-line errors.
 #include <regex>
 
+#include "ir/byte_size.h"
 #include "tests/e2e/cli_fixture.h"
 
 namespace kiln::testing {
@@ -54,6 +55,26 @@ TEST_F(PlanCli, TheRecommendedCommandPlansThePeakItPromises) {
                       command),
             std::string::npos)
       << text;
+}
+
+// The tiny Qwen2's 2 key/value heads over 4 devices: tp 4 is planned (each
+// head replicated over two ranks), and kiln train plans its peak alike.
+TEST_F(PlanCli, FewerKeyValueHeadsThanRanksArePlannedReplicated) {
+  const std::string model = kSource + "/examples/qwen2-tiny";
+  Result r = run("plan " + model + " --devices 4 --global-batch 4 --seq 16 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  const nlohmann::json *tp4 = nullptr;
+  for (const nlohmann::json &c : plan["candidates"])
+    if (c["tp"] == 4 && c["recompute"] == "none")
+      tp4 = &c;
+  ASSERT_NE(tp4, nullptr) << r.out;
+  Result train = run("train " + model +
+                     " --compile-only --devices 4 --batch 4 --seq 16 --dtype f32 "
+                     "--target ascend910b " +
+                     (*tp4)["flags"].get<std::string>());
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  EXPECT_EQ(printedPeak(train.out), formatBytes((*tp4)["peak_bytes"].get<int64_t>())) << train.out;
 }
 
 TEST_F(PlanCli, TheJobsRecomputeModeIsTheOnlyOnePlanned) {

@@ -128,9 +128,14 @@ Expected<GraphTime> graphTime(const CompiledGraph &compiled, const Roofline &roo
       else if (node.op == "TensorParallelReduceScatter")
         t.collectives +=
             ringReduceScatterSeconds(tensorBytes(compiled.graph.type(node.inputs[0])), tp, tp_link);
-      else if (node.op != "TensorParallelCopy" && node.op != "DataParallelGather")
+      else if (node.op != "TensorParallelCopy" && node.op != "DataParallelGather") {
+        // A reduce in groups (a key/value head replicated over the ranks
+        // that share it) runs over each group's ranks.
+        const int64_t groups = node.attrs.has("groups") ? node.attrs.getInt("groups") : 1;
         for (ValueId v : node.outputs)
-          t.collectives += ringAllReduceSeconds(tensorBytes(compiled.graph.type(v)), tp, tp_link);
+          t.collectives +=
+              ringAllReduceSeconds(tensorBytes(compiled.graph.type(v)), tp / groups, tp_link);
+      }
       continue;
     }
     if (codegen::isReshapeView(compiled.graph, k.spec))

@@ -132,7 +132,9 @@ TEST(BisectJob, AnOverflowWithEveryPassOffIsNoPasssDoing) {
   // with every pass off fails too, and the reference is force_fp32's.
   driver::JobSettings flags;
   flags.precision_mode = passes::PrecisionMode::AllowMixPrecisionFp16;
-  flags.disable_passes = {"AttentionFp32CastPass"};
+  // Fused attention keeps its scores in f32 too: off, as
+  // AttentionFp32CastPass is.
+  flags.disable_passes = {"AttentionFp32CastPass", "FlashAttentionFusionPass"};
   const driver::ReferenceRunRequest run = modelRun(kOverflow, 16, "attn.c_attn.weight", 2000);
   BisectJobRequest request;
   request.model.model = kOverflow;
@@ -155,7 +157,9 @@ TEST(BisectJob, AnOverflowWithEveryPassOffIsNoPasssDoing) {
 TEST(LocateJobOverflow, NamesTheAttentionScoresAndVerifiesAFix) {
   driver::JobSettings flags;
   flags.precision_mode = passes::PrecisionMode::AllowMixPrecisionFp16;
-  flags.disable_passes = {"AttentionFp32CastPass"};
+  // Fused attention keeps its scores in f32 too: off, as
+  // AttentionFp32CastPass is.
+  flags.disable_passes = {"AttentionFp32CastPass", "FlashAttentionFusionPass"};
   OverflowJobRequest request;
   request.run = modelRun(kOverflow, 16, "attn.c_attn.weight", 2000);
   request.cache = cacheIn("cache");

@@ -23,9 +23,10 @@ for cluster in "${clusters[@]}"; do
   # shellcheck disable=SC2086
   out=$("$kiln" plan "$config" $cluster --seq 2048 --global-batch 16 --dtype f16 \
     --format json) || true
+  # The plan on stdin: 16 devices' candidates outgrow an argument.
   /usr/bin/python3 -c '
 import json, sys
-plan = json.loads(sys.argv[2])
+plan = json.loads(sys.stdin.read())
 candidates, best = plan["candidates"], plan["recommended"]
 fit = sum(c["fits"] for c in candidates)
 head = "%-52s %3d layouts, %2d fit, %5.1f s" % (sys.argv[1], len(candidates), fit, plan["seconds"])
@@ -33,7 +34,7 @@ if best:
     print("%s: %s, %.1f GiB, %.0f tokens/s/device" % (head, best["flags"],
           best["peak_bytes"] / 2**30, best["tokens_per_s_per_device"]))
 else:
-    print("%s: nothing fits; would: %s" % (head, plan["would_fit"]))' "$cluster" "$out"
+    print("%s: nothing fits; would: %s" % (head, plan["would_fit"]))' "$cluster" <<<"$out"
 done
 
 echo

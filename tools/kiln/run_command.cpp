@@ -1,16 +1,14 @@
 // `kiln run`: compile a model and run its kernels (or, with --reference, the
 // reference interpreter), forward or forward and backward, from safetensors
 // weights and inputs; or run an artifact's kernels without compiling.
-#include <cmath>
 #include <iostream>
 
 #include "compiler/driver/artifact_run.h"
 #include "compiler/driver/kernels.h"
 #include "compiler/driver/reference_run.h"
 #include "compiler/frontend/onnx/onnx_import.h"
-#include "ir/float_status.h"
 #include "ir/safetensors.h"
-#include "runtime/executor.h"
+#include "session/model_run.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 
@@ -27,27 +25,6 @@ struct RunOptions {
   std::string profile_dir;
 };
 
-// "'loss' is nan" for the first output (loss and grad_norm first) that holds
-// inf or NaN; "" when all are finite.
-std::string firstNonFinite(const ops::TensorMap &outputs) {
-  std::vector<const ops::TensorMap::value_type *> order;
-  for (const char *first : {"loss", "grad_norm"})
-    if (auto it = outputs.find(first); it != outputs.end())
-      order.push_back(&*it);
-  for (const auto &entry : outputs)
-    if (entry.first != "loss" && entry.first != "grad_norm")
-      order.push_back(&entry);
-  for (const auto *entry : order) {
-    const Tensor &t = entry->second;
-    if (!isFloat(t.dtype()))
-      continue;
-    for (int64_t i = 0; i < t.numElements(); ++i)
-      if (const float v = t.getFloat(i); !std::isfinite(v))
-        return "'" + entry->first + "' is " + (std::isnan(v) ? "nan" : "inf");
-  }
-  return "";
-}
-
 // Writes the outputs and prints the loss (and gradient norm); then, as the
 // trainer does, a line when the step overflowed: an output is inf or NaN,
 // or the float status is set (in saturation mode the only trace).
@@ -61,7 +38,7 @@ int writeOutputs(const std::string &path, ops::TensorMap outputs, uint32_t float
     std::cout << "loss " << it->second.getFloat(0) << "\n";
   if (auto it = file.tensors.find("grad_norm"); it != file.tensors.end())
     std::cout << "grad_norm " << it->second.getFloat(0) << "\n";
-  const std::string non_finite = firstNonFinite(file.tensors);
+  const std::string non_finite = session::firstNonFinite(file.tensors);
   if (!non_finite.empty() || float_status != 0) {
     char status[16];
     std::snprintf(status, sizeof(status), "0x%x", float_status);
@@ -75,29 +52,6 @@ int writeOutputs(const std::string &path, ops::TensorMap outputs, uint32_t float
   return 0;
 }
 
-// Runs compiled kernels, timing each one into `profile_dir` when it is set;
-// every kernel that overflows raises `status`.
-Expected<ops::TensorMap> execute(const Graph &graph, codegen::CompiledKernels kernels,
-                                 const ops::TensorMap &inputs, const std::string &profile_dir,
-                                 runtime::FloatStatus &status) {
-  std::unique_ptr<runtime::Profiler> profiler;
-  if (!profile_dir.empty()) {
-    KILN_RETURN_IF_ERROR(runtime::createProfileDir(profile_dir));
-    ThreadPool pool;
-    profiler = std::make_unique<runtime::Profiler>(runtime::measureHostRoofline(pool));
-  }
-  const int program = profiler ? profiler->addProgram("run", graph, kernels) : -1;
-  KILN_ASSIGN_OR_RETURN(auto executor, runtime::Executor::create(graph, std::move(kernels)));
-  executor->profileInto({profiler.get(), program, 1, {0}});
-  const auto start = runtime::Profiler::Clock::now();
-  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, executor->run(inputs, nullptr, &status));
-  if (profiler) {
-    profiler->stepTime(1, start, runtime::Profiler::Clock::now());
-    KILN_RETURN_IF_ERROR(profiler->write(profile_dir));
-  }
-  return outputs;
-}
-
 // Compiles the prepared graph's kernels and runs them.
 Expected<ops::TensorMap> runCompiled(driver::PreparedRun &run, const driver::ResolvedJob &job,
                                      const driver::KernelSettings &cache,
@@ -108,8 +62,9 @@ Expected<ops::TensorMap> runCompiled(driver::PreparedRun &run, const driver::Res
     note("cache miss: " + line);
   if (!kernels.kernels.fallbacks.empty())
     note(codegen::fallbackSummary(kernels.kernels.fallbacks));
-  KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, execute(run.graph, std::move(kernels.kernels),
-                                                        run.inputs, profile_dir, status));
+  KILN_ASSIGN_OR_RETURN(
+      ops::TensorMap outputs,
+      session::runKernels(run.graph, std::move(kernels.kernels), run.inputs, profile_dir, status));
   return driver::selectRunOutputs(std::move(outputs), run.onnx);
 }
 
@@ -139,16 +94,11 @@ int runArtifact(const RunOptions &opts, const CLI::App &cmd) {
     return fail(run.error());
   Expected<ops::TensorMap> outputs = Error("not run");
   runtime::FloatStatus status;
-  if (opts.reference) {
-    ops::InterpretOptions options;
-    options.overflow = run->overflow;
-    takeFloatStatus(); // the interpreter raises this thread's status
-    outputs = ops::interpret(run->bucket.graph, run->inputs, options);
-    status.raise(takeFloatStatus());
-  } else {
-    outputs = execute(run->bucket.graph, std::move(run->bucket.kernels), run->inputs,
-                      opts.profile_dir, status);
-  }
+  if (opts.reference)
+    outputs = session::runInterpreter(run->bucket.graph, run->inputs, run->overflow, status);
+  else
+    outputs = session::runKernels(run->bucket.graph, std::move(run->bucket.kernels), run->inputs,
+                                  opts.profile_dir, status);
   if (!outputs)
     return fail(outputs.error());
   return writeOutputs(opts.outputs, driver::selectArtifactOutputs(*loaded, std::move(*outputs)),
@@ -177,11 +127,7 @@ int runRun(const RunOptions &opts, const CLI::App &cmd) {
     auto run = driver::prepareModelRun(request);
     if (!run)
       return fail(run.error());
-    ops::InterpretOptions options;
-    options.overflow = run->overflow;
-    takeFloatStatus(); // the interpreter raises this thread's status
-    outputs = ops::interpret(run->graph, run->inputs, options);
-    status.raise(takeFloatStatus());
+    outputs = session::runInterpreter(run->graph, run->inputs, run->overflow, status);
     if (outputs)
       outputs = driver::selectRunOutputs(std::move(*outputs), run->onnx);
   } else {

@@ -113,23 +113,23 @@ TEST_F(ArtifactCli, CompileInspectAndRunWithoutCompiling) {
 
 TEST_F(ArtifactCli, ASeqWithoutABucketIsAClearError) {
   compileJob();
-  expectError(run(runArgs(path("job.kiln"), 12, "o.safetensors")),
-              {path("job.kiln"), "no bucket for seq 12", "the artifact has seq 8, 16"});
+  expectRunError(run(runArgs(path("job.kiln"), 12, "o.safetensors")),
+                 {path("job.kiln"), "no bucket for seq 12", "the artifact has seq 8, 16"});
 }
 
 TEST_F(ArtifactCli, RefusesWhatTheArtifactWasNotCompiledFor) {
   compileJob();
-  expectError(run(runArgs(path("job.kiln"), 8, "o.safetensors") + " --training"),
-              {"compiled as a forward pass", "drop --training"});
-  expectError(run(runArgs(path("job.kiln"), 8, "o.safetensors") + " --dtype f32"),
-              {"--dtype", "is an artifact", "fixed by kiln compile"});
-  expectError(run(runArgs(path("job.kiln"), 8, "o.safetensors") + " --cache-dir " + path("c")),
-              {"--cache-dir", "is an artifact"});
+  expectRunError(run(runArgs(path("job.kiln"), 8, "o.safetensors") + " --training"),
+                 {"compiled as a forward pass", "drop --training"});
+  expectUsageError(run(runArgs(path("job.kiln"), 8, "o.safetensors") + " --dtype f32"),
+                   {"--dtype", "is an artifact", "fixed by kiln compile"});
+  expectUsageError(run(runArgs(path("job.kiln"), 8, "o.safetensors") + " --cache-dir " + path("c")),
+                   {"--cache-dir", "is an artifact"});
   ASSERT_EQ(
       run("make-inputs " + kTiny + " --batch 2 --seq 8 -o " + path("b2.safetensors")).exit_code, 0);
-  expectError(run("run " + path("job.kiln") + " --weights " + path("w.safetensors") + " --inputs " +
-                  path("b2.safetensors") + " --outputs " + path("o.safetensors")),
-              {"batch 2", "compiled for batch 1", "--batch 2"});
+  expectRunError(run("run " + path("job.kiln") + " --weights " + path("w.safetensors") +
+                     " --inputs " + path("b2.safetensors") + " --outputs " + path("o.safetensors")),
+                 {"batch 2", "compiled for batch 1", "--batch 2"});
 }
 
 TEST_F(ArtifactCli, ACorruptOrTruncatedArtifactIsAClearError) {
@@ -152,20 +152,21 @@ TEST_F(ArtifactCli, ACorruptOrTruncatedArtifactIsAClearError) {
   for (const Case &c : cases) {
     write(c.name, c.contents);
     SCOPED_TRACE(c.name);
-    expectError(run(runArgs(path(c.name), 8, "o.safetensors")), {path(c.name), c.message});
-    expectError(run("inspect " + path(c.name)), {path(c.name), c.message});
+    expectRunError(run(runArgs(path(c.name), 8, "o.safetensors")), {path(c.name), c.message});
+    expectRunError(run("inspect " + path(c.name)), {path(c.name), c.message});
     EXPECT_FALSE(fs::exists(path("o.safetensors")));
   }
-  expectError(run("inspect " + path("absent.kiln")), {path("absent.kiln")});
+  expectRunError(run("inspect " + path("absent.kiln")), {path("absent.kiln")});
 }
 
 TEST_F(ArtifactCli, SeqListsNeedAnArtifact) {
-  expectError(run("compile " + kTiny + " --seq 8,16 -o " + path("g.json")),
-              {"--seq lists 2 sequence lengths", "-o FILE.kiln"});
-  expectError(run("compile " + kTiny + " --seq 8,16"), {"-o FILE.kiln"});
-  expectError(run("compile " + kTiny + " --seq 8,8 -o " + path("j.kiln")), {"--seq lists 8 twice"});
-  expectError(run("compile " + kTiny + " --seq 8 --passes-only -o " + path("j.kiln")),
-              {"--passes-only"});
+  expectUsageError(run("compile " + kTiny + " --seq 8,16 -o " + path("g.json")),
+                   {"--seq lists 2 sequence lengths", "-o FILE.kiln"});
+  expectUsageError(run("compile " + kTiny + " --seq 8,16"), {"-o FILE.kiln"});
+  expectUsageError(run("compile " + kTiny + " --seq 8,8 -o " + path("j.kiln")),
+                   {"--seq lists 8 twice"});
+  expectUsageError(run("compile " + kTiny + " --seq 8 --passes-only -o " + path("j.kiln")),
+                   {"--passes-only"});
   // One seq with .json output is the graph, as before.
   Result r = run("compile " + kTiny + " --seq 8 -o " + path("g.json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -199,10 +200,10 @@ TEST_F(ArtifactCli, ATrainingArtifactRunsTheWholeStep) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string args = "run " + path("train.kiln") + " --weights " + path("w.safetensors") +
                            " --training --outputs " + path("o.safetensors") + " --inputs ";
-  expectError(run(args + path("i8.safetensors")),
-              {"whole training step with AdamW", "missing", "'lr' f32[]"});
-  expectError(run(runArgs(path("train.kiln"), 8, "o.safetensors")),
-              {"compiled as a whole training step", "run it with --training"});
+  expectRunError(run(args + path("i8.safetensors")),
+                 {"whole training step with AdamW", "missing", "'lr' f32[]"});
+  expectRunError(run(runArgs(path("train.kiln"), 8, "o.safetensors")),
+                 {"compiled as a whole training step", "run it with --training"});
 
   // First step: zero moments, step 0.
   auto weights = readSafetensors(path("w.safetensors"));

@@ -147,14 +147,14 @@ TEST_F(CacheCli, CacheDirComesFromTheEnvironment) {
 
 TEST_F(CacheCli, BadCacheDirIsAOneLineErrorNamingIt) {
   write("plain_file", "x");
-  expectError(run("cache stats --cache-dir " + path("plain_file")),
-              {path("plain_file"), "not a directory"});
-  expectError(run("cache list --cache-dir " + path("plain_file") + "/sub"),
-              {path("plain_file") + "/sub", "cannot create"});
+  expectRunError(run("cache stats --cache-dir " + path("plain_file")),
+                 {path("plain_file"), "not a directory"});
+  expectRunError(run("cache list --cache-dir " + path("plain_file") + "/sub"),
+                 {path("plain_file") + "/sub", "cannot create"});
   fs::create_directories(path("shared"));
   fs::permissions(path("shared"), fs::perms::all);
-  expectError(run("cache verify --cache-dir " + path("shared")),
-              {path("shared"), "writable by group or others"});
+  expectRunError(run("cache verify --cache-dir " + path("shared")),
+                 {path("shared"), "writable by group or others"});
 }
 
 // For a compile, the cache only saves time: one that cannot be created,
@@ -188,16 +188,16 @@ TEST_F(CacheCli, ACacheThatCannotBeUsedIsAWarningNeverAnError) {
 }
 
 TEST_F(CacheCli, BadSizesAndFormatsAreErrors) {
-  expectError(run("cache prune --cache-dir " + cacheDir() + " --max-size lots"),
-              {"--max-size", "lots"});
+  expectUsageError(run("cache prune --cache-dir " + cacheDir() + " --max-size lots"),
+                   {"--max-size", "lots"});
   ::setenv("KILN_CACHE_MAX_SIZE", "-5", 1);
   Result r = run("cache stats --cache-dir " + cacheDir());
   ::unsetenv("KILN_CACHE_MAX_SIZE");
-  expectError(r, {"KILN_CACHE_MAX_SIZE", "-5"});
+  expectRunError(r, {"KILN_CACHE_MAX_SIZE", "-5"});
   ::setenv("KILN_CACHE_MAX_SIZE", "abc", 1);
   r = run("cache stats --cache-dir " + cacheDir());
   ::unsetenv("KILN_CACHE_MAX_SIZE");
-  expectError(r, {"KILN_CACHE_MAX_SIZE", "abc"});
+  expectRunError(r, {"KILN_CACHE_MAX_SIZE", "abc"});
   Result f = run("cache stats --cache-dir " + cacheDir() + " --format xml");
   EXPECT_NE(f.exit_code, 0);
   EXPECT_EQ(f.err.rfind("kiln: error: ", 0), 0u) << f.err;

@@ -21,6 +21,10 @@ namespace kiln::testing {
 namespace fs = std::filesystem;
 
 inline const std::string kSource = KILN_SOURCE_DIR;
+// kiln's exit codes (docs/cli.md, "Exit codes"; tools/kiln/cli_common.h).
+inline constexpr int kExitError = 1; // an error in what the files hold or in the run
+inline constexpr int kExitUsage = 2; // a usage error, code E10001
+
 inline const std::string kTiny = kSource + "/examples/qwen-tiny/config.json";
 inline const std::string k14b = kSource + "/examples/qwen-14b/config.json";
 
@@ -81,6 +85,18 @@ protected:
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     for (const std::string &f : fragments)
       EXPECT_NE(r.err.find(f), std::string::npos) << "missing '" << f << "' in: " << r.err;
+  }
+  // The same, of the error's kind by its code, kiln's exit status
+  // (docs/cli.md, "Exit codes"): a usage error (the command line itself is
+  // wrong, code E10001) exits with 2; an error in what the files hold or
+  // in the run, with 1. The fragments say which flag, file or value.
+  static void expectUsageError(const Result &r, std::initializer_list<std::string> fragments) {
+    expectError(r, fragments);
+    EXPECT_EQ(r.exit_code, kExitUsage) << "not a usage error: " << r.err;
+  }
+  static void expectRunError(const Result &r, std::initializer_list<std::string> fragments) {
+    expectError(r, fragments);
+    EXPECT_EQ(r.exit_code, kExitError) << "not an error of the files or the run: " << r.err;
   }
 
   // A learnable token file (uint16 ids below 512): each token follows from

@@ -63,33 +63,33 @@ TEST_F(Cli, InitRunTrainingOnTinyQwen) {
 
 TEST_F(Cli, BadConfigsAreOneLineErrors) {
   write("missing.json", R"({"architectures": ["QWenLMHeadModel"], "hidden_size": 64})");
-  expectError(run("graph " + path("missing.json")), {"missing.json", "field '"});
+  expectRunError(run("graph " + path("missing.json")), {"missing.json", "field '"});
   nlohmann::json typed = nlohmann::json::parse(slurp(kTiny));
   typed["hidden_size"] = "64";
   write("typed.json", typed.dump());
-  expectError(run("graph " + path("typed.json")), {"typed.json", "hidden_size"});
+  expectRunError(run("graph " + path("typed.json")), {"typed.json", "hidden_size"});
   write("arch.json", R"({"architectures": ["MistralForCausalLM"]})");
-  expectError(run("graph " + path("arch.json")),
-              {"arch.json", "MistralForCausalLM", "Qwen2ForCausalLM"});
+  expectRunError(run("graph " + path("arch.json")),
+                 {"arch.json", "MistralForCausalLM", "Qwen2ForCausalLM"});
   write("broken.json", "{\"architectures\": [");
-  expectError(run("graph " + path("broken.json")), {"broken.json", "line 1"});
-  expectError(run("graph " + path("absent.json")), {"absent.json"});
+  expectRunError(run("graph " + path("broken.json")), {"broken.json", "line 1"});
+  expectRunError(run("graph " + path("absent.json")), {"absent.json"});
 }
 
 TEST_F(Cli, BadSafetensorsAreOneLineErrors) {
   ASSERT_EQ(run("make-inputs " + kTiny + " --seq 4 -o " + path("in.safetensors")).exit_code, 0);
   write("short.safetensors", std::string("\x10\0\0\0", 4));
-  expectError(run("run " + kTiny + " --weights " + path("short.safetensors") + " --inputs " +
-                  path("in.safetensors") + " --outputs " + path("o.safetensors")),
-              {"short.safetensors"});
+  expectRunError(run("run " + kTiny + " --weights " + path("short.safetensors") + " --inputs " +
+                     path("in.safetensors") + " --outputs " + path("o.safetensors")),
+                 {"short.safetensors"});
   std::string header = R"({"transformer.wte.weight":{"dtype":"F32","shape":[512,64],)"
                        R"("data_offsets":[0,400000]}})";
   std::string len(8, '\0');
   len[0] = static_cast<char>(header.size());
   write("range.safetensors", len + header + std::string(16, '\0'));
-  expectError(run("run " + kTiny + " --weights " + path("range.safetensors") + " --inputs " +
-                  path("in.safetensors") + " --outputs " + path("o.safetensors")),
-              {"range.safetensors", "transformer.wte.weight"});
+  expectRunError(run("run " + kTiny + " --weights " + path("range.safetensors") + " --inputs " +
+                     path("in.safetensors") + " --outputs " + path("o.safetensors")),
+                 {"range.safetensors", "transformer.wte.weight"});
   EXPECT_FALSE(fs::exists(path("o.safetensors")));
 }
 
@@ -98,20 +98,20 @@ TEST_F(Cli, MissingWeightIsNamed) {
   SafetensorsFile partial;
   partial.tensors["transformer.wte.weight"] = Tensor(TensorType{DType::F32, {512, 64}});
   ASSERT_TRUE(writeSafetensors(path("w.safetensors"), partial));
-  expectError(run("run " + kTiny + " --weights " + path("w.safetensors") + " --inputs " +
-                  path("in.safetensors") + " --outputs " + path("o.safetensors")),
-              {"w.safetensors", "transformer.h.0.ln_1.weight"});
+  expectRunError(run("run " + kTiny + " --weights " + path("w.safetensors") + " --inputs " +
+                     path("in.safetensors") + " --outputs " + path("o.safetensors")),
+                 {"w.safetensors", "transformer.h.0.ln_1.weight"});
 }
 
 TEST_F(Cli, BadArgumentsAreErrors) {
-  expectError(run("graph"), {"MODEL"});
-  expectError(run("graph " + kTiny + " --format yaml"), {"yaml"});
-  expectError(run("graph " + kTiny + " --dtype f64"), {"f64"});
-  expectError(run("graph " + kTiny + " --batch 0"), {"batch"});
-  expectError(run("graph " + kTiny + " --seq 100000"), {"seq"});
-  expectError(run("frobnicate"), {"frobnicate"});
-  expectError(run("run " + kTiny + " --weights x --inputs y --outputs z --overflow-mode wrap"),
-              {"wrap"});
+  expectUsageError(run("graph"), {"MODEL"});
+  expectUsageError(run("graph " + kTiny + " --format yaml"), {"yaml"});
+  expectUsageError(run("graph " + kTiny + " --dtype f64"), {"f64"});
+  expectUsageError(run("graph " + kTiny + " --batch 0"), {"batch"});
+  expectRunError(run("graph " + kTiny + " --seq 100000"), {"seq"});
+  expectUsageError(run("frobnicate"), {"frobnicate"});
+  expectUsageError(run("run " + kTiny + " --weights x --inputs y --outputs z --overflow-mode wrap"),
+                   {"wrap"});
 }
 
 TEST_F(Cli, HelpOnEverySubcommand) {

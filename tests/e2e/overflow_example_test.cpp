@@ -58,17 +58,18 @@ TEST_F(OverflowExample, AttentionFp32CastPassPreventsTheOverflow) {
 TEST_F(OverflowExample, BadPrecisionFlagsAreOneLineErrors) {
   const std::string base = "run " + cfg_ + " --weights " + path("w.safetensors") + " --inputs " +
                            path("i.safetensors") + " --outputs " + path("o.safetensors");
-  expectError(run(base + " --precision-mode fp8"), {"fp8", "force_fp32"});
-  expectError(run(base + " --disable-pass PrecisionModePass"), {"may not be disabled"});
-  expectError(run(base + " --target ascend910 --precision-mode allow_mix_precision_bf16"),
-              {"bf16", "ascend910"});
+  expectUsageError(run(base + " --precision-mode fp8"), {"fp8", "force_fp32"});
+  expectUsageError(run(base + " --disable-pass PrecisionModePass"), {"may not be disabled"});
+  expectUsageError(run(base + " --target ascend910 --precision-mode allow_mix_precision_bf16"),
+                   {"bf16", "ascend910"});
   write("mix.json", R"({"black-list": {"to-add": ["Softmx"]}})");
-  expectError(
+  expectRunError(
       run(base + " --precision-mode allow_mix_precision --modify-mixlist " + path("mix.json")),
       {"mix.json", "Softmx", "Softmax"});
   write("keep.txt", "OpType::Sofmax\n");
-  expectError(run(base + " --precision-mode allow_mix_precision --keep-dtype " + path("keep.txt")),
-              {"keep.txt", "line 1"});
+  expectRunError(
+      run(base + " --precision-mode allow_mix_precision --keep-dtype " + path("keep.txt")),
+      {"keep.txt", "line 1"});
 }
 
 } // namespace

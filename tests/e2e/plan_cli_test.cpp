@@ -141,16 +141,16 @@ TEST_F(PlanCli, NothingFitsExitsFourAndSaysWhatWould) {
 }
 
 TEST_F(PlanCli, BadFlagsAreOneLineErrors) {
-  expectError(run(kTinyPlan + " --device-memory lots"), {"--device-memory"});
-  expectError(run("plan " + kTiny + " --global-batch 8 --target ascend310"),
-              {"unknown target 'ascend310'"});
-  expectError(run("plan " + path("none.json") + " --global-batch 8"), {"none.json"});
-  expectError(run(kTinyPlan + " --nodes 3"), {"--nodes 3 does not split 4 devices evenly"});
+  expectUsageError(run(kTinyPlan + " --device-memory lots"), {"--device-memory"});
+  expectUsageError(run("plan " + kTiny + " --global-batch 8 --target ascend310"),
+                   {"unknown target 'ascend310'"});
+  expectRunError(run("plan " + path("none.json") + " --global-batch 8"), {"none.json"});
+  expectRunError(run(kTinyPlan + " --nodes 3"), {"--nodes 3 does not split 4 devices evenly"});
   // Replicas cannot share three sequences, the model has 4 heads for TP16
   // and 2 layers for 4 stages.
-  expectError(run("plan " + kTiny + " --devices 16 --global-batch 3"),
-              {"no layout of 16 devices takes this model and a global batch of 3",
-               "tensor parallelism over 16 ranks"});
+  expectRunError(run("plan " + kTiny + " --devices 16 --global-batch 3"),
+                 {"no layout of 16 devices takes this model and a global batch of 3",
+                  "tensor parallelism over 16 ranks"});
   Result no_batch = run("plan " + kTiny);
   EXPECT_EQ(no_batch.exit_code, 2) << no_batch.err;
   EXPECT_NE(no_batch.err.find("--global-batch"), std::string::npos) << no_batch.err;

@@ -24,18 +24,18 @@ protected:
 
 TEST_F(PrecisionCli, AKeepDTypeNameNoNodeHasIsAnError) {
   write("keep.txt", "# layer 1's softmax\ntransformer.h.1.attn.sotfmax\n");
-  expectError(compile("--precision-mode allow_mix_precision --keep-dtype " + path("keep.txt")),
-              {"keep.txt: line 2: no node named 'transformer.h.1.attn.sotfmax'",
-               "did you mean transformer.h.1.attn.softmax"});
+  expectRunError(compile("--precision-mode allow_mix_precision --keep-dtype " + path("keep.txt")),
+                 {"keep.txt: line 2: no node named 'transformer.h.1.attn.sotfmax'",
+                  "did you mean transformer.h.1.attn.softmax"});
 }
 
 TEST_F(PrecisionCli, AttentionLayersTheModelLacksAreAnError) {
-  expectError(
+  expectRunError(
       compile("--precision-mode allow_mix_precision --attention-fp32-layers 5"),
       {"--attention-fp32-layers: layer 5 is not in graph", "its layers: 0, 1", "did you mean 1?"});
   write("job.json", R"({"precision": {"attention_fp32_layers": [0, 7]}})");
-  expectError(compile("--job " + path("job.json")),
-              {"job.json: $.precision.attention_fp32_layers: layer 7"});
+  expectRunError(compile("--job " + path("job.json")),
+                 {"job.json: $.precision.attention_fp32_layers: layer 7"});
 }
 
 // Every entry of keep_dtype, modify_mixlist and attention_fp32_layers is in
@@ -92,7 +92,7 @@ TEST_F(PrecisionCli, CannOpTypesInKeepDTypeAndMixlists) {
                 .exit_code,
             0);
   write("typo.json", R"({"black-list": {"to-add": ["SwishGard"]}})");
-  expectError(
+  expectRunError(
       compile("--precision-mode allow_mix_precision --modify-mixlist " + path("typo.json")),
       {"typo.json: $.black-list.to-add[0]: unknown op type 'SwishGard'", "did you mean SwishGrad"});
 }
@@ -127,24 +127,26 @@ TEST_F(PrecisionCli, ForceLowerPrecisionAndPrecisionModeV2) {
   EXPECT_NE(job.out.find("force_fp32"), std::string::npos) << job.out;
 
   // bf16 on a chip without it: refused with the reason, naming the spelling used.
-  expectError(compile("--precision-mode-v2 mixed_bf16 --target ascend910"),
-              {"--precision-mode-v2 mixed_bf16 (precision mode allow_mix_precision_bf16) needs "
-               "bf16, which target ascend910 does not have"});
+  expectUsageError(
+      compile("--precision-mode-v2 mixed_bf16 --target ascend910"),
+      {"--precision-mode-v2 mixed_bf16 (precision mode allow_mix_precision_bf16) needs "
+       "bf16, which target ascend910 does not have"});
   write("bf16.json",
         R"({"target": "ascend910", "precision": {"precision_mode_v2": "mixed_bf16"}})");
-  expectError(compile("--job " + path("bf16.json")),
-              {"bf16.json: $.precision.precision_mode_v2 \"mixed_bf16\"", "needs bf16"});
+  expectRunError(compile("--job " + path("bf16.json")),
+                 {"bf16.json: $.precision.precision_mode_v2 \"mixed_bf16\"", "needs bf16"});
 
   // Mistakes.
   Result both = compile("--precision-mode force_fp16 --precision-mode-v2 fp16");
   EXPECT_EQ(both.exit_code, 2) << both.err;
-  expectError(compile("--precision-mode-v2 force_fp16"), {"--precision-mode-v2", "force_fp16"});
-  expectError(compile("--precision-mode mixed_float16"),
-              {"--precision-mode", "is a --precision-mode-v2 value"});
+  expectUsageError(compile("--precision-mode-v2 force_fp16"),
+                   {"--precision-mode-v2", "force_fp16"});
+  expectUsageError(compile("--precision-mode mixed_float16"),
+                   {"--precision-mode", "is a --precision-mode-v2 value"});
   write("two.json",
         R"({"precision": {"precision_mode": "force_fp16", "precision_mode_v2": "fp16"}})");
-  expectError(compile("--job " + path("two.json")),
-              {"two.json: $.precision.precision_mode_v2", "give only one"});
+  expectRunError(compile("--job " + path("two.json")),
+                 {"two.json: $.precision.precision_mode_v2", "give only one"});
 }
 
 } // namespace

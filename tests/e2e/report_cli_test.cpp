@@ -110,22 +110,22 @@ TEST_F(ReportCli, StringsFromTheInputsAreEscaped) {
 TEST_F(ReportCli, AnInputItCannotReadIsOneLineNamingIt) {
   write("notes.txt", "hello");
   Result r = run("report notes.txt -o report.html");
-  expectError(r, {"notes.txt", "--log-json", "--profile"});
+  expectRunError(r, {"notes.txt", "--log-json", "--profile"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_FALSE(fs::exists(path("report.html")));
   fs::create_directories(path("empty"));
   Result folder = run("report empty -o report.html");
-  expectError(folder, {"empty", "op_summary.csv"});
+  expectRunError(folder, {"empty", "op_summary.csv"});
   EXPECT_EQ(folder.exit_code, 1);
 }
 
 TEST_F(ReportCli, MissingOutputOrInputIsUsage) {
   write("log.jsonl", "{\"step\":1,\"loss\":2}\n");
   Result no_output = run("report log.jsonl");
-  expectError(no_output, {"--output"});
+  expectUsageError(no_output, {"--output"});
   EXPECT_EQ(no_output.exit_code, 2);
   Result no_input = run("report -o report.html");
-  expectError(no_input, {"INPUT"});
+  expectUsageError(no_input, {"INPUT"});
   EXPECT_EQ(no_input.exit_code, 2);
 }
 

@@ -177,9 +177,9 @@ TEST_F(SecurityCli, AnArtifactsCustomOpNamesCannotLeaveTheirFolder) {
     auto key = artifact::SigningKey::loadOrCreate();
     ASSERT_TRUE(key.isOk()) << key.message();
     ASSERT_TRUE(artifact::writeArtifact(path(file), bad, *key).isOk());
-    expectError(run("inspect " + file), {file, "custom_ops[0]", names[i].second});
-    expectError(run("run " + file + " --weights w.st --inputs in.st --outputs o.st"),
-                {file, "custom_ops[0]", names[i].second});
+    expectRunError(run("inspect " + file), {file, "custom_ops[0]", names[i].second});
+    expectRunError(run("run " + file + " --weights w.st --inputs in.st --outputs o.st"),
+                   {file, "custom_ops[0]", names[i].second});
     EXPECT_FALSE(fs::exists(path("o.st")));
   }
 }
@@ -225,7 +225,7 @@ TEST_F(SecurityCli, AReproFolderWithASymbolicLinkIsRefused) {
   fs::create_directory_symlink(dir_ / "elsewhere", dir_ / "repro" / "custom_ops");
   Result r = run("debug reduce " + example + "/graph.json --job " + example +
                  "/job.json --training -o repro");
-  expectError(r, {"repro", "custom_ops", "symbolic link"});
+  expectRunError(r, {"repro", "custom_ops", "symbolic link"});
   EXPECT_EQ(slurp(path("elsewhere/0/precious.xml")), "<keep/>");
 }
 
@@ -239,11 +239,11 @@ TEST_F(SecurityCli, ATensorNameWithANulByteIsAClearError) {
     file[i] = char((header.size() >> (8 * i)) & 0xff);
   write("nul.safetensors", file + header + std::string(4, '\0'));
   ASSERT_EQ(run("make-inputs " + kTiny + " --seq 8 -o in.st").exit_code, 0);
-  expectError(run("run " + kTiny +
-                  " --weights nul.safetensors --inputs in.st --outputs "
-                  "o.st --cache-dir " +
-                  path("cache")),
-              {"nul.safetensors", "NUL byte"});
+  expectRunError(run("run " + kTiny +
+                     " --weights nul.safetensors --inputs in.st --outputs "
+                     "o.st --cache-dir " +
+                     path("cache")),
+                 {"nul.safetensors", "NUL byte"});
 }
 
 // Names read from files reach the terminal in errors, warnings and a
@@ -297,14 +297,14 @@ TEST_F(SecurityCli, ControlCharactersInNamesArePrintedEscaped) {
 TEST_F(SecurityCli, EndlessOrHugeInputsAreOneLineErrors) {
   const std::string tiny = kTiny + " --batch 8 --seq 8";
   Result r = run("train " + tiny + " --data /dev/zero --steps 1");
-  expectError(r, {"/dev/zero", "larger than"});
+  expectRunError(r, {"/dev/zero", "larger than"});
   ASSERT_EQ(run("make-inputs " + kTiny + " --batch 1 --seq 8 -o in.st").exit_code, 0);
-  expectError(run("run " + kTiny + " --weights /dev/zero --inputs in.st --outputs o.st"),
-              {"/dev/zero", "larger than"});
+  expectRunError(run("run " + kTiny + " --weights /dev/zero --inputs in.st --outputs o.st"),
+                 {"/dev/zero", "larger than"});
   fs::create_symlink("/dev/zero", dir_ / "zero.kiln");
-  expectError(run("run zero.kiln --weights w.st --inputs in.st --outputs o.st"),
-              {"zero.kiln", "larger than"});
-  expectError(run("inspect zero.kiln"), {"zero.kiln", "larger than"});
+  expectRunError(run("run zero.kiln --weights w.st --inputs in.st --outputs o.st"),
+                 {"zero.kiln", "larger than"});
+  expectRunError(run("inspect zero.kiln"), {"zero.kiln", "larger than"});
 }
 
 TEST_F(SecurityCli, ANameThatIsNotUtf8IsAnErrorNotAnAbort) {
@@ -312,7 +312,7 @@ TEST_F(SecurityCli, ANameThatIsNotUtf8IsAnErrorNotAnAbort) {
   fs::create_directories(latin1);
   fs::copy_file(kTiny, latin1 / "config.json");
   Result r = run("compile '" + (latin1 / "config.json").string() + "' --seq 8 -o l1.kiln");
-  expectError(r, {"l1.kiln", "not valid UTF-8"});
+  expectRunError(r, {"l1.kiln", "not valid UTF-8"});
   EXPECT_FALSE(r.signaled);
   EXPECT_FALSE(fs::exists(path("l1.kiln")));
 }
@@ -322,7 +322,7 @@ TEST_F(SecurityCli, ANameThatIsNotUtf8IsAnErrorNotAnAbort) {
 TEST_F(SecurityCli, WeightsThatDoNotFitInMemoryAreOneLineErrors) {
   Result r = shell("ulimit -v 1500000 && " + kiln_ + " init " + kSource +
                    "/examples/qwen-14b/config.json -o big.st");
-  expectError(r, {"qwen-14b/config.json", "52.8 GiB", "more memory than this machine has"});
+  expectRunError(r, {"qwen-14b/config.json", "52.8 GiB", "more memory than this machine has"});
   EXPECT_FALSE(fs::exists(path("big.st")));
 }
 #endif

@@ -101,9 +101,9 @@ TEST_F(SigningCli, PlantedCodeInAnArtifactIsRefused) {
   ASSERT_TRUE(attacker.isOk());
   ASSERT_TRUE(artifact::writeArtifact(path("planted.kiln"), planted, *attacker).isOk());
   Result r = run(runArgs("planted.kiln"));
-  expectError(r,
-              {"planted.kiln", "signed by key " + artifact::keyFingerprint(attacker->publicKey()),
-               "does not trust", "kiln keys trust", "--trust-artifact"});
+  expectRunError(r, {"planted.kiln",
+                     "signed by key " + artifact::keyFingerprint(attacker->publicKey()),
+                     "does not trust", "kiln keys trust", "--trust-artifact"});
   EXPECT_FALSE(payloadRan());
   Result inspect = run("inspect planted.kiln");
   EXPECT_EQ(inspect.exit_code, 0) << inspect.err;
@@ -117,8 +117,8 @@ TEST_F(SigningCli, PlantedCodeInAnArtifactIsRefused) {
   std::string forged =
       unsigned_planted->substr(0, unsigned_planted->size() - 96) + bytes.substr(bytes.size() - 96);
   write("forged.kiln", forged);
-  expectError(run(runArgs("forged.kiln")), {"forged.kiln", "signature does not verify"});
-  expectError(run("inspect forged.kiln"), {"forged.kiln", "signature does not verify"});
+  expectRunError(run(runArgs("forged.kiln")), {"forged.kiln", "signature does not verify"});
+  expectRunError(run("inspect forged.kiln"), {"forged.kiln", "signature does not verify"});
   EXPECT_FALSE(payloadRan());
   EXPECT_FALSE(fs::exists(path("o.st")));
 }
@@ -131,10 +131,10 @@ TEST_F(SigningCli, AnotherUsersArtifactRunsOnceTrusted) {
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   ::setenv("KILN_CONFIG_DIR", path("config").c_str(), 1);
 
-  expectError(run(runArgs("theirs.kiln")), {"does not trust"});
+  expectRunError(run(runArgs("theirs.kiln")), {"does not trust"});
   Result once = run(runArgs("theirs.kiln") + " --trust-artifact");
   EXPECT_EQ(once.exit_code, 0) << once.err;
-  expectError(run(runArgs("theirs.kiln")), {"does not trust"});
+  expectRunError(run(runArgs("theirs.kiln")), {"does not trust"});
 
   Result trust = run("keys trust colleague.pub");
   ASSERT_EQ(trust.exit_code, 0) << trust.err;
@@ -142,15 +142,15 @@ TEST_F(SigningCli, AnotherUsersArtifactRunsOnceTrusted) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   Result shown = run("keys show");
   EXPECT_NE(shown.out.find("colleague"), std::string::npos) << shown.out;
-  expectError(run("keys trust 1234"), {"1234"});
+  expectRunError(run("keys trust 1234"), {"1234"});
 }
 
 // The key files must be the user's alone to write.
 TEST_F(SigningCli, AKeyFileOthersCanWriteIsRefused) {
   ASSERT_EQ(run("keys show").exit_code, 0);
   fs::permissions(dir_ / "config" / "signing.key", fs::perms::others_write, fs::perm_options::add);
-  expectError(run("compile g.json --dtype f32 -o a.kiln"),
-              {"signing.key", "writable by group or others"});
+  expectRunError(run("compile g.json --dtype f32 -o a.kiln"),
+                 {"signing.key", "writable by group or others"});
 }
 
 } // namespace

@@ -325,25 +325,27 @@ TEST_F(TrainCli, GradientAccumulationTrainsAsTheWholeBatch) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   expectSameTensors("dp2k4z/step-000012.safetensors", "resumed/step-000012.safetensors");
 
-  expectError(run("train " + kTiny +
-                  " --data train.bin --steps 1 --batch 12 --devices 2 "
-                  "--grad-accum 4"),
-              {"--batch 12", "2 replicas x 4 micro-batches", "multiple of 8"});
+  expectUsageError(run("train " + kTiny +
+                       " --data train.bin --steps 1 --batch 12 --devices 2 "
+                       "--grad-accum 4"),
+                   {"--batch 12", "2 replicas x 4 micro-batches", "multiple of 8"});
 }
 
 TEST_F(TrainCli, BadInputIsAClearError) {
-  expectError(run(train("--steps 1 --devices 3 --tp 3")),
-              {"tensor parallelism over 3 ranks", "num_attention_heads (4)"});
-  expectError(run(train("--steps 1 --devices 8 --tp 3")), {"--tp 3 does not divide --devices 8"});
-  expectError(run(train("--steps 1 --devices 4 --tp 2 --devices-per-process 3")),
-              {"--devices-per-process 3", "multiple of --tp 2"});
-  expectError(run(train("--steps 1 --devices 3")), {"--batch 8", "multiple of 3"});
-  expectError(run(train("--steps 1 --loss-scale dynamic:1")), {"--loss-scale", "three numbers"});
-  expectError(run(train("--steps 1 --device-memory lots")), {"--device-memory", "lots"});
-  expectError(run(train("--steps 1 --resume")), {"--resume needs --checkpoint-dir"});
+  expectRunError(run(train("--steps 1 --devices 3 --tp 3")),
+                 {"tensor parallelism over 3 ranks", "num_attention_heads (4)"});
+  expectUsageError(run(train("--steps 1 --devices 8 --tp 3")),
+                   {"--tp 3 does not divide --devices 8"});
+  expectRunError(run(train("--steps 1 --devices 4 --tp 2 --devices-per-process 3")),
+                 {"--devices-per-process 3", "multiple of --tp 2"});
+  expectUsageError(run(train("--steps 1 --devices 3")), {"--batch 8", "multiple of 3"});
+  expectUsageError(run(train("--steps 1 --loss-scale dynamic:1")),
+                   {"--loss-scale", "three numbers"});
+  expectUsageError(run(train("--steps 1 --device-memory lots")), {"--device-memory", "lots"});
+  expectUsageError(run(train("--steps 1 --resume")), {"--resume needs --checkpoint-dir"});
   write("odd.bin", "abc");
-  expectError(run("train " + kTiny + " --data odd.bin --steps 1"),
-              {"odd.bin", "not a whole number of uint16 tokens"});
+  expectRunError(run("train " + kTiny + " --data odd.bin --steps 1"),
+                 {"odd.bin", "not a whole number of uint16 tokens"});
   fs::create_directories(dir_ / "ckpt");
   write("ckpt/step-000001.safetensors", "not a safetensors file");
   Result r = run(train("--steps 2 --devices 1 --checkpoint-dir ckpt --resume"));

@@ -209,12 +209,12 @@ TEST_F(PipelineCli, ThePlanSaysWhatThePipelineHolds) {
 }
 
 TEST_F(PipelineCli, BadLayoutsAreClearErrors) {
-  expectError(run(train4("--steps 1 --devices 4 --pp 3")),
-              {"--tp 1 x --pp 3 does not divide --devices 4"});
-  expectError(run(train4("--steps 1 --devices 8 --pp 8 --micro-batches 8")),
-              {"--pp 8", "4 transformer layers, fewer than the stages"});
-  expectError(run(train4("--steps 1 --devices 2 --pp 2 --micro-batches 4 --grad-accum 2")),
-              {"--micro-batches 4 and --grad-accum 2"});
+  expectUsageError(run(train4("--steps 1 --devices 4 --pp 3")),
+                   {"--tp 1 x --pp 3 does not divide --devices 4"});
+  expectUsageError(run(train4("--steps 1 --devices 8 --pp 8 --micro-batches 8")),
+                   {"--pp 8", "4 transformer layers, fewer than the stages"});
+  expectUsageError(run(train4("--steps 1 --devices 2 --pp 2 --micro-batches 4 --grad-accum 2")),
+                   {"--micro-batches 4 and --grad-accum 2"});
 }
 
 } // namespace

@@ -95,11 +95,12 @@ TEST_F(SequenceParallelCli, JobFileAndBadLayouts) {
   ASSERT_EQ(f.size(), 2u);
   ASSERT_EQ(j.size(), 2u);
   EXPECT_EQ(f[1]["loss"], j[1]["loss"]);
-  expectError(run(train("--steps 1 --devices 2 --sequence-parallel")), {"needs --tp 2 or more"});
-  expectError(run("train " + kTiny +
-                  " --data train.bin --batch 8 --seq 18 --steps 1 --devices 4 --tp 4 "
-                  "--sequence-parallel"),
-              {"sequence length 18", "must divide"});
+  expectUsageError(run(train("--steps 1 --devices 2 --sequence-parallel")),
+                   {"needs --tp 2 or more"});
+  expectRunError(run("train " + kTiny +
+                     " --data train.bin --batch 8 --seq 18 --steps 1 --devices 4 --tp 4 "
+                     "--sequence-parallel"),
+                 {"sequence length 18", "must divide"});
 }
 
 // Two processes, each holding one tensor-parallel group of two: the

@@ -49,8 +49,8 @@ TEST_F(Zero3Cli, SlicedWeightsTrainAsOneDevice) {
   Result resumed = run(train("--steps 20 --devices 8 --zero 3 --checkpoint-dir resumed --resume"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   expectSameTensors("dp8/step-000020.safetensors", "resumed/step-000020.safetensors");
-  expectError(run(train("--steps 1 --devices 4 --pp 2 --zero 3")),
-              {"--zero 3 with --pp 2", "not built"});
+  expectUsageError(run(train("--steps 1 --devices 4 --pp 2 --zero 3")),
+                   {"--zero 3 with --pp 2", "not built"});
 }
 
 // Each process gathers the other's slices after every update (the

@@ -14,6 +14,7 @@
 #include "debug/compare_job.h"
 #include "debug/job_run.h"
 #include "debug/overflow_job.h"
+#include "debug/reduce_job.h"
 #include "ir/safetensors.h"
 
 namespace kiln::debug {
@@ -177,6 +178,32 @@ TEST(LocateJobOverflow, NamesTheAttentionScoresAndVerifiesAFix) {
   ASSERT_TRUE(unverified.isOk()) << unverified.message();
   EXPECT_TRUE(unverified->fixes.empty()) << "only suggestions without verifying";
   EXPECT_FALSE(unverified->suggestions.empty());
+}
+
+TEST(ReduceJob, ShrinksTheFailingKernelToAReproThatFailsTheSameWay) {
+  auto file = driver::readJobFile(KILN_SOURCE_DIR "/examples/debug/job.json");
+  ASSERT_TRUE(file.isOk()) << file.message();
+  const driver::ResolvedJob job = jobOf({}, *file);
+  driver::ModelRequest model;
+  model.model = KILN_SOURCE_DIR "/examples/debug/graph.json";
+  model.training = true;
+  const fs::path out = scratch("repro");
+  fs::remove_all(out);
+  auto reduced = reduceJob(model, job, out.string());
+  ASSERT_TRUE(reduced.isOk()) << reduced.message();
+  EXPECT_EQ(reduced->signature.code, "E40001");
+  EXPECT_EQ(reduced->signature.formed_by, "RowL2NormFusionRule");
+  EXPECT_EQ(reduced->reduction.rfind("49 nodes to ", 0), 0u) << reduced->reduction;
+  for (const char *name : {"graph.json", "job.json", "README.md"})
+    EXPECT_TRUE(fs::exists(out / name)) << name;
+
+  // Without the rule every kernel fits: nothing to reduce.
+  driver::JobSettings off;
+  off.disable_passes = {"RowL2NormFusionRule"};
+  auto fits = reduceJob(model, jobOf(off, *file), scratch("no-repro").string());
+  ASSERT_FALSE(fits.isOk());
+  EXPECT_NE(fits.message().find("every kernel of the job fits the target"), std::string::npos)
+      << fits.message();
 }
 
 } // namespace

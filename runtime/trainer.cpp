@@ -76,7 +76,7 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
   updated_slices_.resize(devices);
   whole_.resize(tp());
   moments_.resize(devices);
-  grads_.assign(devices, std::vector<Tensor>(program_.params.size()));
+  sums_.reset(devices, program_.params.size());
   if (!options_.trace_path.empty())
     trace_ = std::make_unique<Trace>(devices);
   KILN_RETURN_IF_ERROR(startProfiler());
@@ -270,7 +270,7 @@ ops::TensorMap Trainer::microBatchInputs(int r, int k, double scale) const {
 
 // Local replica `r`'s forward and backward over its micro-batches, its
 // ranks in lockstep: the micro-batches' losses summed into `loss`, their
-// gradients summed in f32 into grads_ of the replica's devices.
+// gradients summed in f32 into the sums of the replica's devices.
 Status Trainer::forwardBackward(int r, double scale, float &loss) {
   if (!program_.stages.empty())
     return pipelineForwardBackward(r, scale, loss);
@@ -331,7 +331,7 @@ void Trainer::injectOverflow() {
   // As a kernel of that device would overflow: inf in INFNAN mode; in
   // saturation mode f16's largest finite value (a finite gradient that
   // nothing but the device's status tells apart).
-  Tensor &first = grads_[device][0];
+  Tensor &first = sums_.at(device, 0);
   if (first.dtype() != DType::F32) // ZeRO-2 keeps the step's dtype until the reduction
     first = first.castTo(DType::F32);
   float &g = first.dataAs<float>()[0];
@@ -428,7 +428,7 @@ Status Trainer::update(int device, double grad_scale, double lr) {
         return p.slice > 0 ? takeFlatSlice(whole, replicaOf(device), program_.parallel.dp) : whole;
       };
       inputs[p.name] = p.weight_sliced ? weights_[device][p.name] : mine(weights_[device][p.name]);
-      inputs[sig.gradient[i]] = mine(grads_[device][i]);
+      inputs[sig.gradient[i]] = mine(sums_.at(device, i));
       inputs[sig.moment[i]] = moments_[device][sig.moment[i]];
       inputs[sig.velocity[i]] = moments_[device][sig.velocity[i]];
     }

@@ -38,6 +38,7 @@
 #include "runtime/evaluation.h"
 #include "runtime/executor.h"
 #include "runtime/float_status.h"
+#include "runtime/gradient_sums.h"
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/profiler.h"
@@ -225,7 +226,7 @@ private:
   // replica's slices make it: what a gather delivers (on the host, as the
   // interconnect would).
   std::vector<ops::TensorMap> whole_;
-  std::vector<std::vector<Tensor>> grads_; // per param, f32
+  GradientSums sums_; // per device and parameter, f32
   // A parameter's or its moments' name -> its index in program_.params.
   std::map<std::string, size_t> param_of_;
   int64_t step_ = 0;

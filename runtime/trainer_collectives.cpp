@@ -9,37 +9,26 @@
 namespace kiln::runtime {
 
 Status Trainer::accumulateGradient(int d, size_t i, Tensor g, int k, bool keep_dtype) {
-  Tensor f32 = g.dtype() == DType::F32 || keep_dtype ? std::move(g) : g.castTo(DType::F32);
-  Tensor &sum = grads_[d][i];
-  if (k == 0) {
-    sum = std::move(f32);
-    // A gradient that left the device as it was made lands on it as the
-    // device's slice of the sum (ZeRO-2 and -3).
-    const parallel::Parameter &p = program_.params[i];
-    return memory_[d].allocate(program_.signature.gradient[i],
-                               program_.parallel.gradientsLeaveWhenMade() ? p.slice * int64_t{4}
-                                                                          : sum.byteSize());
-  }
-  float *to = sum.dataAs<float>();
-  const float *from = std::as_const(f32).dataAs<float>();
-  for (int64_t j = 0; j < sum.numElements(); ++j)
-    to[j] += from[j];
-  return Status::ok();
+  sums_.add(d, i, std::move(g), k, keep_dtype);
+  if (k > 0)
+    return Status::ok();
+  // A gradient that left the device as it was made lands on it as the
+  // device's slice of the sum (ZeRO-2 and -3).
+  const parallel::Parameter &p = program_.params[i];
+  return memory_[d].allocate(program_.signature.gradient[i],
+                             program_.parallel.gradientsLeaveWhenMade()
+                                 ? p.slice * int64_t{4}
+                                 : sums_.at(d, i).byteSize());
 }
 
 // Rank t's gradient of parameter i summed over the replicas in rank order,
 // in f32, on every replica (the host's; with ZeRO-2 and -3 a device counts
 // only its slice of it, accumulateGradient).
 Status Trainer::reduceGradient(int t, size_t i) {
-  const int replicas = comm_->localSize();
-  std::vector<float *> buffers;
-  for (int r = 0; r < replicas; ++r) {
-    Tensor &g = grads_[deviceOfParam(r, i, t)][i];
-    if (g.dtype() != DType::F32)
-      g = g.castTo(DType::F32); // exact: the sum runs in f32 from the step's values
-    buffers.push_back(g.dataAs<float>());
-  }
-  return comm_->allReduceSum(buffers, grads_[deviceOfParam(0, i, t)][i].numElements());
+  std::vector<int> devices;
+  for (int r = 0; r < comm_->localSize(); ++r)
+    devices.push_back(deviceOfParam(r, i, t));
+  return sums_.sumOverReplicas(*comm_, devices, i);
 }
 
 // The global gradient norm's sum of squares. Every replica holds the same
@@ -61,7 +50,7 @@ Expected<double> Trainer::gradientSumOfSquares() {
   for (size_t k = 0; k < counted.size(); ++k)
     if (holdsParam(counted[k].second)) {
       tensors.push_back(
-          &grads_[deviceOfParam(0, counted[k].second, counted[k].first)][counted[k].second]);
+          &sums_.at(deviceOfParam(0, counted[k].second, counted[k].first), counted[k].second));
       at.push_back(k);
     }
   const std::vector<double> s = squaresOf(pool_, tensors);

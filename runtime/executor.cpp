@@ -333,7 +333,7 @@ float *Executor::wholeAccumulator(const kernels::GemmPlan &gemm, const Tensor &a
   }
   float *acc = whole_acc_.get();
   if (!operands) {
-    if (dnnlBlocks(pool_, gemm, DType::BF16, a.data(), b.data(), acc))
+    if (dnnlBlocks(pool_, gemm, a.dtype(), a.data(), b.data(), acc))
       return acc;
     operands.emplace(gemm, a.data(), a.dtype(), b.data(), b.dtype());
   }
@@ -386,19 +386,27 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
     return n;
   }());
   const kernels::GemmPlan *gemm = kernel.build.gemm ? &*kernel.build.gemm : nullptr;
-  // When the epilogue stays within rows, each tile (at least 256 rows, one
-  // per thread) runs its GEMM rows and then its epilogue while they are hot.
-  // Otherwise the whole accumulator comes first: a single matmul as one BLAS
-  // call per core over a block of columns (each packs its part of the weight
-  // once), a batch by blocks of rows; bf16 on the host's bf16 units on
-  // oneDNN, one single-threaded block per thread.
+  // f32 and bf16 operands (on a host with bf16 units): the whole accumulator
+  // first, on oneDNN, one single-threaded block per thread. Others (f16,
+  // widened to f32): when the epilogue stays within rows, each tile (at
+  // least 256 rows, one per thread) runs its GEMM rows and then its epilogue
+  // while they are hot; otherwise the whole accumulator comes first, a
+  // single matmul as one BLAS call per core over a block of columns (each
+  // packs its part of the weight once), a batch by blocks of rows.
   const Tensor *gemm_a = gemm ? &values[kernel.spec.inputs[gemm->a_input]] : nullptr;
   const Tensor *gemm_b = gemm ? &values[kernel.spec.inputs[gemm->b_input]] : nullptr;
   // bf16 x bf16 on the host's bf16 units: oneDNN for the whole accumulator.
   const bool bf16 = gemm && gemm->m > 0 && gemm->n > 0 && gemm->k > 0 &&
                     gemm_a->dtype() == DType::BF16 && gemm_b->dtype() == DType::BF16 &&
                     kernels::hostHasBf16Gemm();
-  const bool whole_gemm = gemm && (bf16 || !program.accumulatorIsRowLocal());
+  // f32 x f32 on oneDNN too: a batch (attention's scores and context) as its
+  // batched kernel, whole matrices per thread, instead of an sgemm call per
+  // slice of rows; a single matmul by column blocks. On a Zen 5 host its f32
+  // kernel runs at 1.8x OpenBLAS 0.3.21's (docs/performance.md).
+  const bool f32 = gemm && gemm->m > 0 && gemm->n > 0 && gemm->k > 0 &&
+                   gemm_a->dtype() == DType::F32 && gemm_b->dtype() == DType::F32;
+  const bool on_dnnl = bf16 || f32;
+  const bool whole_gemm = gemm && (on_dnnl || !program.accumulatorIsRowLocal());
   int64_t rows_per_tile = std::max<int64_t>(1, options_.tile_elements / row_elements);
   if (gemm && !whole_gemm) {
     // Each sgemm call packs the whole weight again: 64-row calls lose about
@@ -412,7 +420,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
   alignas(4) uint32_t status = 0; // the tiles or their bits in atomically
 
   std::optional<kernels::GemmOperands> operands;
-  if (gemm && !(whole_gemm && bf16))
+  if (gemm && !(whole_gemm && on_dnnl))
     operands.emplace(*gemm, gemm_a->data(), gemm_a->dtype(), gemm_b->data(), gemm_b->dtype());
   if (whole_gemm)
     buffers[acc_slot] = wholeAccumulator(*gemm, *gemm_a, *gemm_b, operands);

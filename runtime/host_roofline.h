@@ -14,8 +14,9 @@ struct HostRoofline {
   double bytes_per_s = 0;
   // The best GEMM rates per operand dtype, for a step's GEMM floor (its
   // matmuls' FLOPs at these rates): a 1024^3 GEMM, one single-threaded call
-  // per thread as the executor runs its blocks; bf16 on oneDNN where the host
-  // has bf16 units (else 0: bf16 operands are widened to sgemm).
+  // per thread as the executor runs its blocks; f32 the faster of oneDNN and
+  // sgemm, bf16 on oneDNN where the host has bf16 units (else 0: bf16
+  // operands are widened to f32).
   double best_f32_gemm_flops_per_s = 0;
   double best_bf16_gemm_flops_per_s = 0;
   // The kernel's best possible time over `seconds`, in percent.

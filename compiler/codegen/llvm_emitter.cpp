@@ -436,10 +436,12 @@ private:
         sum->setHasAllowReassoc(true);
         return static_cast<Value *>(sum);
       }
+      // IEEE maximum and minimum: a NaN propagates, as in the reference, and
+      // LLVM vectorises the reduction without no-NaN flags.
       case ReduceOp::Max:
-        return f ? call(llvm::Intrinsic::maxnum, {acc, v}) : call(llvm::Intrinsic::smax, {acc, v});
+        return f ? call(llvm::Intrinsic::maximum, {acc, v}) : call(llvm::Intrinsic::smax, {acc, v});
       case ReduceOp::Min:
-        return f ? call(llvm::Intrinsic::minnum, {acc, v}) : call(llvm::Intrinsic::smin, {acc, v});
+        return f ? call(llvm::Intrinsic::minimum, {acc, v}) : call(llvm::Intrinsic::smin, {acc, v});
       }
       return v;
     });

@@ -1,5 +1,8 @@
 // Compiled reductions (compiler/codegen/lowering/reduce.cpp) against the reference interpreter:
 // ReduceSum and ReduceMean over axis sets with and without keepdims, and SumToShape.
+#include <cmath>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "tests/support/codegen_test_util.h"
@@ -38,6 +41,20 @@ TEST(ReduceLowering, LongRowsAccumulateInF32) {
 TEST(ReduceLowering, EmptyAxes) {
   expectOpMatchesReference("ReduceSum", {{DType::F32, {0, 3}}}, reduceAttrs({0}, false));
   expectOpMatchesReference("ReduceMean", {{DType::F32, {0, 3}}}, reduceAttrs({0}, false));
+}
+
+// Max and min reductions vectorise and still propagate a NaN, as the
+// reference does; a row without one is its plain extremum.
+TEST(ReduceLowering, ExtremaPropagateNaN) {
+  std::vector<float> values(4 * 100);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>((i * 37) % 101) - 50.0f;
+  values[1 * 100 + 17] = NAN;
+  values[3 * 100 + 99] = NAN;
+  const Tensor x = Tensor::fromFloats(DType::F32, {4, 100}, values);
+  for (const char *op : {"ReduceMax", "ReduceMin"})
+    for (DType d : kFloats)
+      expectOpOnInputs(op, {x.castTo(d)}, reduceAttrs({1}, false));
 }
 
 TEST(ReduceLowering, SumToShapeSumsBroadcastAxes) {

@@ -296,7 +296,7 @@ def report(args):
         ratios += [r + "/best" for r in kiln_runs]
     bf16_ratios = [r for r in kiln_runs if r.endswith("bf16")] if torch_bf16 else []
     ratios += [r + "/" + torch_bf16 for r in bf16_ratios]
-    header = "%-11s" % "batch x seq" + "".join(cols) + "".join("%18s" % r for r in ratios)
+    header = "%-11s" % "batch x seq" + "".join(cols) + "".join("%21s" % r for r in ratios)
     print(header)
     print("-" * len(header))
     summary = {"cases": []}
@@ -304,11 +304,11 @@ def report(args):
         tps = {r: median([steady(read_log(p), warmup) for p in case["logs"][r]]) for r in runs}
         line = "%-11s" % ("%d x %d" % (case["batch"], case["seq"]))
         line += "".join("%13.0f" % tps[r] for r in runs)
-        line += "".join("%18.2f" % (tps[r] / tps[main_torch]) for r in kiln_runs)
+        line += "".join("%21.2f" % (tps[r] / tps[main_torch]) for r in kiln_runs)
         if len(threads) > 1:
             best = max(tps["torch%d" % t] for t in threads)
-            line += "".join("%18.2f" % (tps[r] / best) for r in kiln_runs)
-        line += "".join("%18.2f" % (tps[r] / tps[torch_bf16]) for r in bf16_ratios)
+            line += "".join("%21.2f" % (tps[r] / best) for r in kiln_runs)
+        line += "".join("%21.2f" % (tps[r] / tps[torch_bf16]) for r in bf16_ratios)
         print(line)
         summary["cases"].append({"batch": case["batch"], "seq": case["seq"], "tokens_per_s": tps})
 

@@ -12,7 +12,8 @@
 # PyTorch f32 within 1e-2) and, beside it, PyTorch eager under
 # torch.autocast("cpu", dtype=torch.bfloat16) on the first thread count
 # (TORCH_BF16=0 leaves that run out), ROUNDS (3), STEPS per run (150), WARMUP steps skipped (20),
-# LR (1e-3), TORCH_THREADS ("2 1": PyTorch runs once per thread count; the
+# LR (1e-3), KILN_FLAGS (more kiln train flags for every kiln run, e.g.
+# "--disable-pass FlashAttentionFusionPass"), TORCH_THREADS ("2 1": PyTorch runs once per thread count; the
 # ratios are against the first, all cores of this 2-core machine), QUIET_WAIT
 # seconds to wait for an idle machine (300), KEEP=DIR to keep the logs there,
 # RT=1 to run every timed process under SCHED_FIFO (chrt -f 1, root): on a
@@ -136,6 +137,7 @@ results="$work/results.json"
         "${prio[@]}" "$kiln" train "$config" --data "$work/train.bin" --steps "$steps" \
           --batch "$b" --seq "$s" --devices "$d" --weights "$work/w.safetensors" --seed 0 \
           --log-json "$log" --loss-scale none --lr "$lr" --schedule constant "${extra[@]}" \
+          ${KILN_FLAGS:-} \
           >"$log.out"
         kl[$run]="${kl[$run]:+${kl[$run]},}\"$log\""
       done

@@ -21,10 +21,11 @@ using nlohmann::json;
 
 class UnevenTpCli : public TrainCli {
 protected:
-  // The tiny Qwen2 with other widths, heads and vocabulary; its path.
+  // The tiny Qwen2 (or `family`) with other widths, heads and vocabulary;
+  // its path.
   std::string model(const std::string &name, int hidden, int heads, int kv_heads, int intermediate,
-                    int64_t vocab) {
-    json config = json::parse(slurp(kSource + "/examples/qwen2-tiny/config.json"));
+                    int64_t vocab, const std::string &family = "qwen2-tiny") {
+    json config = json::parse(slurp(kSource + "/examples/" + family + "/config.json"));
     config["hidden_size"] = hidden;
     config["num_attention_heads"] = heads;
     config["num_key_value_heads"] = kv_heads;
@@ -113,6 +114,16 @@ TEST_F(UnevenTpCli, APaddedVocabularyTrainsAsOneDeviceAndIsNeverSaved) {
     expectMeasuredPeakIsPlan(trainAs(v515, name, flags), name);
     expectAsOneDevice("v515-one", name);
   }
+  // Qwen3's tied embedding, padded, read by the first stage and the last.
+  const std::string tied = model("tied", 64, 4, 2, 128, 515, "qwen3-tiny");
+  trainAs(tied, "tied-one", "--devices 1");
+  for (const auto &[name, flags] : std::vector<std::pair<std::string, std::string>>{
+           {"tied-tp2", "--devices 2 --tp 2"},
+           {"tied-pp2tp2", "--devices 4 --pp 2 --tp 2 --micro-batches 2"}}) {
+    expectMeasuredPeakIsPlan(trainAs(tied, name, flags), name);
+    expectAsOneDevice("tied-one", name);
+  }
+
   // The checkpoint holds the 1000 rows, the moments too: no padding.
   auto saved = readSafetensors(path("v1000-tp3/step-000008.safetensors"));
   ASSERT_TRUE(saved.isOk()) << saved.message();

@@ -10,8 +10,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "compiler/frontend/lora_adapter.h"
 #include "ir/safetensors.h"
 #include "tests/e2e/train_fixture.h"
+#include "tests/support/codegen_test_util.h"
 
 namespace kiln {
 namespace {
@@ -83,6 +85,27 @@ TEST_F(UnevenTpCli, FewerKeyValueHeadsThanRanksTrainAsOneDevice) {
     expectMeasuredPeakIsPlan(trainAs(kv1, name, flags), name);
     expectAsOneDevice("kv1-one", name);
   }
+  // LoRA on the replicated projections trains as one device, and its
+  // adapter holds each head's B once: k_proj's is [2 heads x 8, rank 4].
+  const std::string lora =
+      " --lora-rank 4 --lora-targets k_proj,v_proj --disable-pass FlashAttentionFusionPass";
+  trainAs(kv2, "kv2-lora-one", "--devices 1" + lora);
+  expectMeasuredPeakIsPlan(trainAs(kv2, "kv2-lora-tp4", "--devices 4 --tp 4" + lora), "lora");
+  const std::vector<json> one = logLines("kv2-lora-one.jsonl"),
+                          got = logLines("kv2-lora-tp4.jsonl");
+  ASSERT_EQ(got.size(), one.size());
+  for (size_t i = 0; i < one.size(); ++i)
+    EXPECT_NEAR(got[i]["loss"].get<double>(), one[i]["loss"].get<double>(),
+                1e-5 * one[i]["loss"].get<double>())
+        << "LoRA step " << i + 1;
+  auto want = frontend::readLoraAdapter(path("kv2-lora-one/step-000008-adapter"));
+  auto adapter = frontend::readLoraAdapter(path("kv2-lora-tp4/step-000008-adapter"));
+  ASSERT_TRUE(want.isOk() && adapter.isOk()) << adapter.message();
+  const std::string b = "base_model.model.model.layers.1.self_attn.k_proj.lora_B.weight";
+  ASSERT_TRUE(adapter->tensors.count(b));
+  EXPECT_EQ(adapter->tensors.at(b).shape(), (Shape{16, 4}));
+  EXPECT_EQ(compareTensors(adapter->tensors.at(b), want->tensors.at(b), 1e-4, 1e-4), "");
+
   // Resumed from the replicated heads' checkpoint of step 4, the run ends
   // where the unbroken one did, bit for bit.
   fs::create_directories(dir_ / "resumed");

@@ -109,12 +109,12 @@ TEST_F(CompileCli, InstrumentationGoesToStderr) {
 }
 
 TEST_F(CompileCli, SwitchErrorsAreOneLine) {
-  expectError(run("compile " + kTiny + " --disable-pass TbeMatmulFixpipeFusionPass"),
-              {"--disable-pass", "unknown pass 'TbeMatmulFixpipeFusionPass'",
-               "did you mean TbeMatmulFixPipeFusionPass"});
+  expectUsageError(run("compile " + kTiny + " --disable-pass TbeMatmulFixpipeFusionPass"),
+                   {"--disable-pass", "unknown pass 'TbeMatmulFixpipeFusionPass'",
+                    "did you mean TbeMatmulFixPipeFusionPass"});
   write("unknown.json", R"({"Switch": {"UBFusion": {"TbeConvBnreluFusionPass": "off"}}})");
-  expectError(run("compile " + kTiny + " --fusion-switch-file " + path("unknown.json")),
-              {"unknown.json", "TbeConvBnreluFusionPass", "--allow-unknown-passes"});
+  expectRunError(run("compile " + kTiny + " --fusion-switch-file " + path("unknown.json")),
+                 {"unknown.json", "TbeConvBnreluFusionPass", "--allow-unknown-passes"});
   Result allowed = run("compile " + kTiny + " --allow-unknown-passes --fusion-switch-file " +
                        path("unknown.json"));
   EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
@@ -122,21 +122,22 @@ TEST_F(CompileCli, SwitchErrorsAreOneLine) {
   EXPECT_NE(allowed.err.find("TbeConvBnreluFusionPass"), std::string::npos);
 
   write("bad.json", R"({"Switch": {"UBFusion": {"TbeEltwiseFusionPass": "disabled"}}})");
-  expectError(run("compile " + kTiny + " --fusion-switch-file " + path("bad.json")),
-              {"bad.json", "$.Switch.UBFusion.TbeEltwiseFusionPass", "\"on\" or \"off\""});
+  expectRunError(run("compile " + kTiny + " --fusion-switch-file " + path("bad.json")),
+                 {"bad.json", "$.Switch.UBFusion.TbeEltwiseFusionPass", "\"on\" or \"off\""});
   write("bad.cfg", "TbeEltwiseFusionPass off\n");
-  expectError(run("compile " + kTiny + " --fusion-switch-file " + path("bad.cfg")),
-              {"bad.cfg", "line 1"});
-  expectError(run("compile " + kTiny + " --fusion-switch-file " + path("absent.json")),
-              {"absent.json"});
-  expectError(run("compile " + kTiny + " --target ascend910 --dtype bf16"), {"ascend910", "bf16"});
-  expectError(run("compile " + kTiny + " --target ascend910 --overflow-mode infnan"),
-              {"ascend910", "infnan"});
-  expectError(run("compile " + kTiny + " --print-ir-after=NoSuchPass"),
-              {"--print-ir-after", "NoSuchPass"});
+  expectRunError(run("compile " + kTiny + " --fusion-switch-file " + path("bad.cfg")),
+                 {"bad.cfg", "line 1"});
+  expectRunError(run("compile " + kTiny + " --fusion-switch-file " + path("absent.json")),
+                 {"absent.json"});
+  expectUsageError(run("compile " + kTiny + " --target ascend910 --dtype bf16"),
+                   {"ascend910", "bf16"});
+  expectUsageError(run("compile " + kTiny + " --target ascend910 --overflow-mode infnan"),
+                   {"ascend910", "infnan"});
+  expectUsageError(run("compile " + kTiny + " --print-ir-after=NoSuchPass"),
+                   {"--print-ir-after", "NoSuchPass"});
   write("job.json", R"({"disable_pass": []})");
-  expectError(run("compile " + kTiny + " --job " + path("job.json")),
-              {"job.json", "$.disable_pass", "unknown field"});
+  expectRunError(run("compile " + kTiny + " --job " + path("job.json")),
+                 {"job.json", "$.disable_pass", "unknown field"});
 }
 
 TEST_F(CompileCli, FusionRuleFoldersFromTheCommandLine) {
@@ -151,8 +152,9 @@ TEST_F(CompileCli, FusionRuleFoldersFromTheCommandLine) {
   ASSERT_EQ(plain.exit_code, 0);
   EXPECT_GT(total, json::parse(plain.out).size()) << "the folder's rules are passes too";
   EXPECT_GT(builtin_rules, 0u);
-  expectError(run("compile " + kTiny + " --fusion-rules " + data + "/bad"), {data + "/bad/", "$."});
-  expectError(run("compile " + kTiny + " --fusion-rules " + path("absent")), {"absent"});
+  expectRunError(run("compile " + kTiny + " --fusion-rules " + data + "/bad"),
+                 {data + "/bad/", "$."});
+  expectRunError(run("compile " + kTiny + " --fusion-rules " + path("absent")), {"absent"});
 }
 
 TEST_F(CompileCli, PassesListAndShow) {
@@ -183,7 +185,8 @@ TEST_F(CompileCli, PassesListAndShow) {
   ASSERT_EQ(show.exit_code, 0) << show.err;
   EXPECT_NE(show.out.find("UBFusion"), std::string::npos);
   EXPECT_NE(show.out.find("FixPipe"), std::string::npos);
-  expectError(run("passes show TbeMatmulFixPipe"), {"did you mean TbeMatmulFixPipeFusionPass"});
+  expectUsageError(run("passes show TbeMatmulFixPipe"),
+                   {"did you mean TbeMatmulFixPipeFusionPass"});
 }
 
 TEST_F(CompileCli, RunTakesTheSameJobFlags) {
@@ -201,7 +204,8 @@ TEST_F(CompileCli, RunTakesTheSameJobFlags) {
   ASSERT_EQ(unfused.exit_code, 0) << unfused.err;
   auto loss = [](const std::string &out) { return std::stod(out.substr(out.find("loss ") + 5)); };
   EXPECT_NEAR(loss(fused.out), loss(unfused.out), 2e-2 * loss(unfused.out));
-  expectError(run(base + path("x.safetensors") + " --disable-pass Nope"), {"unknown pass 'Nope'"});
+  expectUsageError(run(base + path("x.safetensors") + " --disable-pass Nope"),
+                   {"unknown pass 'Nope'"});
 }
 
 } // namespace

@@ -133,7 +133,7 @@ TEST_F(CustomOpsCli, AGradientThroughARowNormIsLinearPerRow) {
 }
 
 TEST_F(CustomOpsCli, WithoutTheFolderTheGraphNamesTheUnknownOp) {
-  expectError(run("compile " + kGraph), {"graph.json", "unknown op 'SwishX'"});
+  expectRunError(run("compile " + kGraph), {"graph.json", "unknown op 'SwishX'"});
 }
 
 TEST_F(CustomOpsCli, AMalformedDefinitionIsAOneLineErrorAtLineAndColumn) {
@@ -146,8 +146,8 @@ TEST_F(CustomOpsCli, AMalformedDefinitionIsAOneLineErrorAtLineAndColumn) {
                        "  </op>\n"
                        "</ops>\n");
   Result r = run("compile " + kGraph + " --custom-ops " + path("bad"));
-  expectError(r,
-              {"bad/ops.xml:5:30: op Broken: expected ',' or ']' after index 'j' of x, got ')'"});
+  expectRunError(
+      r, {"bad/ops.xml:5:30: op Broken: expected ',' or ']' after index 'j' of x, got ')'"});
   EXPECT_EQ(r.exit_code, 1);
 
   write("bad/ops.xml", "<ops>\n"
@@ -161,7 +161,7 @@ TEST_F(CustomOpsCli, AMalformedDefinitionIsAOneLineErrorAtLineAndColumn) {
                        "  </op>\n"
                        "</ops>\n");
   r = run("run " + kGraph + " --custom-ops " + path("bad") + " --weights w --inputs i --outputs o");
-  expectError(r, {"bad/ops.xml:7:17: op Broken: unknown function 'softplus'"});
+  expectRunError(r, {"bad/ops.xml:7:17: op Broken: unknown function 'softplus'"});
   EXPECT_EQ(r.exit_code, 1);
 }
 
@@ -180,9 +180,9 @@ TEST_F(CustomOpsCli, OpsListsThemWithTheBuiltInOps) {
   Result graph = run("graph " + kGraph + " --training --custom-ops " + kOps);
   ASSERT_EQ(graph.exit_code, 0) << graph.err;
   EXPECT_NE(graph.out.find("SumSquaresGrad0"), std::string::npos) << graph.out;
-  expectError(run("graph " + kGraph), {"unknown op 'SwishX'"});
+  expectRunError(run("graph " + kGraph), {"unknown op 'SwishX'"});
   Result missing = run("ops --custom-ops " + path("missing"));
-  expectError(missing, {"missing: custom ops folder does not exist"});
+  expectRunError(missing, {"missing: custom ops folder does not exist"});
   EXPECT_EQ(missing.exit_code, 1);
 }
 

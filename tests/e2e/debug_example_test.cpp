@@ -80,7 +80,7 @@ TEST_F(DebugExample, ReduceWritesARepro) {
 
 TEST_F(DebugExample, ReduceNeedsACompileThatFails) {
   Result r = run("debug reduce " + kTiny + " --seq 8 -o repro");
-  expectError(r, {"every kernel of the job fits the target"});
+  expectRunError(r, {"every kernel of the job fits the target"});
   EXPECT_FALSE(fs::exists(path("repro")));
 }
 

@@ -43,15 +43,15 @@ protected:
     for (const char *extra : {"", "--training"}) {
       SCOPED_TRACE(inputs + " " + extra);
       Result compiled = runOn(kTiny, inputs, extra);
-      expectError(compiled, fragments);
+      expectRunError(compiled, fragments);
       Result reference = runOn(kTiny, inputs, std::string(extra) + " --reference");
-      expectError(reference, fragments);
+      expectRunError(reference, fragments);
       EXPECT_EQ(compiled.err, reference.err);
       EXPECT_FALSE(fs::exists(path("o.st")));
     }
     if (!artifact.empty()) {
       Result packed = runOn(artifact, inputs, "");
-      expectError(packed, fragments);
+      expectRunError(packed, fragments);
       EXPECT_FALSE(fs::exists(path("o.st")));
     }
   }
@@ -119,9 +119,9 @@ TEST_F(IndexInputsCli, AGraphJsonsGatherIndicesAreCheckedThroughAReshape) {
     const std::string value = std::to_string(bad);
     for (const char *extra : {"", "--reference", "--training"}) {
       SCOPED_TRACE(value + " " + extra);
-      expectError(runOn("g.json", "ids.st", extra),
-                  {"ids.st: tensor 'ids': index " + value + " at position 4 ([4])",
-                   "outside [0, 10)", "Gather node 'rows'"});
+      expectRunError(runOn("g.json", "ids.st", extra),
+                     {"ids.st: tensor 'ids': index " + value + " at position 4 ([4])",
+                      "outside [0, 10)", "Gather node 'rows'"});
     }
   }
 }

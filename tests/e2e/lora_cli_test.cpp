@@ -150,7 +150,7 @@ TEST_F(LoraCli, ParallelLoraTrainingFollowsOneDeviceAndResumesExactly) {
   Result other = run("train " + kTiny +
                      " --data train.bin --batch 8 --seq 16 --steps 30 --lora-rank 8 "
                      "--weights base.safetensors --devices 1 --checkpoint-dir one --resume");
-  expectError(other, {"other settings", "lora 'r 4"});
+  expectRunError(other, {"other settings", "lora 'r 4"});
 }
 
 // The merged folder (three shards and an index) runs as the adapted model
@@ -194,9 +194,9 @@ TEST_F(LoraCli, MergeWritesAShardedFolderThatRunsLikeTheAdaptedModel) {
   const std::string second =
       json::parse(slurp(dir_ / "sharded" / kHfWeightsIndex))["weight_map"]["lm_head.weight"];
   fs::remove(dir_ / "sharded" / second);
-  expectError(run("run " + kTiny +
-                  " --weights sharded --inputs inputs.safetensors --outputs o.safetensors"),
-              {kHfWeightsIndex, second, "missing"});
+  expectRunError(run("run " + kTiny +
+                     " --weights sharded --inputs inputs.safetensors --outputs o.safetensors"),
+                 {kHfWeightsIndex, second, "missing"});
 }
 
 // Dropout on the adapters' input: a run is repeatable, resumes bit for bit
@@ -260,22 +260,22 @@ TEST_F(LoraCli, MakeInputsWritesATokenFileOfTheRuleGiven) {
       ASSERT_LE(step, 3) << rule << " token " << i;
     }
   }
-  expectError(run("make-inputs " + kTiny + " --tokens 10 --token-rule 7 -o t.bin"),
-              {"--token-rule"});
+  expectUsageError(run("make-inputs " + kTiny + " --tokens 10 --token-rule 7 -o t.bin"),
+                   {"--token-rule"});
 }
 
 TEST_F(LoraCli, BadLoraFlagsAreClearErrors) {
   writeBaseAndAdapter(loraOfRank(4));
   const std::string train =
       "train " + kTiny + " --data train.bin --batch 8 --seq 16 --steps 1 --devices 1 ";
-  expectError(run(train + "--lora-rank 4 --lora adapter"), {"--lora adapter", "give one"});
-  expectError(run(train + "--lora-rank 4 --lora-targets c_attn,c_atn"),
-              {"'c_atn' matches no linear layer"});
-  expectError(run(train + "--lora-rank 4 --lora-dropout 1"), {"LoRA dropout 1", "[0, 1)"});
-  expectError(run(train + "--lora missing-folder"), {"missing-folder", "adapter_config.json"});
-  expectError(run("merge " + kTiny + " --weights base.safetensors --lora adapter -o " + kSource +
-                  "/examples/qwen-tiny"),
-              {"base model's folder"});
+  expectUsageError(run(train + "--lora-rank 4 --lora adapter"), {"--lora adapter", "give one"});
+  expectRunError(run(train + "--lora-rank 4 --lora-targets c_attn,c_atn"),
+                 {"'c_atn' matches no linear layer"});
+  expectUsageError(run(train + "--lora-rank 4 --lora-dropout 1"), {"LoRA dropout 1", "[0, 1)"});
+  expectRunError(run(train + "--lora missing-folder"), {"missing-folder", "adapter_config.json"});
+  expectRunError(run("merge " + kTiny + " --weights base.safetensors --lora adapter -o " + kSource +
+                     "/examples/qwen-tiny"),
+                 {"base model's folder"});
 }
 
 } // namespace

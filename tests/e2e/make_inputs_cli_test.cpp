@@ -19,8 +19,8 @@ TEST_F(MakeInputsCli, ATrainingArtifactRunsFromInputsKilnWrote) {
   ASSERT_EQ(compiled.exit_code, 0) << compiled.err;
 
   // Without --training the state would be missing: refused, saying why.
-  expectError(run("make-inputs train.kiln -o i.safetensors"),
-              {"train.kiln", "whole training step", "add --training"});
+  expectRunError(run("make-inputs train.kiln -o i.safetensors"),
+                 {"train.kiln", "whole training step", "add --training"});
   Result made = run("make-inputs train.kiln --training --lr 1e-3 --seed 3 -o i.safetensors");
   ASSERT_EQ(made.exit_code, 0) << made.err;
   EXPECT_NE(made.err.find("first AdamW step"), std::string::npos) << made.err;
@@ -67,9 +67,9 @@ TEST_F(MakeInputsCli, AForwardArtifactGetsItsBucketsIds) {
       run("run job.kiln --weights w.safetensors --inputs i.safetensors --outputs o.safetensors");
   EXPECT_EQ(r.exit_code, 0) << r.err;
 
-  expectError(run("make-inputs job.kiln --training -o t.safetensors"),
-              {"job.kiln", "forward pass", "--training"});
-  expectError(run("make-inputs job.kiln --seq 12 -o t.safetensors"), {"12"});
+  expectRunError(run("make-inputs job.kiln --training -o t.safetensors"),
+                 {"job.kiln", "forward pass", "--training"});
+  expectRunError(run("make-inputs job.kiln --seq 12 -o t.safetensors"), {"12"});
 }
 
 TEST_F(MakeInputsCli, TrainingFlagsWithoutAnArtifactAreUsageErrors) {

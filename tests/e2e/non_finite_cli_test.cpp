@@ -58,12 +58,12 @@ protected:
 
 TEST_F(NonFiniteCli, TrainRefusesWeightsHoldingNaNOrInf) {
   writeWithValue("w.st", "nan.st", kLayerNorm, 3, kNaN);
-  expectError(run(train("--steps 1 --devices 1 --weights nan.st")),
-              {"nan.st: tensor '" + std::string(kLayerNorm) + "' element 3 is nan",
-               "training cannot start from NaN or inf"});
+  expectRunError(run(train("--steps 1 --devices 1 --weights nan.st")),
+                 {"nan.st: tensor '" + std::string(kLayerNorm) + "' element 3 is nan",
+                  "training cannot start from NaN or inf"});
   writeWithValue("w.st", "inf.st", "lm_head.weight", 7, -kInf);
-  expectError(run(train("--steps 1 --devices 1 --weights inf.st")),
-              {"inf.st: tensor 'lm_head.weight' element 7 is -inf"});
+  expectRunError(run(train("--steps 1 --devices 1 --weights inf.st")),
+                 {"inf.st: tensor 'lm_head.weight' element 7 is -inf"});
   // A sharded checkpoint: the error names the shard that holds it.
   auto weights = readSafetensors(path("inf.st"));
   ASSERT_TRUE(weights.isOk());
@@ -76,24 +76,24 @@ TEST_F(NonFiniteCli, TrainRefusesWeightsHoldingNaNOrInf) {
       holder = "sharded/" + fs::path(shard).filename().string();
   }
   ASSERT_FALSE(holder.empty());
-  expectError(run(train("--steps 1 --devices 1 --weights sharded")),
-              {holder + ": tensor 'lm_head.weight' element 7 is -inf"});
+  expectRunError(run(train("--steps 1 --devices 1 --weights sharded")),
+                 {holder + ": tensor 'lm_head.weight' element 7 is -inf"});
 }
 
 TEST_F(NonFiniteCli, TrainAndMergeRefuseAnAdapterHoldingNaN) {
   const std::string tensor = writeAdapter("bad", true);
-  expectError(run(train("--steps 2 --devices 1 --lora bad")),
-              {"bad/adapter_model.safetensors: tensor '" + tensor + "' element 0 is nan",
-               "training cannot start from NaN or inf"});
-  expectError(run("merge " + kTiny + " --weights w.st --lora bad -o merged"),
-              {"bad/adapter_model.safetensors: tensor '" + tensor + "' element 0 is nan",
-               "the merged model would hold it"});
+  expectRunError(run(train("--steps 2 --devices 1 --lora bad")),
+                 {"bad/adapter_model.safetensors: tensor '" + tensor + "' element 0 is nan",
+                  "training cannot start from NaN or inf"});
+  expectRunError(run("merge " + kTiny + " --weights w.st --lora bad -o merged"),
+                 {"bad/adapter_model.safetensors: tensor '" + tensor + "' element 0 is nan",
+                  "the merged model would hold it"});
   EXPECT_FALSE(fs::exists(dir_ / "merged"));
   // A finite adapter on weights holding a NaN: refused too, naming the weights.
   writeAdapter("good", false);
   writeWithValue("w.st", "nan.st", kLayerNorm, 3, kNaN);
-  expectError(run("merge " + kTiny + " --weights nan.st --lora good -o merged"),
-              {"nan.st: tensor '" + std::string(kLayerNorm) + "' element 3 is nan"});
+  expectRunError(run("merge " + kTiny + " --weights nan.st --lora good -o merged"),
+                 {"nan.st: tensor '" + std::string(kLayerNorm) + "' element 3 is nan"});
   EXPECT_FALSE(fs::exists(dir_ / "merged"));
   Result merged = run("merge " + kTiny + " --weights w.st --lora good -o merged");
   EXPECT_EQ(merged.exit_code, 0) << merged.err;
@@ -125,9 +125,9 @@ TEST_F(NonFiniteCli, ResumingFromACheckpointWithANaNMomentIsRefused) {
   ASSERT_EQ(run(train("--steps 1 --devices 1 --checkpoint-dir c")).exit_code, 0);
   const std::string moment = "adam.m." + std::string(kLayerNorm);
   writeWithValue("c/step-000001.safetensors", "c/step-000001.safetensors", moment, 2, kNaN);
-  expectError(run(train("--steps 2 --devices 1 --resume --checkpoint-dir c")),
-              {"c/step-000001.safetensors: tensor '" + moment + "' element 2 is nan",
-               "the checkpoint is damaged"});
+  expectRunError(run(train("--steps 2 --devices 1 --resume --checkpoint-dir c")),
+                 {"c/step-000001.safetensors: tensor '" + moment + "' element 2 is nan",
+                  "the checkpoint is damaged"});
 }
 
 } // namespace

@@ -1,5 +1,7 @@
 #include "compiler/codegen/kernel_expr.h"
 
+#include <algorithm>
+
 #include <cassert>
 #include <sstream>
 
@@ -189,6 +191,32 @@ ExprRef reduce(ReduceOp op, int rvar_id, int64_t extent, ExprRef body) {
                    .reduce = op,
                    .extent = extent,
                    .operands = {std::move(body)}});
+}
+
+std::vector<ExprPiece> piecesAlongAxis(const ExprRef &body, int axis, int64_t extent) {
+  const bool rounded = body->kind == ExprKind::Round;
+  ExprRef e = rounded ? body->operands[0] : body;
+  auto finish = [&](ExprRef x) { return rounded ? round(std::move(x), body->dtype) : x; };
+  std::vector<ExprPiece> pieces;
+  int64_t begin = 0;
+  while (e->kind == ExprKind::Select && begin < extent) {
+    const Expr &cond = *e->operands[0];
+    if (cond.kind != ExprKind::Binary || cond.binary != BinaryOp::Lt ||
+        cond.operands[0]->kind != ExprKind::Var || cond.operands[0]->var != axis ||
+        cond.operands[1]->kind != ExprKind::IConst)
+      break;
+    const int64_t split = std::min(cond.operands[1]->ivalue, extent);
+    if (split > begin) {
+      pieces.push_back({begin, split, finish(e->operands[1])});
+      begin = split;
+    }
+    e = e->operands[2];
+  }
+  if (pieces.empty())
+    return {{0, extent, body}};
+  if (begin < extent)
+    pieces.push_back({begin, extent, finish(e)});
+  return pieces;
 }
 
 bool containsReduce(const ExprRef &e) {

@@ -105,6 +105,17 @@ inline ExprRef operator/(ExprRef a, ExprRef b) { return binary(BinaryOp::Div, a,
 inline ExprRef operator-(ExprRef a) { return unary(UnaryOp::Neg, a); }
 
 bool containsReduce(const ExprRef &e);
+
+// A body that picks by index `axis` against constants (Concat along its
+// innermost axis: select(i < 64, a, select(i < 128, b, c))), split into the
+// expression each range [begin, end) of [0, extent) takes, in order, each
+// under the body's Round when it has one. One piece (the body itself) when
+// it does not pick so.
+struct ExprPiece {
+  int64_t begin = 0, end = 0;
+  ExprRef body;
+};
+std::vector<ExprPiece> piecesAlongAxis(const ExprRef &body, int axis, int64_t extent);
 // Deterministic text of an expression (stage bodies in dumps and tests).
 std::string exprToString(const ExprRef &e);
 

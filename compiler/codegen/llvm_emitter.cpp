@@ -170,6 +170,24 @@ private:
       const Stage &stage = program_.stages[out.stage];
       const int64_t inner_size = product(stage.shape, p, stage.shape.size());
       Value *base = b_.CreateMul(row, b_.getInt64(inner_size));
+      // A body that picks by its innermost index (Concat along the last axis)
+      // runs as one loop per range, each reading its own input alone.
+      std::vector<ExprPiece> pieces;
+      if (!stage.materialized && static_cast<size_t>(p) < stage.shape.size()) {
+        const int last = static_cast<int>(stage.shape.size()) - 1;
+        pieces = piecesAlongAxis(stage.body, last, stage.shape[last]);
+      }
+      if (pieces.size() > 1) {
+        forEachInRow(
+            stage.shape, outer,
+            [&](const std::vector<Value *> &idx, Value *inner) {
+              Value *v = emitExpr(pieces[piece_].body, Env{idx, {}});
+              storage_.store(v, out.dtype,
+                             storage_.pointer(pointer, out.dtype, b_.CreateAdd(base, inner)));
+            },
+            &pieces);
+        continue;
+      }
       forEachInRow(stage.shape, outer, [&](const std::vector<Value *> &idx, Value *inner) {
         Value *v = loadStage(program_.stageBuffer(out.stage), idx);
         storage_.store(v, out.dtype,
@@ -179,9 +197,11 @@ private:
   }
 
   // Loops over the row part (axes from outer_rank on) of `shape`; `body` gets
-  // the full indices and the flat index within the row.
+  // the full indices and the flat index within the row. With `pieces`, the
+  // innermost axis runs as one loop per piece's range, piece_ naming it.
   void forEachInRow(const Shape &shape, const std::vector<Value *> &outer,
-                    const std::function<void(const std::vector<Value *> &, Value *)> &body) {
+                    const std::function<void(const std::vector<Value *> &, Value *)> &body,
+                    const std::vector<ExprPiece> *pieces = nullptr) {
     const size_t p = outer.size();
     if (product(shape, p, shape.size()) == 0)
       return;
@@ -191,6 +211,18 @@ private:
     std::function<void(size_t, Value *)> nest = [&](size_t d, Value *flat) {
       if (d == shape.size()) {
         body(idx, flat);
+        return;
+      }
+      if (pieces && d + 1 == shape.size()) {
+        for (size_t k = 0; k < pieces->size(); ++k) {
+          piece_ = k;
+          const int64_t begin = (*pieces)[k].begin;
+          loop((*pieces)[k].end - begin, nullptr, [&](Value *i, Value *) {
+            idx[d] = b_.CreateAdd(i, b_.getInt64(begin), "", true, true);
+            nest(d + 1, b_.CreateAdd(flat, b_.CreateMul(idx[d], b_.getInt64(st[d]))));
+            return nullptr;
+          });
+        }
         return;
       }
       loop(shape[d], nullptr, [&](Value *i, Value *) {
@@ -456,6 +488,7 @@ private:
   Value *scratch_ = nullptr;
   KernelStorage storage_;
   std::vector<Value *> pointers_;
+  size_t piece_ = 0; // the piece forEachInRow's innermost loop runs
   std::map<std::pair<const Expr *, std::vector<Value *>>, Value *> memo_;
 };
 

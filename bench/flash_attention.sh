@@ -42,7 +42,7 @@ for seq in "${seqs[@]}"; do
     extra=""
     [ "$mode" = bf16 ] && extra="--precision-mode allow_mix_precision_bf16"
     times=()
-    for pass in "" "--enable-pass FlashAttentionFusionPass"; do
+    for pass in "--disable-pass FlashAttentionFusionPass" ""; do
       # shellcheck disable=SC2086
       "$kiln" train "$work/config.json" --data "$work/train.bin" --steps "$steps" --batch 1 \
         --seq "$seq" --devices 1 --lr 1e-4 --log-json "$work/log.jsonl" $extra $pass >/dev/null

@@ -65,6 +65,15 @@ void attentionCandidates(const OverflowReport &report, const OverflowJob &job,
     every.every_attention_layer = true;
     every.flags = "--enable-pass AttentionFp32CastPass";
     out.push_back(std::move(every));
+    // The fused attention keeps the scores and the softmax in f32 inside one
+    // kernel: the fix every 910B recipe uses, where the target has it.
+    if (job.flash_attention_available) {
+      FixCandidate fused;
+      fused.description = "FlashAttentionFusionPass (fused attention, scores in f32 inside it)";
+      fused.enable_passes = {"FlashAttentionFusionPass"};
+      fused.flags = "--enable-pass FlashAttentionFusionPass";
+      out.push_back(std::move(fused));
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include "ir/float_status.h"
 #include "ir/graph_extract.h"
 #include "ir/safetensors.h"
+#include "passes/fusion/flash_attention_fusion.h"
 #include "runtime/executor.h"
 
 namespace kiln::debug {
@@ -80,6 +81,8 @@ OverflowJob overflowJobOf(const driver::ResolvedJob &job) {
     o.attention_fp32_pass = job.context->decide(*p).enabled;
   o.attention_fp32_layers.assign(precision.attention_fp32_layers.begin(),
                                  precision.attention_fp32_layers.end());
+  o.flash_attention_available =
+      job.target.hasFusedOp(passes::kFlashAttentionOp) && !passes::fusesAttention(*job.context);
   return o;
 }
 

@@ -45,6 +45,9 @@ struct OverflowJob {
   bool cube_takes_f32 = true;                 // else keep_dtype cannot hold a matmul in f32
   bool attention_fp32_pass = false;           // AttentionFp32CastPass runs in this job
   std::vector<int64_t> attention_fp32_layers; // empty: every layer
+  // The target has FlashAttentionScore but the job does not fuse attention
+  // (FlashAttentionFusionPass switched off).
+  bool flash_attention_available = false;
 };
 OverflowJob overflowJobOf(const driver::ResolvedJob &job);
 

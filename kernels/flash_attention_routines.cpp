@@ -148,7 +148,10 @@ struct GradInputs {
   void *dq, *dk, *dv;
 };
 
+// A gradient the kernel does not store (nothing reads it: a frozen
+// projection's input under LoRA) has slot -1 and is not computed.
 GradInputs gradInputsOf(void **buffers, const int64_t *args) {
+  auto slot = [&](int i) { return args[i] < 0 ? nullptr : buffers[args[i]]; };
   return GradInputs{buffers[args[0]],
                     buffers[args[1]],
                     buffers[args[2]],
@@ -156,9 +159,9 @@ GradInputs gradInputsOf(void **buffers, const int64_t *args) {
                     buffers[args[4]],
                     static_cast<const float *>(buffers[args[5]]),
                     static_cast<const float *>(buffers[args[6]]),
-                    buffers[args[7]],
-                    buffers[args[8]],
-                    buffers[args[9]]};
+                    slot(7),
+                    slot(8),
+                    slot(9)};
 }
 
 // What the backward reads of query head n, whole: q, dout and delta =
@@ -215,19 +218,27 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t c = 0; c < cols; ++c)
             ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - qh.delta[i0 + r]) * a.scale;
-        gemm(false, false, rows, D, cols, 1.0f, ds.data(), cols, kb.data(), D, 1.0f, &dq[h][i0 * D],
-             D);
-        gemm(true, false, cols, D, rows, 1.0f, ds.data(), cols, qb, D, 1.0f, dk.data(), D);
-        roundProbabilities(p, a);
-        gemm(true, false, cols, D, rows, 1.0f, p.data(), cols, dout, D, 1.0f, dv.data(), D);
+        if (in.dq)
+          gemm(false, false, rows, D, cols, 1.0f, ds.data(), cols, kb.data(), D, 1.0f,
+               &dq[h][i0 * D], D);
+        if (in.dk)
+          gemm(true, false, cols, D, rows, 1.0f, ds.data(), cols, qb, D, 1.0f, dk.data(), D);
+        if (in.dv) {
+          roundProbabilities(p, a);
+          gemm(true, false, cols, D, rows, 1.0f, p.data(), cols, dout, D, 1.0f, dv.data(), D);
+        }
       }
     }
     const int64_t base = a.row(a.Nkv, b, kv, j0);
     for (int64_t e = 0; e < cols * D; ++e) {
-      storeFloat(in.dk, a.dtype, base + e, dk[e], a.overflow);
-      storeFloat(in.dv, a.dtype, base + e, dv[e], a.overflow);
+      if (in.dk)
+        storeFloat(in.dk, a.dtype, base + e, dk[e], a.overflow);
+      if (in.dv)
+        storeFloat(in.dv, a.dtype, base + e, dv[e], a.overflow);
     }
   }
+  if (!in.dq)
+    return;
   for (int64_t h = 0; h < g; ++h) {
     const int64_t base = a.row(a.N, b, kv * g + h, 0);
     for (int64_t e = 0; e < a.S * D; ++e)

@@ -9,7 +9,6 @@
 #include "ir/byte_size.h"
 #include "ir/layer_scope.h"
 #include "ir/progress.h"
-#include "passes/fusion/flash_attention_fusion.h"
 
 namespace kiln::driver {
 
@@ -34,8 +33,6 @@ std::string LayoutCandidate::trainFlags() const {
   if (layout.grad_accum > 1)
     flags += (layout.pp > 1 ? " --micro-batches " : " --grad-accum ") +
              std::to_string(layout.grad_accum);
-  for (const std::string &pass : enable_passes)
-    flags += " --enable-pass " + pass;
   return flags;
 }
 
@@ -53,9 +50,8 @@ constexpr RecomputeMode kRecomputeModes[] = {RecomputeMode::None, RecomputeMode:
 // micro-batch.
 class Planner {
 public:
-  Planner(const PlanRequest &request, const ResolvedJob &job, const KernelSettings &settings,
-          std::vector<std::string> enabled = {})
-      : request_(request), job_(job), settings_(settings), enabled_(std::move(enabled)) {
+  Planner(const PlanRequest &request, const ResolvedJob &job, const KernelSettings &settings)
+      : request_(request), job_(job), settings_(settings) {
     settings_.compile_objects = false; // a plan: partitioned and checked, nothing compiled
     settings_.dump_dir.clear();
   }
@@ -125,7 +121,6 @@ private:
     const int64_t capacity = request_.device_memory;
     LayoutCandidate c;
     c.layout = program.parallel;
-    c.enable_passes = enabled_;
     c.recompute = recompute;
     c.micro_batch = program.micro_batch;
     c.peak = program.memory.peak;
@@ -155,7 +150,6 @@ private:
   const PlanRequest &request_;
   const ResolvedJob &job_;
   KernelSettings settings_;
-  std::vector<std::string> enabled_; // passes the plan enables beyond the job's
   std::map<std::tuple<int, int, int, RecomputeMode, int64_t, bool, int, std::vector<int>>,
            std::optional<parallel::TrainingProgram>>
       steps_;
@@ -214,11 +208,9 @@ bool better(const LayoutCandidate &a, const LayoutCandidate &b) {
 
 // The most frugal layout of each tensor-parallel size (ZeRO-2, full
 // recomputation, one sequence at a time): the smallest peak, first.
-Expected<std::optional<LayoutCandidate>> smallestLayout(const PlanRequest &request,
-                                                        const ResolvedJob &job,
-                                                        const KernelSettings &settings,
-                                                        const std::vector<std::string> &enabled) {
-  Planner planner(request, job, settings, enabled);
+Expected<std::optional<LayoutCandidate>>
+smallestLayout(const PlanRequest &request, const ResolvedJob &job, const KernelSettings &settings) {
+  Planner planner(request, job, settings);
   std::optional<LayoutCandidate> best;
   for (int tp : divisorsOf(request.devices)) {
     const int zero = request.devices / tp > 1 ? 2 : 0;
@@ -233,8 +225,7 @@ Expected<std::optional<LayoutCandidate>> smallestLayout(const PlanRequest &reque
 // What would make a model that fits no layout fit: more devices (the
 // fewest doublings, up to 8x), LoRA, a shorter sequence (halved down to 256).
 Expected<std::vector<std::string>> whatWouldFit(const PlanRequest &request, const ResolvedJob &job,
-                                                const KernelSettings &settings,
-                                                const std::vector<std::string> &enabled) {
+                                                const KernelSettings &settings) {
   std::vector<std::string> out;
   auto describe = [](const LayoutCandidate &c) {
     return c.trainFlags() + " (" + formatBytes(c.peak) + ")";
@@ -244,8 +235,7 @@ Expected<std::vector<std::string>> whatWouldFit(const PlanRequest &request, cons
     PlanRequest more = request;
     more.devices = devices;
     more.nodes = parallel::nodesFor(job.target, devices);
-    KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
-                          smallestLayout(more, job, settings, enabled));
+    KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c, smallestLayout(more, job, settings));
     if (c && c->fits) {
       out.push_back(std::to_string(devices) + " devices: --devices " + std::to_string(devices) +
                     " " + describe(*c));
@@ -255,35 +245,20 @@ Expected<std::vector<std::string>> whatWouldFit(const PlanRequest &request, cons
   if (!request.model.lora.enabled()) {
     PlanRequest lora = request;
     lora.model.lora.rank = 64;
-    KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
-                          smallestLayout(lora, job, settings, enabled));
+    KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c, smallestLayout(lora, job, settings));
     if (c && c->fits)
       out.push_back("LoRA (Qwen's recipe): --lora-rank 64 " + describe(*c));
   }
   for (int64_t shorter = request.model.seq / 2; shorter >= 256; shorter /= 2) {
     PlanRequest cut = request;
     cut.model.seq = shorter;
-    KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c,
-                          smallestLayout(cut, job, settings, enabled));
+    KILN_ASSIGN_OR_RETURN(std::optional<LayoutCandidate> c, smallestLayout(cut, job, settings));
     if (c && c->fits) {
       out.push_back("a shorter sequence: --seq " + std::to_string(shorter) + " " + describe(*c));
       break;
     }
   }
   return out;
-}
-
-// Whether the user decided FlashAttentionFusionPass: named in a pass list
-// of the job file or the command line, or a switch file given (which may
-// switch it).
-bool decidesFlashAttention(const JobSpec &spec) {
-  auto names = [](const JobSettings &s) {
-    auto in = [](const std::vector<std::string> &list) {
-      return std::find(list.begin(), list.end(), passes::kFlashAttentionPassName) != list.end();
-    };
-    return in(s.enable_passes) || in(s.disable_passes) || s.fusion_switch.has_value();
-  };
-  return names(spec.flags) || (spec.file && names(*spec.file));
 }
 
 } // namespace
@@ -302,24 +277,7 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
   LayoutPlan plan;
   plan.nodes = r.nodes;
   plan.device_memory = r.device_memory;
-  // On a target that has fused attention, the layouts are planned with it
-  // unless the job decided the pass itself: it holds two f32 numbers a row
-  // instead of the scores and, in the cost model, runs faster, so the
-  // layouts without it are not planned beside it. Each candidate's flags
-  // enable it, so kiln train runs what was planned.
-  std::optional<ResolvedJob> fused;
-  if (!passes::fusesAttention(*job.context) && job.target.hasFusedOp(passes::kFlashAttentionOp) &&
-      !decidesFlashAttention(job.spec)) {
-    JobSpec spec = job.spec;
-    spec.flags.enable_passes.push_back(passes::kFlashAttentionPassName);
-    KILN_ASSIGN_OR_RETURN(ResolvedJob variant, resolveJob(spec));
-    fused = std::move(variant);
-  }
-  const ResolvedJob &planned = fused ? *fused : job;
-  const std::vector<std::string> enabled =
-      fused ? std::vector<std::string>{passes::kFlashAttentionPassName}
-            : std::vector<std::string>{};
-  Planner planner(r, planned, settings, enabled);
+  Planner planner(r, job, settings);
   size_t fitting = 0;
   auto add = [&](LayoutCandidate c) {
     fitting += c.fits;
@@ -408,7 +366,7 @@ Expected<LayoutPlan> planLayouts(const PlanRequest &request, const ResolvedJob &
   std::stable_sort(plan.candidates.begin(), plan.candidates.end(), better);
   plan.no_time = planner.noTime();
   if (!plan.recommended()) {
-    KILN_ASSIGN_OR_RETURN(plan.would_fit, whatWouldFit(r, planned, settings, enabled));
+    KILN_ASSIGN_OR_RETURN(plan.would_fit, whatWouldFit(r, job, settings));
   }
   plan.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return plan;

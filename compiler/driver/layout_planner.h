@@ -43,9 +43,6 @@ struct LayoutCandidate {
   // Why it does not fit: the peak against the device, the largest part of
   // it and the largest buffer. Empty when it fits.
   std::string reason;
-  // Passes the plan enabled beyond the job's (FlashAttentionFusionPass on a
-  // target that fuses attention): kiln train needs them to plan the same.
-  std::vector<std::string> enable_passes;
   // "--tp 8 --zero 1 --recompute full --grad-accum 16": kiln train's flags
   // for this layout (with --devices and the model's own flags beside them).
   std::string trainFlags() const;
@@ -74,8 +71,8 @@ struct LayoutPlan {
 // micro-batch), no/selective/full recomputation (or the request's mode),
 // with sequence parallelism wherever tp > 1 divides the sequence (it never
 // holds more than tensor parallelism without it, and moves the same bytes),
-// with fused attention on a target that has it unless the job decides
-// FlashAttentionFusionPass itself,
+// with the job's passes (FlashAttentionFusionPass is on by default where the
+// target has the fused op),
 // micro-batches of 1, 2, 4, ... sequences. A larger micro-batch is planned
 // only while the smaller one fits. When none fits,
 // `would_fit` says what would, each planned the same way: more devices (how

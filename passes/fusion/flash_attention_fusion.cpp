@@ -216,7 +216,7 @@ public:
     static const PassInfo info{
         .name = kFlashAttentionPassName,
         .group = PassGroup::GraphFusion,
-        .default_on = false,
+        .default_on = true,
         .may_disable = true,
         .summary = "Fuses each causal attention (scores, scale, mask, softmax, P v; grouped "
                    "key/value heads too) into one FlashAttentionScore",
@@ -230,9 +230,10 @@ public:
             "FlashAttentionScoreGrad, which recomputes the probabilities tile by tile "
             "(FlashAttention-2). Applies where the target ships the fused op (ascend910b; "
             "CANN has it for the Atlas A2 series only) and the tiles fit its buffers. Leaves an "
-            "attention alone when another node reads its scores or probabilities. Off by "
-            "default for now: on the host its bf16 step is still slower than the unfused one "
-            "(f32 blocks against oneDNN's bf16 GEMMs); --enable-pass turns it on per job."};
+            "attention alone when another node reads its scores or probabilities. On by "
+            "default where it applies, as MindFormers' 910B recipes set use_flash_attention; "
+            "--disable-pass keeps a job's attention unfused (the S x S scores materialised, "
+            "AttentionFp32CastPass then handles their precision)."};
     return info;
   }
 

@@ -1,5 +1,7 @@
 #include "passes/precision/setting_matches.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -28,6 +30,21 @@ std::string layerList(const std::set<int64_t> &layers) {
 } // namespace
 
 int64_t modelLayerOf(std::string_view name) { return layerWithin(name); }
+
+// The node a pass that runs before the precision passes (FlashAttentionFusionPass,
+// before autodiff) fused `name` into, or null.
+const Node *fusedInto(const Graph &graph, const std::string &name) {
+  for (size_t id = 0; id < graph.numNodes(); ++id) {
+    if (graph.isErased(static_cast<NodeId>(id)))
+      continue;
+    const Node &node = graph.node(static_cast<NodeId>(id));
+    const auto &origins = node.provenance.origins;
+    if (!node.provenance.pass.empty() &&
+        std::find(origins.begin(), origins.end(), name) != origins.end())
+      return &node;
+  }
+  return nullptr;
+}
 
 Expected<std::vector<SettingMatch>> matchPrecisionSettings(const Graph &graph,
                                                            const PrecisionSettings &settings) {
@@ -66,11 +83,16 @@ Expected<std::vector<SettingMatch>> matchPrecisionSettings(const Graph &graph,
     } else if (names.count(e.written)) {
       m.nodes = 1;
     } else {
+      const std::string where = keep.source + ": line " + std::to_string(e.line) + ": ";
+      if (const Node *fused = fusedInto(graph, e.written))
+        return Error(where + "node '" + e.written + "' was fused into " + fused->op + " '" +
+                     fused->name + "' by " + fused->provenance.pass +
+                     " before the precision passes run; switch that pass off (--disable-pass " +
+                     fused->provenance.pass + ") to set its dtype");
       if (all_names.empty())
         all_names.assign(names.begin(), names.end());
       const std::vector<std::string> near = nearestNames(e.written, all_names);
-      return Error(keep.source + ": line " + std::to_string(e.line) + ": no node named '" +
-                   e.written + "' in graph '" + graph.name() + "'" +
+      return Error(where + "no node named '" + e.written + "' in graph '" + graph.name() + "'" +
                    (near.empty() ? " (kiln graph MODEL --format text lists the node names)"
                                  : " (did you mean " + joinNames(near) + "?)"));
     }

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/driver/layout_plan_report.h"
+#include "passes/fusion/flash_attention_fusion.h"
 
 namespace kiln::driver {
 namespace {
@@ -37,12 +38,7 @@ protected:
 
   // The plan kiln train --compile-only makes for the candidate's flags.
   int64_t trainPlan(const LayoutCandidate &c) {
-    // The passes the plan enabled (fused attention on ascend910b), as its
-    // --enable-pass flags enable them.
-    JobSpec spec = job_->spec;
-    for (const std::string &pass : c.enable_passes)
-      spec.flags.enable_passes.push_back(pass);
-    auto job = resolveJob(spec);
+    auto job = resolveJob(job_->spec);
     EXPECT_TRUE(job) << job.message();
     if (!job)
       return -1;
@@ -60,6 +56,7 @@ protected:
 TEST_F(LayoutPlanner, EveryCandidateIsTheTrainPlanAndTheFastestFitComesFirst) {
   // Between the smallest plan (about 620 KiB) and the largest (2.4 MiB).
   request_.device_memory = 1 << 20;
+  EXPECT_TRUE(passes::fusesAttention(*job_->context)) << "ascend910b fuses attention by default";
   auto plan = planLayouts(request_, *job_, kernels_);
   ASSERT_TRUE(plan) << plan.message();
   ASSERT_NE(plan->recommended(), nullptr);
@@ -77,9 +74,8 @@ TEST_F(LayoutPlanner, EveryCandidateIsTheTrainPlanAndTheFastestFitComesFirst) {
     // splits evenly here), and the command says so.
     EXPECT_EQ(c.layout.sequenceParallel(), c.layout.tp > 1);
     EXPECT_EQ(c.trainFlags().find("--sequence-parallel") != std::string::npos, c.layout.tp > 1);
-    // ascend910b fuses attention: planned with it, and the command says so.
-    EXPECT_EQ(c.enable_passes, std::vector<std::string>{"FlashAttentionFusionPass"});
-    EXPECT_NE(c.trainFlags().find("--enable-pass FlashAttentionFusionPass"), std::string::npos);
+    // ascend910b fuses attention by default: kiln train needs no flag for it.
+    EXPECT_EQ(c.trainFlags().find("--enable-pass"), std::string::npos);
     EXPECT_EQ(c.fits, c.peak <= request_.device_memory);
     EXPECT_EQ(c.reason.empty(), c.fits);
     ASSERT_TRUE(c.time.has_value());

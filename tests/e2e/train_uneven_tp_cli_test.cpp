@@ -87,8 +87,7 @@ TEST_F(UnevenTpCli, FewerKeyValueHeadsThanRanksTrainAsOneDevice) {
   }
   // LoRA on the replicated projections trains as one device, and its
   // adapter holds each head's B once: k_proj's is [2 heads x 8, rank 4].
-  const std::string lora =
-      " --lora-rank 4 --lora-targets k_proj,v_proj --disable-pass FlashAttentionFusionPass";
+  const std::string lora = " --lora-rank 4 --lora-targets k_proj,v_proj";
   trainAs(kv2, "kv2-lora-one", "--devices 1" + lora);
   expectMeasuredPeakIsPlan(trainAs(kv2, "kv2-lora-tp4", "--devices 4 --tp 4" + lora), "lora");
   const std::vector<json> one = logLines("kv2-lora-one.jsonl"),

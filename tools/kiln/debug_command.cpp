@@ -24,11 +24,8 @@ template <typename Report> int print(const std::string &format, const Report &re
 }
 
 struct CompareOptions {
-  driver::ReferenceRunRequest request;
+  debug::CompareJobRequest request;
   JobFlags job;
-  driver::KernelSettings cache;
-  std::string against = "reference";
-  double tolerance = -1;
   size_t top = 10;
   std::string format = "text";
 };
@@ -37,12 +34,7 @@ int runCompare(const CompareOptions &opts) {
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
-  debug::CompareJobRequest request;
-  request.run = opts.request;
-  request.cache = opts.cache;
-  request.against = opts.against;
-  request.tolerance = opts.tolerance;
-  auto report = debug::compareJob(request, *job);
+  auto report = debug::compareJob(opts.request, *job);
   if (!report)
     return fail(report.error());
   if (opts.format == "json")
@@ -57,12 +49,12 @@ void registerCompare(CLI::App &debug, Action &action) {
   CLI::App *cmd = debug.add_subcommand(
       "compare", "Compare the compiled kernels with the reference interpreter (or the fused "
                  "graph with the unfused one) value by value; name the first that diverges");
-  addModelRunFlags(*cmd, opts->request);
-  cmd->add_option("--against", opts->against,
+  addModelRunFlags(*cmd, opts->request.run);
+  cmd->add_option("--against", opts->request.against,
                   "reference (compiled kernels vs the interpreter) or unfused (the job's fused "
                   "graph vs every fusion switched off, both on the interpreter)")
       ->check(OneOf({"reference", "unfused"}));
-  cmd->add_option("--tol", opts->tolerance,
+  cmd->add_option("--tol", opts->request.tolerance,
                   "relative and absolute tolerance (default by dtype: f32 1e-4, f16 1e-2, "
                   "bf16 5e-2)")
       ->check(FiniteNonNegative);
@@ -70,34 +62,25 @@ void registerCompare(CLI::App &debug, Action &action) {
       ->check(NonNegativeInteger);
   cmd->add_option("--format", opts->format, "text or json")->check(OneOf({"text", "json"}));
   addJobFlags(*cmd, opts->job);
-  addKernelFlags(*cmd, opts->cache);
+  addKernelFlags(*cmd, opts->request.cache);
   cmd->callback([opts, &action] { action = [opts] { return runCompare(*opts); }; });
 }
 
 struct BisectOptions {
-  driver::ModelRequest model;
-  std::string weights, inputs; // --check accuracy
+  debug::BisectJobRequest request;
   JobFlags job;
-  driver::KernelSettings cache;
   std::string check = "compile";
-  double tolerance = 1e-2;
   std::string format = "text";
 };
 
 int runBisect(const BisectOptions &opts) {
-  const bool accuracy = opts.check == "accuracy";
-  if (accuracy && (opts.weights.empty() || opts.inputs.empty()))
+  debug::BisectJobRequest request = opts.request;
+  request.accuracy = opts.check == "accuracy";
+  if (request.accuracy && (request.weights.empty() || request.inputs.empty()))
     return usage("--check accuracy runs the model: give --weights and --inputs");
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
-  debug::BisectJobRequest request;
-  request.model = opts.model;
-  request.cache = opts.cache;
-  request.accuracy = accuracy;
-  request.weights = opts.weights;
-  request.inputs = opts.inputs;
-  request.tolerance = opts.tolerance;
   auto result = debug::bisectJob(request, *job);
   if (!result)
     return fail(result.error());
@@ -109,19 +92,19 @@ void registerBisect(CLI::App &debug, Action &action) {
   CLI::App *cmd = debug.add_subcommand(
       "bisect", "Find the pass or rule that causes a compile failure or an accuracy regression: "
                 "by group, by pass, then by the N-th group it formed");
-  addModelFlags(*cmd, opts->model);
+  addModelFlags(*cmd, opts->request.model);
   cmd->add_option("--check", opts->check,
                   "compile (default: the job's compile error) or accuracy (outputs beyond --tol "
                   "from the same run with every switchable pass off, or from that run under "
                   "force_fp32 when it is not finite)")
       ->check(OneOf({"compile", "accuracy"}));
-  cmd->add_option("--tol", opts->tolerance, "relative and absolute tolerance for accuracy")
+  cmd->add_option("--tol", opts->request.tolerance, "relative and absolute tolerance for accuracy")
       ->check(FiniteNonNegative);
-  cmd->add_option("--weights", opts->weights, "safetensors with the parameters (accuracy)");
-  cmd->add_option("--inputs", opts->inputs, "safetensors with input_ids (accuracy)");
+  cmd->add_option("--weights", opts->request.weights, "safetensors with the parameters (accuracy)");
+  cmd->add_option("--inputs", opts->request.inputs, "safetensors with input_ids (accuracy)");
   cmd->add_option("--format", opts->format, "text or json")->check(OneOf({"text", "json"}));
   addJobFlags(*cmd, opts->job);
-  addKernelFlags(*cmd, opts->cache);
+  addKernelFlags(*cmd, opts->request.cache);
   cmd->callback([opts, &action] { action = [opts] { return runBisect(*opts); }; });
 }
 

@@ -12,26 +12,16 @@ namespace kiln::cli {
 namespace {
 
 struct OverflowOptions {
-  driver::ReferenceRunRequest request;
+  debug::OverflowJobRequest request;
   JobFlags job;
-  driver::KernelSettings cache;
-  std::string dump_dir;
   std::string format = "text";
-  bool verify = true;
-  double tolerance = 1e-2;
 };
 
 int runOverflow(const OverflowOptions &opts) {
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
-  debug::OverflowJobRequest request;
-  request.run = opts.request;
-  request.cache = opts.cache;
-  request.dump_dir = opts.dump_dir;
-  request.verify = opts.verify;
-  request.tolerance = opts.tolerance;
-  auto report = debug::locateJobOverflow(request, *job);
+  auto report = debug::locateJobOverflow(opts.request, *job);
   if (!report)
     return fail(report.error());
   if (opts.format == "json")
@@ -48,17 +38,17 @@ void registerDebugOverflow(CLI::App &debug, Action &action) {
   CLI::App *cmd = debug.add_subcommand(
       "overflow", "Run with the float status and a finite check after every kernel, name the "
                   "first op that overflows and verify fixes for it (exit code 3 when found)");
-  addModelRunFlags(*cmd, opts->request);
-  cmd->add_option("--dump-dir", opts->dump_dir,
+  addModelRunFlags(*cmd, opts->request.run);
+  cmd->add_option("--dump-dir", opts->request.dump_dir,
                   "write the overflowing op's inputs and outputs here (safetensors)");
   cmd->add_option("--format", opts->format, "text or json")->check(OneOf({"text", "json"}));
-  cmd->add_flag("!--no-verify", opts->verify,
+  cmd->add_flag("!--no-verify", opts->request.verify,
                 "only suggest fixes; do not re-run the step with each one");
-  cmd->add_option("--fix-tolerance", opts->tolerance,
+  cmd->add_option("--fix-tolerance", opts->request.tolerance,
                   "a fix must give a loss within this relative distance of force_fp32's")
       ->check(FinitePositive);
   addJobFlags(*cmd, opts->job);
-  addKernelFlags(*cmd, opts->cache);
+  addKernelFlags(*cmd, opts->request.cache);
   cmd->callback([opts, &action] { action = [opts] { return runOverflow(*opts); }; });
 }
 

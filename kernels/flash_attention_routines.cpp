@@ -14,6 +14,8 @@
 #include <cblas.h>
 
 #include "ir/float_status.h"
+#include "kernels/bf16_block_gemm.h"
+#include "kernels/gemm.h"
 #include "kernels/library_kernel_util.h"
 #include "kernels/softmax_rows.h"
 
@@ -67,12 +69,45 @@ void gemm(bool trans_x, bool trans_y, int64_t m, int64_t n, int64_t k, float alp
               c, static_cast<int>(ldc));
 }
 
+// In bf16 on a host with bf16 units, the block products whose operands are
+// bf16 values (q, k, v, dout, and P once rounded) run on them: the same
+// exact products, summed in f32 in another order.
+bool bf16Products(const Attention &a) { return a.dtype == DType::BF16 && hostHasBf16Gemm(); }
+
+// The bf16 bits of row s0 of head n of a [B, heads, S, D] tensor, or null
+// where the block products are f32.
+const uint16_t *bf16Rows(const void *data, const Attention &a, int64_t heads, int64_t b, int64_t n,
+                         int64_t s0) {
+  return bf16Products(a) ? static_cast<const uint16_t *>(data) + a.row(heads, b, n, s0) : nullptr;
+}
+
+// P's bits for the bf16 products: P is rounded to bf16 already.
+const uint16_t *bf16Bits(const std::vector<float> &p, std::vector<uint16_t> &bits) {
+  bits.resize(p.size());
+  for (size_t i = 0; i < p.size(); ++i)
+    bits[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(p[i]) >> 16);
+  return bits.data();
+}
+
+// c [m, n] = op(x) op(y) (+ c when `accumulate`): on the bf16 operands where
+// given (x16, y16: the same values as x and y), else in f32.
+void product(bool trans_x, bool trans_y, int64_t m, int64_t n, int64_t k, float alpha,
+             const float *x, const uint16_t *x16, int64_t ldx, const float *y, const uint16_t *y16,
+             int64_t ldy, bool accumulate, float *c, int64_t ldc) {
+  if (x16 && y16 &&
+      bf16BlockGemm(m, n, k, alpha, {x16, ldx, trans_x}, {y16, ldy, trans_y}, accumulate, c, ldc))
+    return;
+  gemm(trans_x, trans_y, m, n, k, alpha, x, ldx, y, ldy, accumulate ? 1.0f : 0.0f, c, ldc);
+}
+
 // scores [rows, cols] = scale * q k^T of a query block at i0 against a key
 // block at j0, the keys a row does not see -inf.
-void blockScores(const Attention &a, const float *q, const float *k, int64_t i0, int64_t rows,
-                 int64_t j0, int64_t cols, std::vector<float> &scores) {
+void blockScores(const Attention &a, const float *q, const uint16_t *q16, const float *k,
+                 const uint16_t *k16, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                 std::vector<float> &scores) {
   scores.resize(static_cast<size_t>(rows * cols));
-  gemm(false, true, rows, cols, a.D, a.scale, q, a.D, k, a.D, 0.0f, scores.data(), cols);
+  product(false, true, rows, cols, a.D, a.scale, q, q16, a.D, k, k16, a.D, false, scores.data(),
+          cols);
   if (!a.causal || j0 + cols <= i0 + 1)
     return;
   for (int64_t r = 0; r < rows; ++r)
@@ -102,6 +137,7 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
   const int64_t kv = n / a.group(), D = a.D;
   // The head's keys and values, widened once: O(S D), read by every block.
   std::vector<float> qb, keys, values, p, acc;
+  std::vector<uint16_t> p16;
   loadRows(k, a, a.Nkv, b, kv, 0, a.keysFor(a.S - 1), keys);
   loadRows(v, a, a.Nkv, b, kv, 0, a.keysFor(a.S - 1), values);
   for (int64_t i0 = 0; i0 < a.S; i0 += kBlock) {
@@ -111,7 +147,8 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
     acc.assign(static_cast<size_t>(rows * D), 0.0f);
     for (int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
       const int64_t cols = std::min(kBlock, key_end - j0);
-      blockScores(a, qb.data(), &keys[j0 * D], i0, rows, j0, cols, p);
+      blockScores(a, qb.data(), bf16Rows(q, a, a.N, b, n, i0), &keys[j0 * D],
+                  bf16Rows(k, a, a.Nkv, b, kv, j0), i0, rows, j0, cols, p);
       for (int64_t r = 0; r < rows; ++r) {
         float *s = &p[r * cols];
         // A NaN score makes the row NaN (std::max would drop it).
@@ -126,8 +163,9 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
             acc[r * D + e] *= rescale;
       }
       roundProbabilities(p, a);
-      gemm(false, false, rows, D, cols, 1.0f, p.data(), cols, &values[j0 * D], D, 1.0f, acc.data(),
-           D);
+      const uint16_t *v16 = bf16Rows(v, a, a.Nkv, b, kv, j0);
+      product(false, false, rows, D, cols, 1.0f, p.data(), v16 ? bf16Bits(p, p16) : nullptr, cols,
+              &values[j0 * D], v16, D, true, acc.data(), D);
     }
     const int64_t base = a.row(a.N, b, n, i0);
     for (int64_t r = 0; r < rows; ++r)
@@ -196,6 +234,7 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
     dq[h].assign(static_cast<size_t>(a.S * D), 0.0f);
   }
   std::vector<float> kb, vb, p, ds, dk, dv;
+  std::vector<uint16_t> p16;
   for (int64_t j0 = 0; j0 < a.S; j0 += kBlock) {
     const int64_t cols = std::min(kBlock, a.S - j0);
     loadRows(in.k, a, a.Nkv, b, kv, j0, cols, kb);
@@ -207,14 +246,19 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
       for (int64_t i0 = a.causal ? j0 : 0; i0 < a.S; i0 += kBlock) {
         const int64_t rows = std::min(kBlock, a.S - i0);
         const float *qb = &qh.q[i0 * D];
-        blockScores(a, qb, kb.data(), i0, rows, j0, cols, p);
+        const uint16_t *q16 = bf16Rows(in.q, a, a.N, b, kv * g + h, i0);
+        const uint16_t *k16 = bf16Rows(in.k, a, a.Nkv, b, kv, j0);
+        const uint16_t *v16 = bf16Rows(in.v, a, a.Nkv, b, kv, j0);
+        const uint16_t *dout16 = bf16Rows(in.dout, a, a.N, b, kv * g + h, i0);
+        blockScores(a, qb, q16, kb.data(), k16, i0, rows, j0, cols, p);
         for (int64_t r = 0; r < rows; ++r)
           expShiftedDivide(&p[r * cols], cols, in.row_max[qh.stat + i0 + r],
                            in.row_sum[qh.stat + i0 + r]);
         // ds = scale * p * (dout v^T - delta)
         ds.resize(p.size());
         const float *dout = &qh.dout[i0 * D];
-        gemm(false, true, rows, cols, D, 1.0f, dout, D, vb.data(), D, 0.0f, ds.data(), cols);
+        product(false, true, rows, cols, D, 1.0f, dout, dout16, D, vb.data(), v16, D, false,
+                ds.data(), cols);
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t c = 0; c < cols; ++c)
             ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - qh.delta[i0 + r]) * a.scale;
@@ -225,7 +269,8 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
           gemm(true, false, cols, D, rows, 1.0f, ds.data(), cols, qb, D, 1.0f, dk.data(), D);
         if (in.dv) {
           roundProbabilities(p, a);
-          gemm(true, false, cols, D, rows, 1.0f, p.data(), cols, dout, D, 1.0f, dv.data(), D);
+          product(true, false, cols, D, rows, 1.0f, p.data(), dout16 ? bf16Bits(p, p16) : nullptr,
+                  cols, dout, dout16, D, true, dv.data(), D);
         }
       }
     }

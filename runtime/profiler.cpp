@@ -102,6 +102,17 @@ int Profiler::addProgram(const std::string &label, const Graph &graph,
     for (NodeId id : spec.members)
       info.members.push_back(graph.node(id).name + "(" + graph.node(id).op + ")");
     info.cost = codegen::kernelCost(graph, spec);
+    const std::string &op = graph.node(spec.members.front()).op;
+    if (!kernel.host && !kernel.build.gemm && spec.members.size() == 1 &&
+        (op == "FlashAttentionScore" || op == "FlashAttentionScoreGrad")) {
+      // Fused attention is its matmuls (the cost model counts their 2*M*N*K):
+      // part of the step's GEMM work and its floor, at its operands' rate.
+      info.gemm_flops = info.cost.matmul_flops;
+      info.gemm_rate = graph.type(spec.inputs[0]).dtype == DType::BF16 &&
+                               roofline_.best_bf16_gemm_flops_per_s > 0
+                           ? roofline_.best_bf16_gemm_flops_per_s
+                           : roofline_.best_f32_gemm_flops_per_s;
+    }
     if (const auto &gemm = kernel.build.gemm; gemm && !kernel.host) {
       info.gemm_flops = 2.0 * static_cast<double>(gemm->batch) * static_cast<double>(gemm->m) *
                         static_cast<double>(gemm->n) * static_cast<double>(gemm->k);

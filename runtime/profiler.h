@@ -70,8 +70,9 @@ private:
     std::string input_shapes, output_shapes, data_types;
     std::vector<std::string> members; // "name(Op)"
     codegen::KernelCost cost;
-    // A kernel driving a matmul: its 2*M*N*K and the host's best GEMM rate
-    // for its operands' dtype (HostRoofline); 0 otherwise.
+    // A kernel driving a matmul, or fused attention: its matmuls' 2*M*N*K
+    // and the host's best GEMM rate for its operands' dtype (HostRoofline);
+    // 0 otherwise.
     double gemm_flops = 0, gemm_rate = 0;
   };
   struct Program {

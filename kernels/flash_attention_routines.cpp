@@ -14,7 +14,7 @@
 #include <cblas.h>
 
 #include "ir/float_status.h"
-#include "kernels/bf16_block_gemm.h"
+#include "kernels/block_gemm.h"
 #include "kernels/gemm.h"
 #include "kernels/library_kernel_util.h"
 #include "kernels/softmax_rows.h"
@@ -90,12 +90,18 @@ const uint16_t *bf16Bits(const std::vector<float> &p, std::vector<uint16_t> &bit
 }
 
 // c [m, n] = op(x) op(y) (+ c when `accumulate`): on the bf16 operands where
-// given (x16, y16: the same values as x and y), else in f32.
+// given (x16, y16: the same values as x and y), else in f32; on oneDNN
+// (OpenBLAS 0.3.21's sgemm is about half its speed on recent cores, see
+// docs/notes/gemm-backend.md), on sgemm where oneDNN refuses.
 void product(bool trans_x, bool trans_y, int64_t m, int64_t n, int64_t k, float alpha,
              const float *x, const uint16_t *x16, int64_t ldx, const float *y, const uint16_t *y16,
              int64_t ldy, bool accumulate, float *c, int64_t ldc) {
   if (x16 && y16 &&
-      bf16BlockGemm(m, n, k, alpha, {x16, ldx, trans_x}, {y16, ldy, trans_y}, accumulate, c, ldc))
+      blockGemm(DType::BF16, m, n, k, alpha, {x16, ldx, trans_x}, {y16, ldy, trans_y}, accumulate,
+                c, ldc))
+    return;
+  if (blockGemm(DType::F32, m, n, k, alpha, {x, ldx, trans_x}, {y, ldy, trans_y}, accumulate, c,
+                ldc))
     return;
   gemm(trans_x, trans_y, m, n, k, alpha, x, ldx, y, ldy, accumulate ? 1.0f : 0.0f, c, ldc);
 }
@@ -263,10 +269,11 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
           for (int64_t c = 0; c < cols; ++c)
             ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - qh.delta[i0 + r]) * a.scale;
         if (in.dq)
-          gemm(false, false, rows, D, cols, 1.0f, ds.data(), cols, kb.data(), D, 1.0f,
-               &dq[h][i0 * D], D);
+          product(false, false, rows, D, cols, 1.0f, ds.data(), nullptr, cols, kb.data(), nullptr,
+                  D, true, &dq[h][i0 * D], D);
         if (in.dk)
-          gemm(true, false, cols, D, rows, 1.0f, ds.data(), cols, qb, D, 1.0f, dk.data(), D);
+          product(true, false, cols, D, rows, 1.0f, ds.data(), nullptr, cols, qb, nullptr, D, true,
+                  dk.data(), D);
         if (in.dv) {
           roundProbabilities(p, a);
           product(true, false, cols, D, rows, 1.0f, p.data(), dout16 ? bf16Bits(p, p16) : nullptr,

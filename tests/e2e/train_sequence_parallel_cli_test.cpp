@@ -140,9 +140,12 @@ TEST_F(SequenceParallelCli, Qwen14BActivationsFallAsTheFormulaSays) {
   for (const char *seq : {"2048", "8192"}) {
     double plan[2] = {}, formula[2] = {};
     for (int sp = 0; sp < 2; ++sp) {
-      Result r = run("train " + k14b + " --compile-only --devices 8 --tp 8 --batch 1 --seq " + seq +
-                     " --dtype f16 --target ascend910b --device-memory 256GiB" +
-                     (sp ? " --sequence-parallel" : ""));
+      Result r =
+          run("train " + k14b + " --compile-only --devices 8 --tp 8 --batch 1 --seq " + seq +
+              " --dtype f16 --target ascend910b --device-memory 256GiB" +
+              // The attention unfused: with FlashAttentionFusionPass the
+              // activations no longer set the peak at seq 2048.
+              " --disable-pass FlashAttentionFusionPass" + (sp ? " --sequence-parallel" : ""));
       ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
       std::smatch step, paper;
       ASSERT_TRUE(std::regex_search(r.out, step,

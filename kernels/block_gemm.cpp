@@ -1,7 +1,7 @@
-// See bf16_block_gemm.h. A block product of flash attention is a few
+// See block_gemm.h. A block product of flash attention is a few
 // microseconds of work: the primitive is made once per shape on each
 // thread, and each call only wraps the pointers.
-#include "kernels/bf16_block_gemm.h"
+#include "kernels/block_gemm.h"
 
 #include <map>
 #include <tuple>
@@ -12,8 +12,9 @@
 namespace kiln::kernels {
 namespace {
 
-using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, bool,
-                         float>; // m, n, k, lda, ldb, ldc, trans a, trans b, accumulate, alpha
+// dtype, m, n, k, lda, ldb, ldc, trans a, trans b, accumulate, alpha
+using Shape = std::tuple<DType, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool,
+                         bool, float>;
 
 struct Primitive {
   dnnl::memory::desc a, b, c;
@@ -39,17 +40,21 @@ dnnl::memory::desc matrix(int64_t rows, int64_t cols, dnnl::memory::data_type ty
 
 } // namespace
 
-bool bf16BlockGemm(int64_t m, int64_t n, int64_t k, float alpha, Bf16Operand a, Bf16Operand b,
-                   bool accumulate, float *c, int64_t ldc) {
+bool blockGemm(DType dtype, int64_t m, int64_t n, int64_t k, float alpha, BlockOperand a,
+               BlockOperand b, bool accumulate, float *c, int64_t ldc) {
   using dt = dnnl::memory::data_type;
+  if (dtype != DType::BF16 && dtype != DType::F32)
+    return false;
+  const dt type = dtype == DType::BF16 ? dt::bf16 : dt::f32;
   thread_local ThreadState state;
   try {
-    const Shape shape{m, n, k, a.ld, b.ld, ldc, a.transposed, b.transposed, accumulate, alpha};
+    const Shape shape{dtype,        m,          n,    k, a.ld, b.ld, ldc, a.transposed,
+                      b.transposed, accumulate, alpha};
     auto it = state.primitives.find(shape);
     if (it == state.primitives.end()) {
       Primitive p;
-      p.a = matrix(m, k, dt::bf16, a.ld, a.transposed);
-      p.b = matrix(k, n, dt::bf16, b.ld, b.transposed);
+      p.a = matrix(m, k, type, a.ld, a.transposed);
+      p.b = matrix(k, n, type, b.ld, b.transposed);
       p.c = matrix(m, n, dt::f32, ldc, false);
       dnnl::primitive_attr attr;
       if (alpha != 1.0f)
@@ -66,8 +71,8 @@ bool bf16BlockGemm(int64_t m, int64_t n, int64_t k, float alpha, Bf16Operand a, 
     const Primitive &p = it->second;
     p.matmul.execute(
         state.stream,
-        {{DNNL_ARG_SRC, dnnl::memory(p.a, state.engine, const_cast<uint16_t *>(a.data))},
-         {DNNL_ARG_WEIGHTS, dnnl::memory(p.b, state.engine, const_cast<uint16_t *>(b.data))},
+        {{DNNL_ARG_SRC, dnnl::memory(p.a, state.engine, const_cast<void *>(a.data))},
+         {DNNL_ARG_WEIGHTS, dnnl::memory(p.b, state.engine, const_cast<void *>(b.data))},
          {DNNL_ARG_DST, dnnl::memory(p.c, state.engine, c)}});
     state.stream.wait();
     return true;

@@ -132,6 +132,30 @@ protected:
     return out;
   }
 
+  // The losses and gradient norms of a --log-json run, step by step, each
+  // within `rtol` of `want`'s: a layout that must train as one device does.
+  static void expectNearLog(const std::vector<nlohmann::json> &want,
+                            const std::vector<nlohmann::json> &got, double rtol,
+                            const std::string &name) {
+    ASSERT_EQ(got.size(), want.size()) << name;
+    for (size_t i = 0; i < want.size(); ++i)
+      for (const char *field : {"loss", "grad_norm"}) {
+        const double w = want[i][field];
+        EXPECT_NEAR(got[i][field].get<double>(), w, rtol * w)
+            << name << " step " << i + 1 << " " << field;
+      }
+  }
+
+  // The same losses and gradient norms, bit for bit: what MPI must give.
+  static void expectSameLog(const std::vector<nlohmann::json> &want,
+                            const std::vector<nlohmann::json> &got) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i]["loss"], want[i]["loss"]) << "step " << i + 1;
+      EXPECT_EQ(got[i]["grad_norm"], want[i]["grad_norm"]) << "step " << i + 1;
+    }
+  }
+
   // Two checkpoints (safetensors files in the test's folder) hold the same
   // tensors, bit for bit: what a resumed run must end with.
   void expectSameTensors(const std::string &want, const std::string &got) const {

@@ -68,12 +68,7 @@ TEST_F(TrainCli, TensorParallelMatchesOneDevice) {
            {"tp2dp4z", "--devices 8 --tp 2 --zero 1"}}) {
     const std::vector<json> got = trainAs(name, flags);
     ASSERT_EQ(got.size(), 20u) << name;
-    for (size_t i = 0; i < one.size(); ++i)
-      for (const char *field : {"loss", "grad_norm"}) {
-        const double w = one[i][field];
-        EXPECT_NEAR(got[i][field].get<double>(), w, 1e-4 * w)
-            << name << " step " << i + 1 << " " << field;
-      }
+    expectNearLog(one, got, 1e-4, name);
     expectNearTensors("one/step-000020.safetensors", name + "/step-000020.safetensors", 1e-4);
   }
   EXPECT_LT(one.back()["loss"].get<double>(), one.front()["loss"].get<double>() - 0.05);
@@ -302,12 +297,7 @@ TEST_F(TrainCli, GradientAccumulationTrainsAsTheWholeBatch) {
            {"tp2dp2k2", "--devices 4 --tp 2 --grad-accum 2"}}) {
     const std::vector<json> got = trainAs(name, flags);
     ASSERT_EQ(got.size(), 12u) << name;
-    for (size_t i = 0; i < whole.size(); ++i)
-      for (const char *field : {"loss", "grad_norm"}) {
-        const double w = whole[i][field];
-        EXPECT_NEAR(got[i][field].get<double>(), w, 1e-5 * w)
-            << name << " step " << i + 1 << " " << field;
-      }
+    expectNearLog(whole, got, 1e-5, name);
   }
   Result plan = run(batch32 + "--devices 1 --grad-accum 4 --compile-only");
   ASSERT_EQ(plan.exit_code, 0) << plan.err;

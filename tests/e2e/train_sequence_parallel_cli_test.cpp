@@ -40,12 +40,7 @@ protected:
     for (const auto &[name, flags] : layouts) {
       const std::vector<json> got = trainAs(model, name, flags);
       ASSERT_EQ(got.size(), 20u) << name;
-      for (size_t i = 0; i < one.size(); ++i)
-        for (const char *field : {"loss", "grad_norm"}) {
-          const double w = one[i][field];
-          EXPECT_NEAR(got[i][field].get<double>(), w, 1e-5 * w)
-              << name << " step " << i + 1 << " " << field;
-        }
+      expectNearLog(one, got, 1e-5, name);
       expectNearTensors("one/step-000020.safetensors", name + "/step-000020.safetensors", 1e-4);
     }
     EXPECT_LT(one.back()["loss"].get<double>(), one.front()["loss"].get<double>() - 0.05);
@@ -121,10 +116,7 @@ TEST_F(SequenceParallelCli, TwoMpiProcessesMatchOne) {
   ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
   std::vector<json> one = logLines("one.jsonl"), two = logLines("mpi.jsonl");
   ASSERT_EQ(two.size(), 4u);
-  for (size_t i = 0; i < one.size(); ++i) {
-    EXPECT_EQ(two[i]["loss"], one[i]["loss"]) << "step " << i + 1;
-    EXPECT_EQ(two[i]["grad_norm"], one[i]["grad_norm"]) << "step " << i + 1;
-  }
+  expectSameLog(one, two);
   expectSameTensors("one/step-000004.safetensors", "mpi/step-000004.safetensors");
 }
 

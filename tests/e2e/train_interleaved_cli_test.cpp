@@ -48,8 +48,9 @@ TEST_F(InterleavedCli, InterleavedAndUnevenStagesTrainAsOneDevice) {
   for (const auto &[name, flags] : std::vector<std::pair<std::string, std::string>>{
            {"pp2v2", "--devices 2 --pp 2 --virtual-stages 2 --micro-batches 4"},
            {"pp4v2", "--devices 4 --pp 4 --virtual-stages 2 --micro-batches 8"},
-           {"pp2v2tp2z1full", "--devices 8 --pp 2 --virtual-stages 2 --tp 2 --zero 1 "
-                              "--recompute full --micro-batches 2"},
+           {"pp2v2tp2spz1full", "--devices 8 --pp 2 --virtual-stages 2 --tp 2 --sequence-parallel "
+                                "--zero 1 "
+                                "--recompute full --micro-batches 2"},
            {"uneven", "--devices 4 --pp 4 --pp-layers 1,3,3,1 --micro-batches 4"},
            {"unevenv2", "--devices 2 --pp 2 --virtual-stages 2 --pp-layers 1,3,3,1 "
                         "--micro-batches 2"}}) {

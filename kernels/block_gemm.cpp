@@ -6,8 +6,9 @@
 #include <map>
 #include <tuple>
 
-#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "kernels/gemm.h"
 
 namespace kiln::kernels {
 namespace {
@@ -26,9 +27,7 @@ struct ThreadState {
   dnnl::stream stream{engine};
   std::map<Shape, Primitive> primitives;
   ThreadState() {
-    // The caller's threads are the parallelism: oneDNN's OpenMP team on
-    // this thread is one thread.
-    omp_set_num_threads(1);
+    keepOneDnnOnThisThread(); // the caller's threads are the parallelism
   }
 };
 

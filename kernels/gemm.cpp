@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include <cblas.h>
-#include <omp.h>
+#include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "ir/float16.h"
@@ -92,10 +92,7 @@ bool gemmDnnlBlock(const GemmPlan &plan, DType dtype, const void *a, const void 
   const int64_t batch = batch_end - batch_begin, cols = col_end - col_begin;
   if (batch <= 0 || cols <= 0)
     return true;
-  // oneDNN's OpenMP threads would keep spinning on the cores after the call,
-  // where the executor's pool runs the next kernels: the caller's tiles are
-  // the parallelism, and this thread's own OpenMP team is one thread.
-  omp_set_num_threads(1);
+  keepOneDnnOnThisThread();
   const size_t element = dtype == DType::BF16 ? 2 : 4;
   const auto *a_bytes = static_cast<const uint8_t *>(a) + batch_begin * m * k * element;
   // op(B) columns [col_begin, col_end): columns of B, or rows of a transposed B.
@@ -130,5 +127,16 @@ bool gemmBf16(const GemmPlan &plan, const void *a, const void *b, float *c) {
 }
 
 void useSingleThreadedBlas() { openblas_set_num_threads(1); }
+
+void keepOneDnnOnThisThread() {
+  // oneDNN's OpenMP runtime (libgomp, loaded with libdnnl) looked up at run
+  // time: kiln itself is not built with OpenMP, which clang's builds (the
+  // fuzzers) would need another runtime's headers for. The setting is the
+  // calling thread's own.
+  using SetThreads = void (*)(int);
+  static const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (set)
+    set(1);
+}
 
 } // namespace kiln::kernels

@@ -71,4 +71,9 @@ bool gemmBf16(const GemmPlan &plan, const void *a, const void *b, float *c);
 // Makes the BLAS single-threaded: kiln's executor runs tiles in parallel itself.
 void useSingleThreadedBlas();
 
+// Makes oneDNN run its calls from this thread on this thread alone: its
+// OpenMP threads would otherwise keep spinning on the cores after a call,
+// where the executor's pool runs the next kernels.
+void keepOneDnnOnThisThread();
+
 } // namespace kiln::kernels

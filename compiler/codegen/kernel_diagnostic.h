@@ -17,7 +17,8 @@ inline constexpr const char *kErrL0cOverflow = "E40002";     // matmul output ti
 inline constexpr const char *kErrFixPipeEpilogue = "E40003"; // FixPipe cannot apply an op
 inline constexpr const char *kErrDType = "E40004";           // dtype the target lacks
 inline constexpr const char *kErrCubeDType = "E40005";       // matmul operand dtype the cube lacks
-inline constexpr const char *kErrLowering = "E49001";        // no kernel lowering for an op
+inline constexpr const char *kErrFusedOp = "E40006";  // a fused op the target lacks or cannot tile
+inline constexpr const char *kErrLowering = "E49001"; // no kernel lowering for an op
 
 struct KernelMember {
   std::string name; // scoped node name: "transformer.h.3.attn.softmax"

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <set>
 
+#include "passes/fusion/flash_attention_fusion.h"
 #include "passes/fusion/ub_budget.h"
 
 namespace kiln::codegen {
@@ -78,6 +79,22 @@ std::vector<KernelDiagnostic> checkKernel(const passes::FusionView &view, const 
   for (DType d : missing)
     fail(kErrDType,
          "uses " + std::string(dtypeName(d)) + ", which " + target.name + " does not have");
+
+  // CANN's fused attention, as FlashAttentionFusionPass checks it before it
+  // fuses: here for one read from a graph file.
+  for (NodeId n : kernel.members) {
+    const Node &node = graph.node(n);
+    if (node.op != passes::kFlashAttentionOp && node.op != "FlashAttentionScoreGrad")
+      continue;
+    if (!target.hasFusedOp(passes::kFlashAttentionOp))
+      fail(kErrFusedOp, "'" + node.name + "' is a " + node.op + ", which " + target.name +
+                            " does not have (CANN ships the fused attention for the Atlas A2 "
+                            "series)");
+    else if (passes::Verdict fit =
+                 passes::flashAttentionTilesFit(target, graph.type(node.inputs[0]));
+             !fit)
+      fail(kErrFusedOp, "'" + node.name + "': " + fit.reason());
+  }
 
   // The UB: streamed tiles, plus the rows a fused row kernel holds. The tile
   // halves from the target's vector tile until the working set fits.

@@ -182,23 +182,6 @@ private:
 // (compute dtype) in L0A and L0B, the Br x Bc f32 scores in L0C, and in the
 // UB the probabilities, the output accumulator (Br x D, f32) and the row
 // statistics. Br = Bc, halved from 128 until everything fits.
-Verdict tilesFit(const target::Target &t, const TensorType &q) {
-  const int64_t d = q.shape[3], bytes = static_cast<int64_t>(dtypeSize(q.dtype));
-  for (int64_t br = std::min<int64_t>(kTileRows, std::max<int64_t>(q.shape[2], 16)); br >= 16;
-       br /= 2) {
-    const int64_t l0a = br * d * bytes, l0c = br * br * 4;
-    const int64_t ub = br * br * 4 + br * d * 4 + 2 * br * 4;
-    if (l0a <= t.memory.l0a_bytes && l0a <= t.memory.l0b_bytes && l0c <= t.memory.l0c_bytes &&
-        ub <= t.memory.ub_bytes)
-      return Verdict::allow();
-  }
-  return Verdict::forbid("head size " + std::to_string(d) + " does not fit " + t.name +
-                         "'s buffers even with 16-row tiles: 16 x " + std::to_string(d) + " x " +
-                         std::to_string(bytes) + " bytes of q against L0A " +
-                         std::to_string(t.memory.l0a_bytes) + ", and 16 x (16 + " +
-                         std::to_string(d) + ") f32 in the UB against " +
-                         std::to_string(t.memory.ub_bytes));
-}
 
 std::string fusedName(const Graph &g, const Node &softmax) {
   const size_t dot = softmax.name.rfind('.');
@@ -271,7 +254,7 @@ public:
         result.reject(node, why);
         continue;
       }
-      if (Verdict fit = tilesFit(ctx.target(), graph.type(core->q)); !fit) {
+      if (Verdict fit = flashAttentionTilesFit(ctx.target(), graph.type(core->q)); !fit) {
         result.reject(node, fit);
         continue;
       }
@@ -303,6 +286,24 @@ private:
 KILN_REGISTER_PASS(FlashAttentionFusionPass);
 
 } // namespace
+
+Verdict flashAttentionTilesFit(const target::Target &t, const TensorType &q) {
+  const int64_t d = q.shape[3], bytes = static_cast<int64_t>(dtypeSize(q.dtype));
+  for (int64_t br = std::min<int64_t>(kTileRows, std::max<int64_t>(q.shape[2], 16)); br >= 16;
+       br /= 2) {
+    const int64_t l0a = br * d * bytes, l0c = br * br * 4;
+    const int64_t ub = br * br * 4 + br * d * 4 + 2 * br * 4;
+    if (l0a <= t.memory.l0a_bytes && l0a <= t.memory.l0b_bytes && l0c <= t.memory.l0c_bytes &&
+        ub <= t.memory.ub_bytes)
+      return Verdict::allow();
+  }
+  return Verdict::forbid("head size " + std::to_string(d) + " does not fit " + t.name +
+                         "'s buffers even with 16-row tiles: 16 x " + std::to_string(d) + " x " +
+                         std::to_string(bytes) + " bytes of q against L0A " +
+                         std::to_string(t.memory.l0a_bytes) + ", and 16 x (16 + " +
+                         std::to_string(d) + ") f32 in the UB against " +
+                         std::to_string(t.memory.ub_bytes));
+}
 
 bool fusesAttention(const PassContext &ctx) {
   const Pass *pass = PassRegistry::builtin().find(kFlashAttentionPassName);

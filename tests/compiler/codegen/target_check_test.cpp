@@ -139,6 +139,40 @@ TEST(TargetCheck, DtypesTheChipLacksAreE40004AndE40005) {
   EXPECT_TRUE(cube) << f32.message();
 }
 
+// A FlashAttentionScore read from a graph file: [1, 2, 8, head] q, k, v.
+Graph flashAttention(int64_t head, DType dtype) {
+  Graph g("attn");
+  const TensorType t{dtype, {1, 2, 8, head}};
+  ValueId q = g.addInput("q", t, InputRole::Data), k = g.addInput("k", t, InputRole::Data),
+          v = g.addInput("v", t, InputRole::Data);
+  ops::OpBuilder b(g);
+  std::vector<ValueId> out = b.createMulti("FlashAttentionScore", "layer.attn.flash_attention",
+                                           {q, k, v}, {{"scale", 0.125}, {"causal", true}});
+  g.addOutput("out", out[0]);
+  return g;
+}
+
+TEST(TargetCheck, FusedAttentionTheTargetLacksOrCannotTileIsE40006) {
+  codegen::KernelCompileFailure missing =
+      failureOf(flashAttention(16, DType::F16), targetNamed("ascend910"));
+  ASSERT_EQ(missing.diagnostics.size(), 1u);
+  EXPECT_EQ(missing.diagnostics[0].code, "E40006");
+  EXPECT_NE(missing.diagnostics[0].constraint.find("which ascend910 does not have"),
+            std::string::npos)
+      << missing.diagnostics[0].constraint;
+  // 16 rows of a 4096-wide f16 head are 128 KiB, past the 910B's L0A.
+  codegen::KernelCompileFailure wide =
+      failureOf(flashAttention(4096, DType::F16), targetNamed("ascend910b"));
+  ASSERT_EQ(wide.diagnostics.size(), 1u);
+  EXPECT_EQ(wide.diagnostics[0].code, "E40006");
+  EXPECT_NE(wide.diagnostics[0].constraint.find("head size 4096 does not fit ascend910b"),
+            std::string::npos)
+      << wide.diagnostics[0].constraint;
+  EXPECT_TRUE(codegen::compileKernels(flashAttention(16, DType::F16), targetNamed("ascend910b"), {},
+                                      nullptr)
+                  .isOk());
+}
+
 TEST(TargetCheck, MatmulKernelsReportTheirL0cTile) {
   Graph g = matmulThen("Cast", DType::F16);
   groupAll(g, "matmul_fixpipe", "TbeMatmulFixPipeFusionPass");

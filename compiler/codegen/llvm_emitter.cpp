@@ -10,6 +10,7 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "compiler/codegen/llvm_scalar_ops.h"
 #include "compiler/codegen/llvm_storage.h"
 #include "ir/float16.h"
 
@@ -336,103 +337,19 @@ private:
       return loadStage(e.buffer, idx);
     }
     case ExprKind::Unary:
-      return emitUnary(e.unary, operand(0), f);
+      return emitUnary(b_, e.unary, operand(0), f);
     case ExprKind::Binary:
-      return emitBinary(e.binary, operand(0), operand(1), f);
+      return emitBinary(b_, e.binary, operand(0), operand(1), f);
     case ExprKind::Select:
       return b_.CreateSelect(operand(0), operand(1), operand(2));
     case ExprKind::Convert:
-      return emitConvert(operand(0), e.operands[0]->type, e.type);
+      return emitConvert(b_, operand(0), e.operands[0]->type, e.type);
     case ExprKind::Round:
       return storage_.roundTo(operand(0), e.dtype);
     case ExprKind::Reduce:
       return emitReduce(e, env);
     }
     return nullptr;
-  }
-
-  Value *emitUnary(UnaryOp op, Value *x, bool f) {
-    switch (op) {
-    case UnaryOp::Neg:
-      return f ? b_.CreateFNeg(x) : b_.CreateSub(b_.getInt64(0), x);
-    case UnaryOp::Exp: {
-      // exp(x) rounds to 0 in f32 for x < -104 (below 2^-150). Those lanes
-      // take 0 directly and hand exp a harmless 0: libmvec sends a whole
-      // vector holding one underflowing argument (a masked score, the
-      // lowest finite float minus the row max) to a scalar fallback. NaN
-      // compares false and goes through exp.
-      Value *underflows = b_.CreateFCmpOLT(x, fconstant(-104.0f));
-      Value *e = call(llvm::Intrinsic::exp, {b_.CreateSelect(underflows, fconstant(0), x)});
-      return b_.CreateSelect(underflows, fconstant(0), e);
-    }
-    case UnaryOp::Log:
-      return call(llvm::Intrinsic::log, {x});
-    case UnaryOp::Sqrt:
-      return call(llvm::Intrinsic::sqrt, {x});
-    case UnaryOp::Cos:
-      return call(llvm::Intrinsic::cos, {x});
-    case UnaryOp::Sin:
-      return call(llvm::Intrinsic::sin, {x});
-    case UnaryOp::Abs:
-      return f ? call(llvm::Intrinsic::fabs, {x})
-               : b_.CreateIntrinsic(llvm::Intrinsic::abs, {x->getType()}, {x, b_.getFalse()});
-    case UnaryOp::Not:
-      return b_.CreateNot(x);
-    }
-    return nullptr;
-  }
-
-  Value *emitBinary(BinaryOp op, Value *a, Value *c, bool f) {
-    switch (op) {
-    case BinaryOp::Add:
-      return f ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
-    case BinaryOp::Sub:
-      return f ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
-    case BinaryOp::Mul:
-      return f ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
-    case BinaryOp::Div:
-      return f ? b_.CreateFDiv(a, c) : b_.CreateSDiv(a, c);
-    case BinaryOp::Max:
-      return f ? call(llvm::Intrinsic::maxnum, {a, c}) : call(llvm::Intrinsic::smax, {a, c});
-    case BinaryOp::Min:
-      return f ? call(llvm::Intrinsic::minnum, {a, c}) : call(llvm::Intrinsic::smin, {a, c});
-    case BinaryOp::Pow:
-      return call(llvm::Intrinsic::pow, {a, c});
-    case BinaryOp::Rem:
-      return b_.CreateSRem(a, c);
-    case BinaryOp::And:
-      return b_.CreateAnd(a, c);
-    case BinaryOp::Or:
-      return b_.CreateOr(a, c);
-    case BinaryOp::Lt:
-      return f ? b_.CreateFCmpOLT(a, c) : b_.CreateICmpSLT(a, c);
-    case BinaryOp::Le:
-      return f ? b_.CreateFCmpOLE(a, c) : b_.CreateICmpSLE(a, c);
-    case BinaryOp::Eq:
-      return f ? b_.CreateFCmpOEQ(a, c) : b_.CreateICmpEQ(a, c);
-    case BinaryOp::Ne:
-      return f ? b_.CreateFCmpUNE(a, c) : b_.CreateICmpNE(a, c);
-    case BinaryOp::Gt:
-      return f ? b_.CreateFCmpOGT(a, c) : b_.CreateICmpSGT(a, c);
-    case BinaryOp::Ge:
-      return f ? b_.CreateFCmpOGE(a, c) : b_.CreateICmpSGE(a, c);
-    }
-    return nullptr;
-  }
-
-  Value *emitConvert(Value *x, ScalarType from, ScalarType to) {
-    if (from == to)
-      return x;
-    if (to == ScalarType::Bool)
-      return from == ScalarType::F32 ? b_.CreateFCmpUNE(x, fconstant(0))
-                                     : b_.CreateICmpNE(x, b_.getInt64(0));
-    if (to == ScalarType::F32)
-      return from == ScalarType::Bool ? b_.CreateUIToFP(x, b_.getFloatTy())
-                                      : b_.CreateSIToFP(x, b_.getFloatTy());
-    // to i64
-    if (from == ScalarType::Bool)
-      return b_.CreateZExt(x, b_.getInt64Ty());
-    return b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt64Ty(), b_.getFloatTy()}, {x});
   }
 
   Value *emitReduce(const Expr &e, const Env &env) {

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "compiler/frontend/decoder_model_checks.h"
+#include "compiler/frontend/decoder_rotary.h"
 #include "ops/op_builder.h"
 
 namespace kiln::frontend {
@@ -29,8 +30,8 @@ public:
         kv_heads_(std::max<int64_t>(config.kvHeads() / tp_, 1)),
         kv_groups_(config.kvHeads() < tp_ ? config.kvHeads() : 1), hd_(config.headDim()),
         A_(heads_ * hd_), KV_(kv_heads_ * hd_), F_(config.mlpWidth() / tp_),
-        V_(paddedLength(config.vocab_size, tp_) / tp_), rot_(config.rotaryDim()),
-        sp_(options.sequence_parallel && tp_ > 1), lora_scale_(0), params_(std::move(params)) {
+        V_(paddedLength(config.vocab_size, tp_) / tp_), sp_(options.sequence_parallel && tp_ > 1),
+        lora_scale_(0), params_(std::move(params)) {
     if (options.lora.enabled())
       lora_scale_ = options.lora.scale();
     if (options.lora.enabled() && options.lora.dropout > 0) {
@@ -50,7 +51,7 @@ public:
     {
       auto model = b_.scope(fam_.model);
       x = embedding(input_ids);
-      rotaryTables();
+      rotary_ = rotaryTables(b_, config_, S_);
       for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
         auto layer = b_.scope(std::string(fam_.layers) + "." + std::to_string(i));
         x = block(i, x);
@@ -76,15 +77,12 @@ private:
     assert(it != params_.end() && "decoderParameters() and the builder disagree");
     return it->second;
   }
-  // No node when the dtype already matches.
   ValueId cast(ValueId x, DType from, DType to, std::string_view name) {
-    if (from == to)
-      return x;
-    return b_.create("Cast", name, {x}, {{"dtype", to}});
+    return castTo(b_, x, from, to, name);
   }
 
   ValueId reshape(ValueId x, Shape shape, std::string_view name) {
-    return b_.create("Reshape", name, {x}, {{"shape", std::move(shape)}});
+    return reshapeTo(b_, x, std::move(shape), name);
   }
 
   // x [B,S,in] -> [B,S,out] through nn.Linear (weight [out,in]).
@@ -223,52 +221,6 @@ private:
     return b_.create("Mul", "mul_weight", {y, weight});
   }
 
-  // rotary_emb: cos/sin [S, D] in f32, shaped [1,S,1,D] to broadcast over
-  // [B,S,heads,D]; Llama 3.1's frequencies scaled where the config says so.
-  void rotaryTables() {
-    AttrMap attrs{{"seq_len", S_}, {"dim", rot_}, {"base", config_.rope_theta}};
-    if (const RopeScaling &r = config_.rope_scaling; r.enabled()) {
-      attrs.set("scaling_factor", r.factor);
-      attrs.set("low_freq_factor", r.low_freq_factor);
-      attrs.set("high_freq_factor", r.high_freq_factor);
-      attrs.set("original_max_position", r.original_max_position_embeddings);
-    }
-    std::vector<ValueId> cs = b_.createMulti("RotaryCosSin", "rotary_emb", {}, std::move(attrs));
-    if (cs.size() != 2) {
-      if (!cs.empty())
-        b_.fail(Error(b_.scopedName("rotary_emb") + ": RotaryCosSin gave " +
-                      std::to_string(cs.size()) + " outputs, expected cos and sin"));
-      return;
-    }
-    cos_ = reshape(cs[0], {1, S_, 1, rot_}, "rotary_emb.cos");
-    sin_ = reshape(cs[1], {1, S_, 1, rot_}, "rotary_emb.sin");
-  }
-
-  // apply_rotary_pos_emb on [B,S,heads,hd] in f32; with rotary_pct < 1 only
-  // the first D channels turn, the rest pass through.
-  ValueId rotary(ValueId x, std::string_view name, int64_t heads) {
-    auto s = b_.scope(name);
-    ValueId xf = cast(x, dt_, DType::F32, "to_f32");
-    bool partial = rot_ < hd_;
-    ValueId rot = xf;
-    ValueId pass = kNoValue;
-    if (partial) {
-      rot = b_.create("Slice", "rot", {xf},
-                      {{"begin", std::vector<int64_t>{0, 0, 0, 0}},
-                       {"end", std::vector<int64_t>{B_, S_, heads, rot_}}});
-      pass = b_.create("Slice", "pass", {xf},
-                       {{"begin", std::vector<int64_t>{0, 0, 0, rot_}},
-                        {"end", std::vector<int64_t>{B_, S_, heads, hd_}}});
-    }
-    ValueId with_cos = b_.create("Mul", "mul_cos", {rot, cos_});
-    ValueId half = b_.create("RotateHalf", "rotate_half", {rot});
-    ValueId with_sin = b_.create("Mul", "mul_sin", {half, sin_});
-    ValueId y = b_.create("Add", "add", {with_cos, with_sin});
-    if (partial)
-      y = b_.create("Concat", "concat", {y, pass}, {{"axis", int64_t{3}}});
-    return cast(y, DType::F32, dt_, "to_dtype");
-  }
-
   // The family's q, k and v projections of x (this rank's heads), each
   // [B,S,width]: Qwen v1's one c_attn split in three, or three linears.
   std::vector<ValueId> projectQkv(const std::string &p, ValueId input, ValueId x) {
@@ -363,8 +315,10 @@ private:
       }
       return x;
     };
-    ValueId q = rotary(heads(qkv[0], heads_, "q", fam_.q_norm), "rotary_q", heads_);
-    ValueId k = rotary(heads(qkv[1], kv_heads_, "k", fam_.k_norm), "rotary_k", kv_heads_);
+    ValueId q = applyRotary(b_, rotary_, heads(qkv[0], heads_, "q", fam_.q_norm), "rotary_q",
+                            {B_, S_, heads_, hd_}, dt_);
+    ValueId k = applyRotary(b_, rotary_, heads(qkv[1], kv_heads_, "k", fam_.k_norm), "rotary_k",
+                            {B_, S_, kv_heads_, hd_}, dt_);
     ValueId v = heads(qkv[2], kv_heads_, "v", "");
     const AttrMap to_bhsd = {{"perm", std::vector<int64_t>{0, 2, 1, 3}}};
     q = b_.create("Transpose", "q_transpose", {q}, to_bhsd);
@@ -465,16 +419,15 @@ private:
   const DecoderFamily &fam_;
   DType dt_;
   int64_t B_, S_, H_;
-  int64_t tp_;        // tensor-parallel ranks
-  int64_t heads_;     // this rank's query heads
-  int64_t kv_heads_;  // this rank's key/value heads (one, replicated, under more ranks)
-  int64_t kv_groups_; // the ranks' groups sharing a key/value head: the heads, or 1
-  int64_t hd_;        // channels per head
-  int64_t A_;         // this rank's query width: heads_ * hd_
-  int64_t KV_;        // this rank's key (and value) width: kv_heads_ * hd_
-  int64_t F_;         // this rank's MLP width
-  int64_t V_;         // this rank's vocabulary rows (padding included: tensor_split.h)
-  int64_t rot_;
+  int64_t tp_;              // tensor-parallel ranks
+  int64_t heads_;           // this rank's query heads
+  int64_t kv_heads_;        // this rank's key/value heads (one, replicated, under more ranks)
+  int64_t kv_groups_;       // the ranks' groups sharing a key/value head: the heads, or 1
+  int64_t hd_;              // channels per head
+  int64_t A_;               // this rank's query width: heads_ * hd_
+  int64_t KV_;              // this rank's key (and value) width: kv_heads_ * hd_
+  int64_t F_;               // this rank's MLP width
+  int64_t V_;               // this rank's vocabulary rows (padding included: tensor_split.h)
   bool sp_;                 // sequence parallelism: the residual stream holds [B, S/tp, H]
   double lora_scale_;       // alpha / r
   double lora_dropout_ = 0; // its probability, with dropout_seed_
@@ -482,7 +435,7 @@ private:
   ValueId tp_rank_ = kNoValue; // with tp_ > 1
   int64_t lora_sites_ = 0;     // adapted linears so far: each one's dropout stream
   std::unordered_map<std::string, ValueId> params_;
-  ValueId cos_ = kNoValue, sin_ = kNoValue;
+  RotaryTables rotary_;
 };
 
 } // namespace

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <numeric>
 
+#include "compiler/parallel/pipeline_partition.h"
+
 namespace kiln::parallel {
 namespace {
 
@@ -150,12 +152,7 @@ Expected<std::vector<int>> layerStages(const ParallelConfig &c, int64_t layers) 
                  " transformer layers do not split evenly over " + std::to_string(stages) +
                  " model stages; choose sizes whose product divides them, or give each stage's "
                  "count with --pp-layers");
-  std::vector<int> stage_of;
-  const int64_t base = layers / stages, longer = layers % stages;
-  for (int s = 0; s < stages; ++s)
-    for (int64_t i = 0; i < base + (s < longer ? 1 : 0); ++i)
-      stage_of.push_back(s);
-  return stage_of;
+  return balancedLayerStages(layers, stages);
 }
 
 std::vector<std::vector<size_t>> updateBuckets(const std::vector<int64_t> &param_bytes,

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/float16.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"

@@ -71,7 +71,7 @@
 #include "ir/float16.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
-#include "ir/thread_pool.h"
+#include "support/thread_pool.h"
 #include "kernels/kernel_loader.h"
 #include "ops/op_builder.h"
 #include "runtime/executor.h"

@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
-#include "ir/thread_pool.h"
+#include "support/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>

@@ -6,7 +6,7 @@
 
 #include "debug/job_run.h"
 #include "debug/overflow_fixes.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 
 namespace kiln::debug {
 namespace {

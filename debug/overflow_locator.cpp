@@ -6,11 +6,11 @@
 #include <limits>
 #include <sstream>
 
-#include "ir/file_names.h"
+#include "support/file_names.h"
 #include "ir/float16.h"
 #include "ir/float_status.h"
 #include "ir/graph_extract.h"
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "passes/fusion/flash_attention_fusion.h"
 #include "runtime/executor.h"
 

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/file_io.h"
-#include "ir/graph_json.h"
+#include "support/file_io.h"
+#include "formats/graph_json.h"
 #include "passes/precision/precision_mode.h"
 #include "passes/precision/setting_matches.h"
 #include "target/target.h"

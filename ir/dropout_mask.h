@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "ir/splitmix.h"
+#include "support/splitmix.h"
 
 namespace kiln {
 

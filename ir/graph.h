@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ir/attribute.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/shape.h"
 
 namespace kiln {

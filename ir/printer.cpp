@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "ir/printable_text.h"
+#include "support/printable_text.h"
 
 namespace kiln {
 namespace {

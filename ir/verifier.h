@@ -2,7 +2,7 @@
 // unique names, consistent tables. Op signatures are checked in ops/.
 #pragma once
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 
 namespace kiln {

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "kernels/kernel_abi.h"
 
 namespace kiln::kernels {

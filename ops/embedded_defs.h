@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "ir/embedded_file.h"
+#include "support/embedded_file.h"
 
 namespace kiln::ops {
 

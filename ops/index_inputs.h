@@ -8,7 +8,7 @@
 
 #include <string_view>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 

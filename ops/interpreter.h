@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "ops/op_registry.h"

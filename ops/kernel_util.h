@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/shape.h"
 #include "ir/tensor.h"
 

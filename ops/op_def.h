@@ -20,7 +20,7 @@
 
 #include "ir/attribute.h"
 #include "ir/dtype.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/shape.h"
 
 namespace kiln::ops {

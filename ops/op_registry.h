@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "ops/op_def.h"

@@ -3,7 +3,7 @@
 // inference gives.
 #pragma once
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/op_registry.h"
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "passes/verdict.h"
 

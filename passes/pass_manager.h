@@ -11,7 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
 #include "passes/pass_context.h"

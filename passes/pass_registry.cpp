@@ -4,7 +4,7 @@
 #include <cassert>
 #include <tuple>
 
-#include "ir/name_suggest.h"
+#include "support/name_suggest.h"
 #include "passes/pipeline.h"
 
 namespace kiln::passes {

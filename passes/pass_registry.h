@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "passes/pass.h"
 
 namespace kiln::passes {

@@ -1,8 +1,8 @@
 #include "passes/pass_switches.h"
 
-#include "ir/file_io.h"
-#include "ir/json_reader.h"
-#include "ir/text_lines.h"
+#include "support/file_io.h"
+#include "support/json_reader.h"
+#include "support/text_lines.h"
 
 namespace kiln::passes {
 

@@ -18,7 +18,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "passes/pass.h"
 #include "passes/pass_registry.h"
 

@@ -8,8 +8,8 @@
 #include <system_error>
 #include <vector>
 
-#include "ir/file_io.h"
-#include "ir/safetensors.h"
+#include "support/file_io.h"
+#include "formats/safetensors.h"
 #include "runtime/loss_scaler.h"
 
 namespace kiln::runtime {

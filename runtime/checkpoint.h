@@ -14,8 +14,8 @@
 #include <optional>
 #include <string>
 
-#include "ir/error.h"
-#include "ir/safetensors.h"
+#include "support/error.h"
+#include "formats/safetensors.h"
 #include "ir/tensor.h"
 
 namespace kiln::runtime {

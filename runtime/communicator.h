@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/byte_size.h"
-#include "ir/error.h"
+#include "support/byte_size.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/parallel/training_program.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ops/interpreter.h"
 #include "runtime/token_data.h"
 

@@ -20,7 +20,7 @@
 #include "compiler/artifact/memory_plan.h"
 #include "compiler/codegen/compiled_kernels.h"
 #include "ir/graph.h"
-#include "ir/thread_pool.h"
+#include "support/thread_pool.h"
 #include "kernels/gemm.h"
 #include "kernels/kernel_loader.h"
 #include "ops/interpreter.h"

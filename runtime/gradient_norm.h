@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ir/tensor.h"
-#include "ir/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace kiln::runtime {
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/tensor.h"
 #include "runtime/communicator.h"
 

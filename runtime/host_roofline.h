@@ -5,7 +5,7 @@
 // ceilings, max(FLOPs / gemm, bytes / bandwidth), over its measured time.
 #pragma once
 
-#include "ir/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace kiln::runtime {
 

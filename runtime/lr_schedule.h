@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 

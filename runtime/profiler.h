@@ -33,7 +33,7 @@
 
 #include "compiler/codegen/compiled_kernels.h"
 #include "compiler/codegen/kernel_cost.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "runtime/host_roofline.h"
 

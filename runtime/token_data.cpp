@@ -2,9 +2,9 @@
 
 #include <cstring>
 
-#include "ir/file_io.h"
-#include "ir/safetensors.h"
-#include "ir/splitmix.h"
+#include "support/file_io.h"
+#include "formats/safetensors.h"
+#include "support/splitmix.h"
 
 namespace kiln::runtime {
 namespace {

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/tensor.h"
 
 namespace kiln::runtime {

@@ -9,7 +9,7 @@
 
 #include "ir/float16.h"
 #include "ir/float_status.h"
-#include "ir/splitmix.h"
+#include "support/splitmix.h"
 #include "runtime/checkpoint.h"
 
 namespace kiln::runtime {

@@ -30,7 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/parallel/training_program.h"
-#include "ir/thread_pool.h"
+#include "support/thread_pool.h"
 #include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/device.h"

@@ -3,7 +3,7 @@
 // every replica's slice, the counters) and how a run resumes from one.
 #include "runtime/trainer.h"
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "runtime/checkpoint.h"
 
 namespace kiln::runtime {

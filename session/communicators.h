@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "compiler/parallel/parallel_config.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "runtime/communicator.h"
 
 namespace kiln::session {

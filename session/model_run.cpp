@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "ir/float_status.h"
-#include "ir/thread_pool.h"
+#include "support/thread_pool.h"
 #include "runtime/executor.h"
 #include "runtime/host_roofline.h"
 #include "runtime/profiler.h"

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::session {
 

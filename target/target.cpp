@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "ir/file_io.h"
-#include "ir/json_reader.h"
+#include "support/file_io.h"
+#include "support/json_reader.h"
 #include "target/embedded_targets.h"
 
 namespace kiln::target {

@@ -14,7 +14,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "ir/dtype.h"
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::target {
 

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/file_io.h"
-#include "ir/progress.h"
-#include "ir/thread_pool.h"
+#include "support/file_io.h"
+#include "support/progress.h"
+#include "support/thread_pool.h"
 
 namespace kiln::tokenizer {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "tokenizer/split_pattern.h"
 #include "tokenizer/unicode_text.h"
 

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "tokenizer/split_pattern.h"
 
 namespace kiln::tokenizer {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 struct pcre2_real_code_8;
 struct pcre2_real_match_data_8;

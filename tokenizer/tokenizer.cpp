@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 
 namespace kiln::tokenizer {
 namespace {

@@ -11,11 +11,11 @@
 #include "compiler/cache/cache_key.h"
 #include "compiler/cache/sha256.h"
 #include "compiler/frontend/custom_ops.h"
-#include "ir/file_io.h"
-#include "ir/file_names.h"
-#include "ir/graph_json.h"
-#include "ir/little_endian.h"
-#include "ir/printable_text.h"
+#include "support/file_io.h"
+#include "support/file_names.h"
+#include "formats/graph_json.h"
+#include "support/little_endian.h"
+#include "support/printable_text.h"
 #include "ops/op_verifier.h"
 
 namespace kiln::artifact {

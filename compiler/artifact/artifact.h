@@ -15,7 +15,7 @@
 //               "objects": [{"key", "symbol", "kind", "parts": [[part, hex], ...]}]
 //               "custom_ops": [{"path", "xml"}]: the custom op files the graphs use
 //   bucket   := size:u64  then size bytes of JSON:
-//               {"seq", "batch", "graph": kiln graph JSON (ir/graph_json.h),
+//               {"seq", "batch", "graph": kiln graph JSON (formats/graph_json.h),
 //                "kernels": [{"name", "kind", "formed_by", "grouped", "key", "symbol",
 //                             "object": index into objects,
 //                             "inputs": [value name], "outputs": [value name]}],
@@ -50,7 +50,7 @@
 #include "compiler/artifact/artifact_signing.h"
 #include "compiler/artifact/manifest.h"
 #include "compiler/artifact/memory_plan.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/op_registry.h"
 

@@ -10,7 +10,7 @@
 
 #include "compiler/artifact/artifact.h"
 #include "compiler/codegen/kernel_compiler.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 
 namespace kiln::artifact {

@@ -10,7 +10,7 @@
 
 #include "compiler/cache/key_files.h"
 #include "compiler/cache/sha256.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 
 namespace kiln::artifact {
 

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "compiler/artifact/artifact_loader.h"
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 
 namespace kiln::artifact {
 

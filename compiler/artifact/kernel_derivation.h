@@ -10,7 +10,7 @@
 #include "compiler/codegen/kernel_builder.h"
 #include "compiler/codegen/object_compiler.h"
 #include "compiler/codegen/target_check.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "target/target.h"
 

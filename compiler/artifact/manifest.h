@@ -12,7 +12,7 @@
 
 #include "compiler/codegen/object_compiler.h"
 #include "ir/dtype.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "target/target.h"
 
 namespace kiln::artifact {

@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/codegen/kernel_spec.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 
 namespace kiln::artifact {

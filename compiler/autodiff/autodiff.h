@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/op_builder.h"
 

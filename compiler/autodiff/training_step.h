@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 
 namespace kiln::autodiff {

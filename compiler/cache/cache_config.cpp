@@ -1,7 +1,7 @@
 // Kernel-cache settings: parsing the mode and sizes, resolving the directory.
 #include "compiler/cache/cache_config.h"
 
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 
 #include <cstdlib>
 

@@ -6,8 +6,8 @@
 #include <openssl/crypto.h>
 
 #include "compiler/cache/sha256.h"
-#include "ir/file_io.h"
-#include "ir/little_endian.h"
+#include "support/file_io.h"
+#include "support/little_endian.h"
 
 namespace kiln::cache {
 namespace {

@@ -28,7 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/cache/cache_key.h"
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::cache {
 

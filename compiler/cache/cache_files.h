@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/cache/cache_entry.h"
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::cache {
 

@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "compiler/cache/cache_files.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 
 namespace kiln::cache {
 

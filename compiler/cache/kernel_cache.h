@@ -37,7 +37,7 @@
 #include "compiler/cache/cache_entry.h"
 #include "compiler/cache/cache_key.h"
 #include "compiler/cache/cache_secret.h"
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::cache {
 

@@ -11,7 +11,7 @@
 
 #include <openssl/rand.h>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 
 namespace kiln::cache {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "compiler/codegen/kernel_program.h"
 #include "compiler/codegen/kernel_spec.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "kernels/gemm.h"
 
 namespace kiln::codegen {

@@ -9,8 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "compiler/codegen/kernel_dump.h"
-#include "ir/progress.h"
-#include "ir/thread_pool.h"
+#include "support/progress.h"
+#include "support/thread_pool.h"
 #include "ops/op_registry.h"
 #include "passes/fusion/fusion_group_util.h"
 

@@ -4,8 +4,8 @@
 #include <system_error>
 
 #include "compiler/cache/sha256.h"
-#include "ir/file_io.h"
-#include "ir/file_names.h"
+#include "support/file_io.h"
+#include "support/file_names.h"
 #include "ir/graph_extract.h"
 #include "ir/printer.h"
 

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "compiler/codegen/kernel_expr.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/shape.h"
 
 namespace kiln::codegen {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "compiler/codegen/kernel_program.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "kernels/kernel_abi.h"
 
 namespace llvm {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "compiler/codegen/kernel_program.h"
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::codegen {
 

@@ -19,7 +19,7 @@
 
 #include "compiler/codegen/kernel_expr.h"
 #include "compiler/codegen/kernel_program.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 
 namespace kiln::codegen {

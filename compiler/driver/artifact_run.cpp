@@ -7,8 +7,8 @@
 #include "compiler/driver/finite_weights.h"
 #include "compiler/driver/reference_run.h"
 #include "compiler/frontend/random_init.h"
-#include "ir/hf_checkpoint.h"
-#include "ir/safetensors.h"
+#include "formats/hf_checkpoint.h"
+#include "formats/safetensors.h"
 
 namespace kiln::driver {
 

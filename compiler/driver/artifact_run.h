@@ -8,7 +8,7 @@
 
 #include "compiler/artifact/artifact.h"
 #include "compiler/artifact/artifact_loader.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ops/interpreter.h"
 
 namespace kiln::driver {

@@ -8,7 +8,7 @@
 
 #include "compiler/driver/job.h"
 #include "compiler/frontend/lora_config.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "passes/pass_manager.h"
 

@@ -8,7 +8,7 @@
 #include "compiler/driver/training.h"
 #include "compiler/frontend/decoder_parameters.h"
 #include "compiler/frontend/lora_adapter.h"
-#include "ir/hf_checkpoint.h"
+#include "formats/hf_checkpoint.h"
 
 namespace kiln::driver {
 

@@ -8,8 +8,8 @@
 #include <map>
 #include <string>
 
-#include "ir/error.h"
-#include "ir/hf_checkpoint.h"
+#include "support/error.h"
+#include "formats/hf_checkpoint.h"
 #include "ir/tensor.h"
 
 namespace kiln::driver {

@@ -6,8 +6,8 @@
 #include <spdlog/spdlog.h>
 
 #include "compiler/frontend/custom_ops.h"
-#include "ir/file_io.h"
-#include "ir/json_reader.h"
+#include "support/file_io.h"
+#include "support/json_reader.h"
 #include "passes/fusion/rules/embedded_rules.h"
 #include "passes/fusion/rules/rule_loader.h"
 

@@ -13,7 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "ir/dtype.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ops/op_registry.h"
 #include "passes/pass_context.h"
 #include "passes/pass_registry.h"

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 
 namespace kiln::driver {
 namespace {

@@ -6,9 +6,9 @@
 #include <tuple>
 
 #include "compiler/parallel/stage_split.h"
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 #include "ir/layer_scope.h"
-#include "ir/progress.h"
+#include "support/progress.h"
 
 namespace kiln::driver {
 

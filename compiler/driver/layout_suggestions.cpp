@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "ir/progress.h"
+#include "support/progress.h"
 
 namespace kiln::driver {
 namespace {

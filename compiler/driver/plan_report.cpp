@@ -7,7 +7,7 @@
 #include "compiler/driver/layout_suggestions.h"
 #include "compiler/parallel/memory_formula.h"
 #include "compiler/parallel/step_time.h"
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 #include "passes/fusion/flash_attention_fusion.h"
 
 namespace kiln::driver {

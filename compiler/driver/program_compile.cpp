@@ -7,8 +7,8 @@
 
 #include "compiler/artifact/artifact_builder.h"
 #include "compiler/driver/program_cache.h"
-#include "ir/file_io.h"
-#include "ir/graph_json.h"
+#include "support/file_io.h"
+#include "formats/graph_json.h"
 
 namespace kiln::driver {
 namespace {

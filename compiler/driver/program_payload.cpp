@@ -2,7 +2,7 @@
 #include "compiler/driver/program_payload.h"
 
 #include "compiler/artifact/json_fields.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 
 namespace kiln::driver {
 namespace {

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "compiler/artifact/artifact.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "passes/setting_match.h"
 
 namespace kiln::driver {

@@ -11,7 +11,7 @@
 #include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/onnx/onnx_import.h"
-#include "ir/hf_checkpoint.h"
+#include "formats/hf_checkpoint.h"
 #include "ops/index_inputs.h"
 #include "passes/fusion/flash_attention_fusion.h"
 

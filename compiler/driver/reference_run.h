@@ -6,8 +6,8 @@
 #include <string>
 
 #include "compiler/driver/job.h"
-#include "ir/error.h"
-#include "ir/safetensors.h"
+#include "support/error.h"
+#include "formats/safetensors.h"
 #include "ops/interpreter.h"
 #include "passes/pass_manager.h"
 

@@ -7,7 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "ops/custom/custom_op.h"
 
 namespace kiln::frontend {

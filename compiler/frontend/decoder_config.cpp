@@ -9,7 +9,7 @@
 #include <span>
 #include <variant>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 
 namespace kiln::frontend {
 

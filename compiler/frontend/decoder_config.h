@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/frontend/decoder_family.h"
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::frontend {
 

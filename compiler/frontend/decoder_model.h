@@ -12,7 +12,7 @@
 #include "compiler/frontend/decoder_parameters.h"
 #include "compiler/frontend/lora_config.h"
 #include "ir/dtype.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "ir/tensor_split.h"
 #include "ops/op_registry.h"

@@ -6,7 +6,7 @@
 
 #include "compiler/frontend/decoder_config.h"
 #include "compiler/frontend/decoder_model.h"
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::frontend {
 

@@ -7,7 +7,7 @@
 
 #include "compiler/frontend/decoder_config.h"
 #include "compiler/frontend/lora_config.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/shape.h"
 #include "ir/tensor_split.h"
 

@@ -9,9 +9,9 @@
 
 #include "compiler/frontend/decoder_init.h"
 #include "compiler/frontend/decoder_model.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "ir/finite_values.h"
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 
 namespace kiln::frontend {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "compiler/frontend/decoder_config.h"
 #include "compiler/frontend/lora_config.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/tensor.h"
 
 namespace kiln::frontend {

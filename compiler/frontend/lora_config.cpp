@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "ir/json_reader.h"
-#include "ir/name_suggest.h"
+#include "support/json_reader.h"
+#include "support/name_suggest.h"
 
 namespace kiln::frontend {
 namespace {

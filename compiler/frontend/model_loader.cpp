@@ -5,8 +5,8 @@
 #include <system_error>
 
 #include "compiler/frontend/onnx/onnx_import.h"
-#include "ir/file_io.h"
-#include "ir/graph_json.h"
+#include "support/file_io.h"
+#include "formats/graph_json.h"
 #include "ops/op_verifier.h"
 
 namespace kiln::frontend {

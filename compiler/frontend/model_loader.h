@@ -9,7 +9,7 @@
 
 #include "compiler/frontend/decoder_config.h"
 #include "compiler/frontend/decoder_model.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/interpreter.h"
 

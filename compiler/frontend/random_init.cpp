@@ -1,6 +1,6 @@
 #include "compiler/frontend/random_init.h"
 
-#include "ir/splitmix.h"
+#include "support/splitmix.h"
 
 namespace kiln::frontend {
 namespace {

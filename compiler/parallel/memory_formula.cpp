@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "compiler/frontend/decoder_model.h"
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 
 namespace kiln::parallel {
 namespace {

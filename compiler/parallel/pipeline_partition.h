@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 
 namespace kiln::parallel {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "compiler/parallel/training_program.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "target/target.h"
 
 namespace kiln::parallel {

@@ -6,7 +6,7 @@
 
 #include "compiler/artifact/memory_plan.h"
 #include "compiler/parallel/pipeline_schedule.h"
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 
 namespace kiln::parallel {
 namespace {

@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 
 namespace kiln::parallel {

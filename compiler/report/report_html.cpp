@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "compiler/report/report_svg.h"
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 
 namespace kiln::report {
 namespace {

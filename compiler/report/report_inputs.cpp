@@ -7,7 +7,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 
 namespace kiln::report {
 namespace {

@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::report {
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 
 namespace kiln::report {
 namespace {

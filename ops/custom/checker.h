@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ir/attribute.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ops/custom/ast.h"
 #include "ops/custom/parser.h"
 

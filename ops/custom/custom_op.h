@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ops/custom/ast.h"
 #include "ops/custom/custom_op_file.h"
 #include "ops/op_registry.h"

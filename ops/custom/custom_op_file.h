@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ops/custom/ast.h"
 #include "ops/op_def.h"
 

@@ -17,7 +17,7 @@
 
 #include <string>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ops/custom/ast.h"
 
 namespace kiln::ops::custom {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ir/attribute.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/tensor.h"
 #include "ops/custom/ast.h"
 #include "ops/op_registry.h"

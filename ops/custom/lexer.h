@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ops/custom/source_text.h"
 
 namespace kiln::ops::custom {

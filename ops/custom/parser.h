@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ops/custom/ast.h"
 #include "ops/custom/source_text.h"
 

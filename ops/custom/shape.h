@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/shape.h"
 #include "ops/custom/ast.h"
 

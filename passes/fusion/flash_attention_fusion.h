@@ -11,7 +11,7 @@
 // forward graph and reports the attention it fused before autodiff.
 #pragma once
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
 #include "passes/pass_context.h"

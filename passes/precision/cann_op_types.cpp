@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "ir/name_suggest.h"
+#include "support/name_suggest.h"
 
 namespace kiln::passes {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ops/op_registry.h"
 
 namespace kiln::passes {

@@ -6,10 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/file_io.h"
-#include "ir/json_reader.h"
-#include "ir/name_suggest.h"
-#include "ir/text_lines.h"
+#include "support/file_io.h"
+#include "support/json_reader.h"
+#include "support/name_suggest.h"
+#include "support/text_lines.h"
 #include "passes/precision/cann_op_types.h"
 
 namespace kiln::passes {

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/op_registry.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ir/attribute.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
 

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "ir/layer_scope.h"
-#include "ir/name_suggest.h"
+#include "support/name_suggest.h"
 
 namespace kiln::passes {
 

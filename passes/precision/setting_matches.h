@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "passes/precision/precision_settings.h"
 #include "passes/setting_match.h"

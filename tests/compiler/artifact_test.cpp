@@ -11,7 +11,7 @@
 
 #include "compiler/artifact/artifact.h"
 #include "compiler/artifact/memory_plan.h"
-#include "ir/graph_json.h"
+#include "formats/graph_json.h"
 #include "tests/compiler/artifact_test_util.h"
 
 namespace kiln::artifact {

@@ -17,7 +17,7 @@
 
 #include "compiler/cache/cache_entry.h"
 #include "compiler/cache/sha256.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "tests/compiler/kernel_cache_test_util.h"
 
 namespace kiln::cache {

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/file_io.h"
-#include "ir/graph_json.h"
+#include "support/file_io.h"
+#include "formats/graph_json.h"
 
 namespace kiln::frontend {
 namespace {

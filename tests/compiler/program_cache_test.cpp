@@ -13,7 +13,7 @@
 #include "compiler/cache/program_key.h"
 #include "compiler/driver/job_json.h"
 #include "compiler/driver/program_compile.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "tests/compiler/kernel_cache_test_util.h"
 
 namespace kiln::driver {

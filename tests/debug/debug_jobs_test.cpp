@@ -15,7 +15,7 @@
 #include "debug/job_run.h"
 #include "debug/overflow_job.h"
 #include "debug/reduce_job.h"
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 
 namespace kiln::debug {
 namespace {

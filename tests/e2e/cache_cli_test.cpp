@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/cache/kernel_cache.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "tests/e2e/cli_fixture.h"
 
 namespace kiln::testing {

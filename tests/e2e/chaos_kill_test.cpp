@@ -28,7 +28,7 @@ using namespace kiln::testing;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kSteps = 8;
-constexpr int kPointsPerWrite = 4; // ir/file_io.cpp's kill points
+constexpr int kPointsPerWrite = 4; // support/file_io.cpp's kill points
 
 long envOr(const char *name, long fallback) {
   const char *v = std::getenv(name);

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 
 namespace kiln::testing {
 

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "tests/e2e/cli_fixture.h"
 
 namespace kiln {

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "tests/e2e/cli_fixture.h"
 
 namespace kiln::testing {

@@ -1,6 +1,6 @@
 // Crash tests: kiln killed with SIGKILL at seeded points of its atomic
 // writes (KILN_FAULT_KILL_AT=N kills it at the N-th of the four points each
-// write passes, ir/file_io.cpp) while it writes kernel-cache entries, an
+// write passes, support/file_io.cpp) while it writes kernel-cache entries, an
 // artifact and checkpoints. After every kill nothing torn is ever loaded:
 // the cache verifies, the published files read back whole, the half-written
 // temporary files a kill leaves are refused with a clear error when given
@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_lock.h"
 #include "tests/e2e/cli_fixture.h"

@@ -6,7 +6,7 @@
 // error naming the file, the tensor, the value, its position and the range.
 #include <gtest/gtest.h>
 
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "tests/e2e/cli_fixture.h"
 
 namespace kiln {

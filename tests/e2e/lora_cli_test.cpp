@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/frontend/lora_adapter.h"
-#include "ir/hf_checkpoint.h"
-#include "ir/safetensors.h"
+#include "formats/hf_checkpoint.h"
+#include "formats/safetensors.h"
 #include "tests/e2e/cli_fixture.h"
 #include "tests/support/random.h"
 #include "tests/support/reference_qwen.h"

@@ -3,7 +3,7 @@
 // a compiled training step runs from kiln's own files alone.
 #include <gtest/gtest.h>
 
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "tests/e2e/cli_fixture.h"
 
 namespace kiln {

@@ -12,7 +12,7 @@
 
 #include "compiler/frontend/decoder_model.h"
 #include "compiler/frontend/lora_adapter.h"
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "tests/e2e/cli_fixture.h"
 #include "tests/support/random.h"
 #include "tests/support/reference_decoder.h"

@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/hf_checkpoint.h"
-#include "ir/safetensors.h"
+#include "formats/hf_checkpoint.h"
+#include "formats/safetensors.h"
 #include "tests/e2e/train_fixture.h"
 
 namespace kiln {

@@ -3,7 +3,7 @@
 // what would fit when nothing does; bad flags are one-line errors.
 #include <regex>
 
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 #include "tests/e2e/cli_fixture.h"
 
 namespace kiln::testing {

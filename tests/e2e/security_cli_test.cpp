@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/artifact/artifact.h"
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "tests/e2e/cli_fixture.h"
 
 namespace kiln {

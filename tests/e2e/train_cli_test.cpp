@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "tests/e2e/train_fixture.h"
 
 namespace kiln {

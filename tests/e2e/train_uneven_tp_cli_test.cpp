@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/frontend/lora_adapter.h"
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "tests/e2e/train_fixture.h"
 #include "tests/support/codegen_test_util.h"
 

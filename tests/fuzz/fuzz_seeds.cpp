@@ -14,8 +14,8 @@
 #include "compiler/codegen/kernel_compiler.h"
 #include "compiler/driver/compile.h"
 #include "compiler/driver/job_json.h"
-#include "ir/graph_json.h"
-#include "ir/safetensors.h"
+#include "formats/graph_json.h"
+#include "formats/safetensors.h"
 #include "tests/fuzz/checksum_fixup.h"
 #include "tests/fuzz/small_tokenizer.h"
 

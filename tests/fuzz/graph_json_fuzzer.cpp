@@ -1,7 +1,7 @@
 // Fuzzes the graph JSON reader and the op verifier behind it (what
 // `kiln graph`/`kiln compile` do with a graph file); an accepted graph
 // round-trips exactly.
-#include "ir/graph_json.h"
+#include "formats/graph_json.h"
 #include "ops/op_verifier.h"
 #include "tests/fuzz/fuzz_util.h"
 

@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "compiler/driver/job.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

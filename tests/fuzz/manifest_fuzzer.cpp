@@ -1,7 +1,7 @@
 // Fuzzes the artifact manifest's reader on its own (JSON, manifest.h); an
 // accepted manifest round-trips.
 #include "compiler/artifact/manifest.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,5 +1,5 @@
 // Fuzzes the safetensors reader: any accepted file round-trips exactly.
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

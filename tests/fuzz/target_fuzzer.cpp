@@ -1,6 +1,6 @@
 // Fuzzes the target-description reader (target/data/*.json, --target FILE);
 // an accepted target round-trips.
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "target/target.h"
 #include "tests/fuzz/fuzz_util.h"
 

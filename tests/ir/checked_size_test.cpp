@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 #include "ir/shape.h"
 
 namespace kiln {

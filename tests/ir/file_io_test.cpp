@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 
 namespace kiln {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/file_names.h"
+#include "support/file_names.h"
 
 namespace kiln {
 namespace {

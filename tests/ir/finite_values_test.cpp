@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/finite_values.h"
-#include "ir/hf_checkpoint.h"
+#include "formats/hf_checkpoint.h"
 
 namespace kiln {
 namespace {

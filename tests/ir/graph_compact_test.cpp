@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/graph.h"
-#include "ir/graph_json.h"
+#include "formats/graph_json.h"
 #include "ir/verifier.h"
 
 namespace kiln {

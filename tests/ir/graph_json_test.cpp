@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/graph_json.h"
+#include "formats/graph_json.h"
 #include "ir/printer.h"
 
 namespace kiln {

@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/file_io.h"
-#include "ir/hf_checkpoint.h"
-#include "ir/safetensors.h"
+#include "support/file_io.h"
+#include "formats/hf_checkpoint.h"
+#include "formats/safetensors.h"
 
 namespace kiln {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/printable_text.h"
+#include "support/printable_text.h"
 
 namespace kiln {
 namespace {

@@ -2,7 +2,7 @@
 // where a reporter is installed; on a terminal or on request.
 #include <gtest/gtest.h>
 
-#include "ir/progress.h"
+#include "support/progress.h"
 
 namespace kiln::progress {
 namespace {

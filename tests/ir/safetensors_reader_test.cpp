@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/safetensors.h"
-#include "ir/safetensors_reader.h"
+#include "formats/safetensors.h"
+#include "formats/safetensors_reader.h"
 
 namespace kiln {
 namespace {

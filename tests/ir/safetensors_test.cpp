@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "ir/file_io.h"
-#include "ir/safetensors.h"
+#include "support/file_io.h"
+#include "formats/safetensors.h"
 
 namespace kiln {
 namespace {

@@ -1,7 +1,7 @@
 // TextTable: columns as wide as their widest cell, numbers right-aligned.
 #include <gtest/gtest.h>
 
-#include "ir/text_table.h"
+#include "support/text_table.h"
 
 namespace kiln {
 namespace {

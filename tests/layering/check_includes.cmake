@@ -7,31 +7,34 @@ cmake_minimum_required(VERSION 3.20)
 # folder -> the folders its files may include from (a folder of compiler/
 # is named with its parent). The compiler's sub-layers in their order,
 # each using those before it.
-set(below_compiler ir ops target passes kernels)
-set(allowed_ir ir)
-set(allowed_ops ir ops)
-set(allowed_target ir target)
-set(allowed_tokenizer ir tokenizer)
-set(allowed_passes ir ops target passes)
-set(allowed_kernels ir kernels)
+set(below_compiler support ir ops target passes kernels)
+set(allowed_support support)
+set(allowed_ir support ir)
+set(allowed_ops support ir ops)
+set(allowed_target support ir target)
+set(allowed_tokenizer support ir tokenizer)
+set(allowed_passes support ir ops target passes)
+set(allowed_kernels support ir kernels)
+# File formats sit above the IR; the compiler and everything above it read them.
+set(allowed_formats support ir formats)
 set(compiler_order frontend autodiff cache codegen artifact parallel driver)
-set(before ${below_compiler})
+set(before ${below_compiler} formats)
 foreach(sub ${compiler_order})
   list(APPEND before compiler/${sub})
   set(allowed_compiler/${sub} ${before})
 endforeach()
-set(allowed_compiler/report ir compiler/report)
+set(allowed_compiler/report support ir compiler/report)
 # The runtime runs what the compiler made: the training program
 # (compiler/parallel) and, by name, the data headers of a compiled kernel
 # and the memory plan; never the code generator, the driver or autodiff.
-set(allowed_runtime ir ops kernels runtime compiler/parallel)
+set(allowed_runtime support ir formats ops kernels runtime compiler/parallel)
 set(allowed_headers_runtime compiler/artifact/memory_plan.h compiler/codegen/compiled_kernels.h
                             compiler/codegen/kernel_cost.h)
 set(everything ${before} compiler/report tokenizer runtime)
 set(allowed_debug ${everything} debug)
 set(allowed_session ${everything} session)
 
-set(folders ir ops target tokenizer passes kernels runtime debug session compiler/report)
+set(folders support ir formats ops target tokenizer passes kernels runtime debug session compiler/report)
 foreach(sub ${compiler_order})
   list(APPEND folders compiler/${sub})
 endforeach()

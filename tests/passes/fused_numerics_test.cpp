@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/graph_json.h"
+#include "formats/graph_json.h"
 #include "ops/interpreter.h"
 #include "ops/op_builder.h"
 

@@ -13,9 +13,9 @@
 #include <gtest/gtest.h>
 
 #include "compiler/parallel/parallel_config.h"
-#include "ir/byte_size.h"
-#include "ir/file_io.h"
-#include "ir/safetensors.h"
+#include "support/byte_size.h"
+#include "support/file_io.h"
+#include "formats/safetensors.h"
 #include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/device.h"

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/driver/job.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "session/communicators.h"
 #include "session/training_log.h"
 #include "session/training_session.h"

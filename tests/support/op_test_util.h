@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/tensor.h"
 #include "ops/interpreter.h"
 #include "ops/op_builder.h"

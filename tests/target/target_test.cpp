@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "target/target.h"
 
 namespace kiln::target {

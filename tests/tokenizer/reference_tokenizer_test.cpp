@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <unicode/utf8.h>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kiln::tokenizer {

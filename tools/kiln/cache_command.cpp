@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "compiler/cache/kernel_cache.h"
-#include "ir/printable_text.h"
-#include "ir/text_table.h"
+#include "support/printable_text.h"
+#include "support/text_table.h"
 #include "tools/kiln/cli_common.h"
 
 namespace kiln::cli {

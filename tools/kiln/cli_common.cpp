@@ -7,9 +7,9 @@
 #include <regex>
 
 #include "compiler/frontend/model_loader.h"
-#include "ir/byte_size.h"
-#include "ir/name_suggest.h"
-#include "ir/printable_text.h"
+#include "support/byte_size.h"
+#include "support/name_suggest.h"
+#include "support/printable_text.h"
 #include "runtime/token_data.h"
 
 namespace kiln::cli {

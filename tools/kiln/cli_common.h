@@ -10,7 +10,7 @@
 
 #include "compiler/frontend/decoder_config.h"
 #include "ir/dtype.h"
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::driver {
 struct ReferenceRunRequest;
@@ -40,7 +40,7 @@ Error usageError(const Error &error);
 bool isUsageError(const Error &error);
 
 // Prints "kiln: error: <message>" to stderr, control characters escaped
-// (ir/printable_text.h), and returns kExitUsage for a usage error, else
+// (support/printable_text.h), and returns kExitUsage for a usage error, else
 // kExitError.
 int fail(const Error &error);
 int fail(const std::string &message);

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "compiler/artifact/artifact_summary.h"
-#include "ir/printable_text.h"
+#include "support/printable_text.h"
 #include "tools/kiln/cli_common.h"
 
 namespace kiln::cli {

@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "compiler/artifact/artifact_signing.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "tools/kiln/cli_common.h"
 
 namespace kiln::cli {

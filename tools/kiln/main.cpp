@@ -12,8 +12,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "ir/printable_text.h"
-#include "ir/progress.h"
+#include "support/printable_text.h"
+#include "support/progress.h"
 #include "tools/kiln/cli_common.h"
 
 namespace {

@@ -7,8 +7,8 @@
 #include "compiler/driver/artifact_run.h"
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/random_init.h"
-#include "ir/file_io.h"
-#include "ir/safetensors.h"
+#include "support/file_io.h"
+#include "formats/safetensors.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 

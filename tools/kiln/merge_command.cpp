@@ -7,8 +7,8 @@
 #include "compiler/frontend/decoder_model.h"
 #include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/model_loader.h"
-#include "ir/file_io.h"
-#include "ir/hf_checkpoint.h"
+#include "support/file_io.h"
+#include "formats/hf_checkpoint.h"
 #include "tools/kiln/cli_common.h"
 
 namespace kiln::cli {

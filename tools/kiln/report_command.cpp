@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "compiler/report/report_html.h"
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "tools/kiln/cli_common.h"
 
 namespace kiln::cli {

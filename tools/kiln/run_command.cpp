@@ -7,7 +7,7 @@
 #include "compiler/driver/kernels.h"
 #include "compiler/driver/reference_run.h"
 #include "compiler/frontend/onnx/onnx_import.h"
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 #include "session/model_run.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"

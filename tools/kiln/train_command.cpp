@@ -6,7 +6,7 @@
 
 #include "compiler/driver/plan_report.h"
 #include "compiler/driver/training.h"
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 #include "runtime/mpi_communicator.h"
 #include "runtime/trainer.h"
 #include "session/training_session.h"

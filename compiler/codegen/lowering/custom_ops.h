@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "compiler/codegen/op_lowering.h"
-#include "ir/error.h"
+#include "support/error.h"
 #include "ops/custom/ast.h"
 #include "ops/op_registry.h"
 

@@ -13,7 +13,7 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "ops/interpreter.h"

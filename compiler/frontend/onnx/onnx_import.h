@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/interpreter.h"
 

@@ -8,7 +8,7 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/tensor.h"
 
 namespace kiln::frontend::onnx_import {

@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/error.h"
-#include "ir/json_reader.h"
+#include "support/error.h"
+#include "support/json_reader.h"
 #include "ops/op_registry.h"
 #include "passes/fusion/rules/pattern.h"
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "ir/embedded_file.h"
+#include "support/embedded_file.h"
 
 namespace kiln::passes {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "ir/file_io.h"
-#include "ir/json_reader.h"
+#include "support/file_io.h"
+#include "support/json_reader.h"
 #include "passes/fusion/rules/pattern_parser.h"
 
 namespace kiln::passes::rules {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/op_registry.h"
 #include "passes/fusion/rules/pattern.h"

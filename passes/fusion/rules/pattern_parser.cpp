@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "ir/name_suggest.h"
+#include "support/name_suggest.h"
 #include "passes/fusion/rules/constraint_parser.h"
 
 namespace kiln::passes::rules {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <system_error>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "passes/fusion/rules/embedded_rules.h"
 #include "passes/fusion/rules/rule_pass.h"
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "passes/fusion/rules/fusion_rule.h"
 #include "passes/pass_registry.h"
 

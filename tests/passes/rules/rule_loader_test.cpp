@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "ops/op_builder.h"
 #include "passes/fusion/rules/rule_loader.h"
 #include "passes/fusion/rules/rule_pass.h"

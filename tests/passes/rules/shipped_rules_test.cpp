@@ -3,7 +3,7 @@
 // one does.
 #include <gtest/gtest.h>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 #include "passes/fusion/rules/rule_loader.h"
 #include "passes/fusion/rules/rule_pass.h"
 #include "tests/support/pass_test_util.h"

@@ -1,4 +1,4 @@
-#include "ir/byte_size.h"
+#include "support/byte_size.h"
 
 #include <cctype>
 #include <cstdio>

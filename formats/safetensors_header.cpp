@@ -1,7 +1,7 @@
 // Parsing and checking the safetensors header (the format is described in
 // safetensors.h): every range is checked against the file before any tensor
 // byte is read.
-#include "ir/safetensors_header.h"
+#include "formats/safetensors_header.h"
 
 #include <algorithm>
 #include <limits>
@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 
 namespace kiln {
 

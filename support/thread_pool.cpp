@@ -1,4 +1,4 @@
-#include "ir/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace kiln {
 

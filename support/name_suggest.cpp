@@ -1,4 +1,4 @@
-#include "ir/name_suggest.h"
+#include "support/name_suggest.h"
 
 #include <algorithm>
 #include <cctype>

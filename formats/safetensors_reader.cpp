@@ -1,6 +1,6 @@
 // The safetensors file reader: header by pread, tensors by pread into their
 // own memory (see the header for why nothing is mapped).
-#include "ir/safetensors_reader.h"
+#include "formats/safetensors_reader.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ir/file_io.h"
+#include "support/file_io.h"
 
 namespace kiln {
 namespace {

@@ -1,11 +1,11 @@
-#include "ir/hf_checkpoint.h"
+#include "formats/hf_checkpoint.h"
 
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
 
-#include "ir/file_io.h"
-#include "ir/safetensors.h"
+#include "support/file_io.h"
+#include "formats/safetensors.h"
 
 namespace kiln {
 namespace {

@@ -1,11 +1,11 @@
-#include "ir/graph_json.h"
+#include "formats/graph_json.h"
 
 #include <cmath>
 #include <limits>
 #include <unordered_map>
 
-#include "ir/file_io.h"
-#include "ir/json_reader.h"
+#include "support/file_io.h"
+#include "support/json_reader.h"
 #include "ir/verifier.h"
 
 namespace kiln {

@@ -1,4 +1,4 @@
-#include "ir/text_lines.h"
+#include "support/text_lines.h"
 
 #include <sstream>
 

@@ -1,5 +1,5 @@
 // Aligned text tables.
-#include "ir/text_table.h"
+#include "support/text_table.h"
 
 #include <algorithm>
 

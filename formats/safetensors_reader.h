@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <string>
 
-#include "ir/error.h"
-#include "ir/safetensors.h"
-#include "ir/safetensors_header.h"
+#include "support/error.h"
+#include "formats/safetensors.h"
+#include "formats/safetensors_header.h"
 
 namespace kiln {
 

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/error.h"
+#include "support/error.h"
 #include "ir/graph.h"
 
 namespace kiln {

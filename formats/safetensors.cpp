@@ -1,16 +1,16 @@
 // Safetensors reader and writer: validates the whole header and the buffer layout
 // (safetensors_header.h) before touching tensor bytes, so a malformed file is an
 // error, never a bad read.
-#include "ir/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <bit>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
 
-#include "ir/file_io.h"
-#include "ir/safetensors_header.h"
-#include "ir/safetensors_reader.h"
+#include "support/file_io.h"
+#include "formats/safetensors_header.h"
+#include "formats/safetensors_reader.h"
 
 namespace kiln {
 

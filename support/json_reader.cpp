@@ -1,4 +1,4 @@
-#include "ir/json_reader.h"
+#include "support/json_reader.h"
 
 #include <limits>
 

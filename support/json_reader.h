@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln {
 

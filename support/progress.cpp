@@ -1,5 +1,5 @@
 // Progress lines: a process-wide reporter, rate-limited.
-#include "ir/progress.h"
+#include "support/progress.h"
 
 #include <atomic>
 #include <chrono>

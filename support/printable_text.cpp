@@ -1,4 +1,4 @@
-#include "ir/printable_text.h"
+#include "support/printable_text.h"
 
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-#include "ir/file_io.h"
+#include "support/file_io.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "ir/file_names.h"
+#include "support/file_names.h"
 
 #include <cctype>
 

@@ -71,10 +71,10 @@
 #include "ir/float16.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
-#include "support/thread_pool.h"
 #include "kernels/kernel_loader.h"
 #include "ops/op_builder.h"
 #include "runtime/executor.h"
+#include "support/thread_pool.h"
 #include "target/target.h"
 
 namespace {
@@ -109,17 +109,20 @@ struct Case {
 std::string dumpIr(const Case &c) {
   for (size_t k = 0; k < c.kernels.kernels.size(); ++k) {
     const codegen::CompiledKernel &kernel = c.kernels.kernels[k];
+    auto build = codegen::buildKernel(*c.graph, kernel.spec); // the program, built again
+    if (!build)
+      return build.message();
     std::string ir;
-    auto object = codegen::compileKernelObject(kernel.build.program, kernel.symbol, {}, &ir);
+    auto object = codegen::compileKernelObject(build->program, kernel.symbol, {}, &ir);
     if (!object)
       return object.message();
     std::string name = c.key.name();
     std::replace(name.begin(), name.end(), '/', '_');
     std::ofstream out(g_dump_dir + "/" + name + "." + std::to_string(k) + ".ll");
     out << "; kernel " << kernel.spec.name << " (" << kernel.spec.kind << "), rows "
-        << kernel.build.program.rows() << ", outer_rank " << kernel.build.program.outer_rank
+        << build->program.rows() << ", outer_rank " << build->program.outer_rank
         << "\n; program:\n";
-    std::string program = codegen::programToString(kernel.build.program);
+    std::string program = codegen::programToString(build->program);
     size_t start = 0;
     while (start < program.size()) {
       size_t end = program.find('\n', start);
@@ -136,22 +139,16 @@ std::string dumpIr(const Case &c) {
 // One launch of kernel `index` over all its rows, tiled as Executor::launch.
 void launchDirect(Case &c, size_t index) {
   const codegen::CompiledKernel &kernel = c.kernels.kernels[index];
-  const codegen::KernelProgram &program = kernel.build.program;
   std::vector<void *> buffers;
   for (ValueId v : kernel.spec.inputs)
     buffers.push_back(c.values[v].data());
   for (ValueId v : kernel.spec.outputs)
     buffers.push_back(c.values[v].data());
-  const int64_t rows = program.rows();
+  const int64_t rows = kernel.launch.rows;
   if (rows == 0)
     return;
-  int64_t row_elements = 1;
-  const Shape &s = program.stages[program.outputs[0].stage].shape;
-  for (size_t d = program.outer_rank; d < s.size(); ++d)
-    row_elements *= s[d];
-  row_elements = std::max<int64_t>(1, row_elements);
   const int64_t rows_per_tile =
-      std::max<int64_t>(1, runtime::ExecutorOptions{}.tile_elements / row_elements);
+      std::max<int64_t>(1, runtime::ExecutorOptions{}.tile_elements / kernel.launch.row_elements);
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
   const kernels::KernelEntry entry = c.entries[index];
   c.pool->parallelFor(tiles, [&](int64_t t, int worker) {
@@ -196,7 +193,7 @@ std::unique_ptr<Case> makeCase(const CaseKey &key) {
   }
   c->kernels = *kernels; // a copy for the direct calls
   for (const codegen::CompiledKernel &k : c->kernels.kernels)
-    if (k.build.gemm) {
+    if (k.gemm) {
       c->error = "unexpected GEMM kernel";
       return c;
     }
@@ -229,7 +226,7 @@ std::unique_ptr<Case> makeCase(const CaseKey &key) {
     for (ValueId v : k.spec.outputs)
       if (c->values[v].byteSize() == 0)
         c->values[v] = Tensor(g.type(v));
-    scratch_slots = std::max(scratch_slots, k.build.program.scratchElementsPerRow());
+    scratch_slots = std::max(scratch_slots, k.launch.scratch_elements_per_row);
   }
   c->pool = std::make_unique<ThreadPool>();
   c->scratch.assign(c->pool->size(), std::vector<uint64_t>(static_cast<size_t>(scratch_slots)));

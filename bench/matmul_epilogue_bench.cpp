@@ -62,10 +62,10 @@
 #include "ir/float16.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
-#include "support/thread_pool.h"
 #include "kernels/kernel_loader.h"
 #include "ops/op_builder.h"
 #include "runtime/executor.h"
+#include "support/thread_pool.h"
 #include "target/target.h"
 
 namespace {
@@ -281,16 +281,21 @@ void BM_kiln(benchmark::State &state, MmShape s, Variant v) {
     return;
   }
   openblas_set_num_threads(1); // as Executor::create leaves it
-  const codegen::CompiledKernel &kernel = c->executor->kernels().kernels[0];
+  const executable::CompiledKernel &kernel = c->executor->kernels().kernels[0];
   if (!g_dump_dir.empty()) {
+    auto build = codegen::buildKernel(*c->graph, kernel.spec); // the program, built again
+    if (!build) {
+      state.SkipWithError(build.message().c_str());
+      return;
+    }
     std::string ir;
-    auto object = codegen::compileKernelObject(kernel.build.program, kernel.symbol, {}, &ir);
+    auto object = codegen::compileKernelObject(build->program, kernel.symbol, {}, &ir);
     std::string name = std::string(variantName(v)) + "_" + s.name;
     std::replace(name.begin(), name.end(), '/', '_');
     std::ofstream out(g_dump_dir + "/" + name + ".ll");
     out << "; " << kernel.spec.name << " (" << kernel.spec.kind << "), accumulator row-local "
-        << kernel.build.program.accumulatorIsRowLocal() << "\n; "
-        << codegen::programToString(kernel.build.program) << "\n"
+        << kernel.launch.accumulator_row_local << "\n; " << codegen::programToString(build->program)
+        << "\n"
         << ir;
   }
   settle();
@@ -315,7 +320,7 @@ void BM_kiln(benchmark::State &state, MmShape s, Variant v) {
   state.counters["threads"] = cores();
   state.counters["faults"] =
       benchmark::Counter(minorFaults() - faults, benchmark::Counter::kAvgIterations);
-  state.counters["row_local"] = kernel.build.program.accumulatorIsRowLocal() ? 1 : 0;
+  state.counters["row_local"] = kernel.launch.accumulator_row_local ? 1 : 0;
 }
 
 // The epilogue alone: the same compiled kernel called directly (loaded with
@@ -333,8 +338,8 @@ void BM_epilogue(benchmark::State &state, MmShape s, Variant v) {
     return;
   }
   const Graph &g = *c->graph;
-  const codegen::CompiledKernel &kernel = c->executor->kernels().kernels[0];
-  const codegen::KernelProgram &program = kernel.build.program;
+  const executable::CompiledKernel &kernel = c->executor->kernels().kernels[0];
+  const executable::KernelLaunch &launch = kernel.launch;
   auto loader = kernels::KernelLoader::create();
   if (!loader) {
     state.SkipWithError(loader.message().c_str());
@@ -368,8 +373,8 @@ void BM_epilogue(benchmark::State &state, MmShape s, Variant v) {
   ThreadPool pool;
   std::vector<std::vector<uint64_t>> scratch(
       static_cast<size_t>(pool.size()), std::vector<uint64_t>(static_cast<size_t>(std::max<int64_t>(
-                                            1, program.scratchElementsPerRow()))));
-  const int64_t rows = program.rows();
+                                            1, launch.scratch_elements_per_row))));
+  const int64_t rows = launch.rows;
   const int64_t rows_per_tile =
       std::max<int64_t>(1, runtime::ExecutorOptions{}.tile_elements / s.n);
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;

@@ -14,17 +14,17 @@
 
 namespace kiln::runtime {
 
-Executor::Executor(const Graph &graph, codegen::CompiledKernels kernels,
+Executor::Executor(const Graph &graph, executable::Executable kernels,
                    const ExecutorOptions &options)
     : graph_(graph), kernels_(std::move(kernels)), options_(options), pool_(options.threads),
       scratch_(pool_.size()), acc_tiles_(pool_.size()) {}
 
 Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
-                                                     codegen::CompiledKernels kernels,
+                                                     executable::Executable kernels,
                                                      const ExecutorOptions &options) {
   std::unique_ptr<Executor> ex(new Executor(graph, std::move(kernels), options));
   KILN_ASSIGN_OR_RETURN(ex->loader_, kernels::KernelLoader::create());
-  for (const codegen::CompiledKernel &k : ex->kernels_.kernels) {
+  for (const executable::CompiledKernel &k : ex->kernels_.kernels) {
     if (k.host) {
       ex->entries_.push_back(nullptr);
       continue;
@@ -33,19 +33,19 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
                           ex->loader_->load(ex->kernels_.objects[k.object], k.symbol, k.spec.name));
     ex->entries_.push_back(entry);
   }
-  std::vector<codegen::KernelSpec> specs;
-  for (const codegen::CompiledKernel &k : ex->kernels_.kernels) {
-    ex->is_alias_.push_back(codegen::aliasesItsInput(graph, k.spec));
+  std::vector<executable::KernelSpec> specs;
+  for (const executable::CompiledKernel &k : ex->kernels_.kernels) {
+    ex->is_alias_.push_back(executable::aliasesItsInput(graph, k.spec));
     specs.push_back(k.spec);
   }
-  artifact::Lifetimes lifetimes;
+  executable::Lifetimes lifetimes;
   lifetimes.input_outside = options.input_in_place;
   if (!lifetimes.input_outside)
     lifetimes.input_outside = [](const GraphInput &) { return true; };
   lifetimes.output_leaves = options.output_leaves;
-  ex->plan_ = artifact::planMemory(graph, specs, artifact::kDefaultBufferAlignment, lifetimes);
+  ex->plan_ = executable::planMemory(graph, specs, executable::kDefaultBufferAlignment, lifetimes);
   std::unordered_map<std::string_view, int64_t> offsets;
-  for (const artifact::BufferPlacement &b : ex->plan_.buffers)
+  for (const executable::BufferPlacement &b : ex->plan_.buffers)
     offsets[b.value] = b.offset;
   for (ValueId v = 0; v < static_cast<ValueId>(graph.numValues()); ++v) {
     ex->value_names_.push_back(graph.valueName(v));
@@ -178,7 +178,7 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
   // A kernel's time on a rank includes the executor's bookkeeping around it
   // (releasing its inputs' last use, copying leaving outputs off).
   for (size_t k = 0; k < kernels_.kernels.size(); ++k) {
-    const codegen::CompiledKernel &kernel = kernels_.kernels[k];
+    const executable::CompiledKernel &kernel = kernels_.kernels[k];
     auto timed = [&](size_t r, Profiler::Clock::time_point start) {
       if (profiler)
         profiler->kernel(profile_.step, device(r), profile_.program, k, start,
@@ -245,7 +245,7 @@ std::shared_ptr<uint8_t[]> Executor::takeArena() {
     if (arena.use_count() == 1)
       return arena;
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(plan_.peak_bytes, 1));
-  arenas_.push_back(Tensor::allocateBlock(bytes, artifact::kDefaultBufferAlignment));
+  arenas_.push_back(Tensor::allocateBlock(bytes, executable::kDefaultBufferAlignment));
   arena_bytes_allocated_ += static_cast<int64_t>(bytes);
   return arenas_.back();
 }
@@ -260,7 +260,7 @@ Tensor Executor::place(ValueId v, const std::shared_ptr<uint8_t[]> &arena) const
 // rounding, its results written into the arena.
 Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values,
                                        const std::shared_ptr<uint8_t[]> &arena) {
-  const codegen::KernelSpec &spec = kernels_.kernels[index].spec;
+  const executable::KernelSpec &spec = kernels_.kernels[index].spec;
   const Node &node = graph_.node(spec.members.front());
   const ops::RegisteredOp *op = ops::opsOf(graph_).find(node.op);
   if (!op)
@@ -358,8 +358,8 @@ float *Executor::wholeAccumulator(const kernels::GemmPlan &gemm, const Tensor &a
 
 uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
                           const std::shared_ptr<uint8_t[]> &arena) {
-  const codegen::CompiledKernel &kernel = kernels_.kernels[index];
-  const codegen::KernelProgram &program = kernel.build.program;
+  const executable::CompiledKernel &kernel = kernels_.kernels[index];
+  const executable::KernelLaunch &launch = kernel.launch;
   const kernels::KernelEntry entry = entries_[index];
 
   // Inputs are read in place (const: a shared weight is not copied); every
@@ -368,24 +368,18 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
   for (ValueId v : kernel.spec.inputs)
     buffers.push_back(const_cast<void *>(std::as_const(values[v]).data()));
   const size_t acc_slot = buffers.size();
-  if (kernel.build.gemm)
+  if (kernel.gemm)
     buffers.push_back(nullptr); // the accumulator, set per tile
   for (ValueId v : kernel.spec.outputs) {
     values[v] = place(v, arena);
     buffers.push_back(values[v].data());
   }
 
-  const int64_t rows = program.rows();
+  const int64_t rows = launch.rows;
   if (rows == 0)
     return 0;
-  const int64_t row_elements = std::max<int64_t>(1, [&] {
-    int64_t n = 1;
-    const Shape &s = program.stages[program.outputs[0].rowStage()].shape;
-    for (size_t d = program.outer_rank; d < s.size(); ++d)
-      n *= s[d];
-    return n;
-  }());
-  const kernels::GemmPlan *gemm = kernel.build.gemm ? &*kernel.build.gemm : nullptr;
+  const int64_t row_elements = launch.row_elements;
+  const kernels::GemmPlan *gemm = kernel.gemm ? &*kernel.gemm : nullptr;
   // f32 and bf16 operands (on a host with bf16 units): the whole accumulator
   // first, on oneDNN, one single-threaded block per thread. Others (f16,
   // widened to f32): when the epilogue stays within rows, each tile (at
@@ -406,7 +400,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
   const bool f32 = gemm && gemm->m > 0 && gemm->n > 0 && gemm->k > 0 &&
                    gemm_a->dtype() == DType::F32 && gemm_b->dtype() == DType::F32;
   const bool on_dnnl = bf16 || f32;
-  const bool whole_gemm = gemm && (on_dnnl || !program.accumulatorIsRowLocal());
+  const bool whole_gemm = gemm && (on_dnnl || !launch.accumulator_row_local);
   int64_t rows_per_tile = std::max<int64_t>(1, options_.tile_elements / row_elements);
   if (gemm && !whole_gemm) {
     // Each sgemm call packs the whole weight again: 64-row calls lose about
@@ -416,7 +410,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
     rows_per_tile = std::max(rows_per_tile, std::min(rows, std::max<int64_t>(per_thread, 256)));
   }
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
-  const size_t scratch_slots = static_cast<size_t>(program.scratchElementsPerRow());
+  const size_t scratch_slots = static_cast<size_t>(launch.scratch_elements_per_row);
   alignas(4) uint32_t status = 0; // the tiles or their bits in atomically
 
   std::optional<kernels::GemmOperands> operands;
@@ -429,8 +423,8 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
   // the tile's), added in tile order after the tiles.
   std::vector<std::pair<size_t, int64_t>> row_sums; // output, offset in row_sums_
   int64_t row_sum_floats = 0;
-  for (size_t o = 0; o < program.outputs.size(); ++o)
-    if (program.outputs[o].row_sum_stage >= 0) {
+  for (size_t o = 0; o < launch.row_sums.size(); ++o)
+    if (launch.row_sums[o]) {
       row_sums.emplace_back(o, row_sum_floats);
       row_sum_floats += tiles * values[kernel.spec.outputs[o]].numElements();
     }

@@ -1,7 +1,7 @@
 // Runs a compiled graph on the host CPU: the kernels in order, each kernel's
 // rows split into tiles that run in parallel; the ranks of a tensor-parallel
 // group in lockstep, collectives between kernels. Each rank's run has one
-// arena laid out by the graph's memory plan (compiler/artifact/memory_plan.h):
+// arena laid out by the graph's memory plan (executable/memory_plan.h):
 // every value a kernel writes (and every input the device receives) is a
 // view at its planned offset, the other inputs are read where the caller
 // holds them, and a device counts exactly the arena and the inputs outside
@@ -17,16 +17,16 @@
 #include <string>
 #include <vector>
 
-#include "compiler/artifact/memory_plan.h"
-#include "compiler/codegen/compiled_kernels.h"
+#include "executable/executable.h"
+#include "executable/memory_plan.h"
 #include "ir/graph.h"
-#include "support/thread_pool.h"
 #include "kernels/gemm.h"
 #include "kernels/kernel_loader.h"
 #include "ops/interpreter.h"
 #include "runtime/device.h"
 #include "runtime/float_status.h"
 #include "runtime/profiler.h"
+#include "support/thread_pool.h"
 
 namespace kiln::runtime {
 
@@ -58,7 +58,7 @@ class Executor {
 public:
   // Loads every kernel object of `kernels` (compiled for `graph`).
   static Expected<std::unique_ptr<Executor>>
-  create(const Graph &graph, codegen::CompiledKernels kernels, const ExecutorOptions &options = {});
+  create(const Graph &graph, executable::Executable kernels, const ExecutorOptions &options = {});
 
   // Runs the graph: `inputs` must hold every graph input by name with exactly
   // its type; returns the graph outputs by name (views into the run's arena,
@@ -81,9 +81,9 @@ public:
                                                  const std::vector<DeviceMemory *> &memory,
                                                  const std::vector<FloatStatus *> &status = {});
 
-  const codegen::CompiledKernels &kernels() const { return kernels_; }
+  const executable::Executable &kernels() const { return kernels_; }
   // The arena of each rank's run.
-  const artifact::MemoryPlan &memoryPlan() const { return plan_; }
+  const executable::MemoryPlan &memoryPlan() const { return plan_; }
   // Host bytes of the arenas allocated so far (a run reuses one no view of
   // which is left).
   int64_t arenaBytesAllocated() const { return arena_bytes_allocated_; }
@@ -94,7 +94,7 @@ public:
   void profileInto(ProfileScope scope) { profile_ = std::move(scope); }
 
 private:
-  Executor(const Graph &graph, codegen::CompiledKernels kernels, const ExecutorOptions &options);
+  Executor(const Graph &graph, executable::Executable kernels, const ExecutorOptions &options);
   // Each returns the kernel's float status (ir/float_status.h) on its rank(s).
   uint32_t launch(size_t kernel, std::vector<Tensor> &values,
                   const std::shared_ptr<uint8_t[]> &arena);
@@ -118,7 +118,7 @@ private:
   Tensor place(ValueId v, const std::shared_ptr<uint8_t[]> &arena) const;
 
   const Graph &graph_;
-  codegen::CompiledKernels kernels_;
+  executable::Executable kernels_;
   ExecutorOptions options_;
   std::unique_ptr<kernels::KernelLoader> loader_;
   std::vector<kernels::KernelEntry> entries_;
@@ -127,10 +127,10 @@ private:
   // off the arena after it.
   std::vector<std::vector<ValueId>> leave_after_;
   std::vector<std::string> value_names_; // per value: its name in device memory
-  // Per kernel: its output is its input's bytes (codegen::aliasesItsInput);
+  // Per kernel: its output is its input's bytes (executable::aliasesItsInput);
   // nothing runs.
   std::vector<char> is_alias_;
-  artifact::MemoryPlan plan_;
+  executable::MemoryPlan plan_;
   std::vector<int64_t> offset_; // per value: its offset in the arena; -1: not in it
   std::string arena_name_;      // in device memory
   std::vector<std::shared_ptr<uint8_t[]>> arenas_;

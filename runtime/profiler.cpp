@@ -70,12 +70,12 @@ std::string number(double v, int precision = 3) {
   return os.str();
 }
 
-std::string taskType(const codegen::CompiledKernel &kernel) {
+std::string taskType(const executable::CompiledKernel &kernel) {
   if (kernel.collective)
     return "HCCL";
   if (kernel.host)
     return "AI_CPU";
-  return kernel.build.gemm ? "AI_CORE" : "AI_VECTOR_CORE";
+  return kernel.gemm ? "AI_CORE" : "AI_VECTOR_CORE";
 }
 
 } // namespace
@@ -87,10 +87,10 @@ double Profiler::micros(Clock::time_point t) const {
 }
 
 int Profiler::addProgram(const std::string &label, const Graph &graph,
-                         const codegen::CompiledKernels &kernels) {
+                         const executable::Executable &kernels) {
   Program program{label, {}};
-  for (const codegen::CompiledKernel &kernel : kernels.kernels) {
-    const codegen::KernelSpec &spec = kernel.spec;
+  for (const executable::CompiledKernel &kernel : kernels.kernels) {
+    const executable::KernelSpec &spec = kernel.spec;
     KernelInfo info;
     info.name = spec.name;
     info.type = spec.grouped ? spec.kind : graph.node(spec.members.front()).op;
@@ -101,9 +101,9 @@ int Profiler::addProgram(const std::string &label, const Graph &graph,
     info.data_types = dtypeList(graph, spec.inputs) + "->" + dtypeList(graph, spec.outputs);
     for (NodeId id : spec.members)
       info.members.push_back(graph.node(id).name + "(" + graph.node(id).op + ")");
-    info.cost = codegen::kernelCost(graph, spec);
+    info.cost = executable::kernelCost(graph, spec);
     const std::string &op = graph.node(spec.members.front()).op;
-    if (!kernel.host && !kernel.build.gemm && spec.members.size() == 1 &&
+    if (!kernel.host && !kernel.gemm && spec.members.size() == 1 &&
         (op == "FlashAttentionScore" || op == "FlashAttentionScoreGrad")) {
       // Fused attention is its matmuls (the cost model counts their 2*M*N*K):
       // part of the step's GEMM work and its floor, at its operands' rate.
@@ -113,7 +113,7 @@ int Profiler::addProgram(const std::string &label, const Graph &graph,
                            ? roofline_.best_bf16_gemm_flops_per_s
                            : roofline_.best_f32_gemm_flops_per_s;
     }
-    if (const auto &gemm = kernel.build.gemm; gemm && !kernel.host) {
+    if (const auto &gemm = kernel.gemm; gemm && !kernel.host) {
       info.gemm_flops = 2.0 * static_cast<double>(gemm->batch) * static_cast<double>(gemm->m) *
                         static_cast<double>(gemm->n) * static_cast<double>(gemm->k);
       const bool bf16 = graph.type(spec.inputs[gemm->a_input]).dtype == DType::BF16 &&

@@ -31,11 +31,11 @@
 #include <string>
 #include <vector>
 
-#include "compiler/codegen/compiled_kernels.h"
-#include "compiler/codegen/kernel_cost.h"
-#include "support/error.h"
+#include "executable/executable.h"
+#include "executable/kernel_cost.h"
 #include "ir/graph.h"
 #include "runtime/host_roofline.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 
@@ -48,7 +48,7 @@ public:
   // A compiled program whose kernels will be timed ("step", "update"); returns
   // its id for kernel(). The graph and kernels are described, not kept.
   int addProgram(const std::string &label, const Graph &graph,
-                 const codegen::CompiledKernels &kernels);
+                 const executable::Executable &kernels);
 
   void kernel(int64_t step, int device, int program, size_t kernel, Clock::time_point start,
               Clock::time_point end);
@@ -69,7 +69,7 @@ private:
     std::string name, type, task_type, formed_by;
     std::string input_shapes, output_shapes, data_types;
     std::vector<std::string> members; // "name(Op)"
-    codegen::KernelCost cost;
+    executable::KernelCost cost;
     // A kernel driving a matmul, or fused attention: its matmuls' 2*M*N*K
     // and the host's best GEMM rate for its operands' dtype (HostRoofline);
     // 0 otherwise.

@@ -11,12 +11,12 @@
 #include "compiler/cache/cache_key.h"
 #include "compiler/cache/sha256.h"
 #include "compiler/frontend/custom_ops.h"
+#include "formats/graph_json.h"
+#include "ops/op_verifier.h"
 #include "support/file_io.h"
 #include "support/file_names.h"
-#include "formats/graph_json.h"
 #include "support/little_endian.h"
 #include "support/printable_text.h"
-#include "ops/op_verifier.h"
 
 namespace kiln::artifact {
 
@@ -38,7 +38,7 @@ json plannedKernelToJson(const PlannedKernel &k) {
 }
 
 json bucketToJson(int64_t seq, int64_t batch, const Graph &graph,
-                  const std::vector<PlannedKernel> &planned, const MemoryPlan &memory) {
+                  const std::vector<PlannedKernel> &planned, const executable::MemoryPlan &memory) {
   json kernels = json::array();
   for (const PlannedKernel &k : planned)
     kernels.push_back(plannedKernelToJson(k));
@@ -46,7 +46,7 @@ json bucketToJson(int64_t seq, int64_t batch, const Graph &graph,
           {"batch", batch},
           {"graph", graphToJson(graph)},
           {"kernels", std::move(kernels)},
-          {"memory", memoryPlanToJson(memory)}};
+          {"memory", executable::memoryPlanToJson(memory)}};
 }
 
 // Reads the sections after the header, each a u64 size and its bytes.
@@ -175,11 +175,11 @@ Expected<Bucket> parseBucket(std::string_view text, size_t index,
   }
 
   KILN_ASSIGN_OR_RETURN(const json *memory, f.object("memory"));
-  KILN_ASSIGN_OR_RETURN(b.memory, memoryPlanFromJson(*memory, named + ": memory plan"));
+  KILN_ASSIGN_OR_RETURN(b.memory, executable::memoryPlanFromJson(*memory, named + ": memory plan"));
   if (b.memory.kernels != static_cast<int>(b.kernels.size()))
     return Error(named + ": memory plan is for " + std::to_string(b.memory.kernels) +
                  " kernels, the bucket has " + std::to_string(b.kernels.size()));
-  for (const BufferPlacement &p : b.memory.buffers)
+  for (const executable::BufferPlacement &p : b.memory.buffers)
     if (!values.count(p.value))
       return Error(named + ": memory plan: value '" + p.value + "' is not in the bucket's graph");
   return b;
@@ -386,7 +386,7 @@ Expected<std::string> assemble(const Manifest &m, const std::vector<BucketHead> 
 
 Expected<std::string> encodeBucketText(int64_t seq, int64_t batch, const Graph &graph,
                                        const std::vector<PlannedKernel> &kernels,
-                                       const MemoryPlan &memory) {
+                                       const executable::MemoryPlan &memory) {
   return jsonText(bucketToJson(seq, batch, graph, kernels, memory),
                   "bucket seq " + std::to_string(seq));
 }

@@ -19,7 +19,7 @@
 //                "kernels": [{"name", "kind", "formed_by", "grouped", "key", "symbol",
 //                             "object": index into objects,
 //                             "inputs": [value name], "outputs": [value name]}],
-//                "memory": the memory plan (memory_plan.h)}
+//                "memory": the memory plan (executable/memory_plan.h)}
 //   object   := size:u64  then size bytes: the relocatable object file defining
 //               the symbol of its entry in "objects"
 //   checksum := SHA-256 of every byte before it                              (32 bytes)
@@ -49,10 +49,10 @@
 
 #include "compiler/artifact/artifact_signing.h"
 #include "compiler/artifact/manifest.h"
-#include "compiler/artifact/memory_plan.h"
-#include "support/error.h"
+#include "executable/memory_plan.h"
 #include "ir/graph.h"
 #include "ops/op_registry.h"
+#include "support/error.h"
 
 namespace kiln::artifact {
 
@@ -79,7 +79,7 @@ struct Bucket {
   int64_t batch = 1;
   Graph graph; // after the job's passes
   std::vector<PlannedKernel> kernels;
-  MemoryPlan memory;
+  executable::MemoryPlan memory;
 };
 
 struct ArtifactObject {
@@ -127,7 +127,7 @@ struct EncodedBucket {
 // The JSON text of a bucket, as an artifact holds it.
 Expected<std::string> encodeBucketText(int64_t seq, int64_t batch, const Graph &graph,
                                        const std::vector<PlannedKernel> &kernels,
-                                       const MemoryPlan &memory);
+                                       const executable::MemoryPlan &memory);
 
 // An artifact of `buckets` (each with its objects' code), signed by `key`:
 // buckets sorted by seq, objects stored once per key in the order the buckets

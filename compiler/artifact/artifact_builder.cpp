@@ -23,7 +23,7 @@ namespace {
 // `object_of` numbers each kernel's object.
 struct PlannedBucket {
   std::vector<PlannedKernel> kernels;
-  MemoryPlan memory;
+  executable::MemoryPlan memory;
   std::vector<ops::OpSourceFile> custom_ops;
 };
 
@@ -94,7 +94,7 @@ planBucket(int64_t seq, const Graph &graph, const codegen::CompiledKernels &kern
     if (std::find(out.custom_ops.begin(), out.custom_ops.end(), file) == out.custom_ops.end())
       out.custom_ops.push_back(std::move(file));
   }
-  out.memory = planMemory(graph, specs);
+  out.memory = executable::planMemory(graph, specs);
   return out;
 }
 

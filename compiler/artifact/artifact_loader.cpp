@@ -178,7 +178,8 @@ Expected<LoadedBucket> loadBucket(const Artifact &artifact, const Bucket &bucket
       loaded.kernels.objects.push_back(artifact.objects[p.object].code);
     codegen::CompiledKernel k;
     k.spec = std::move(d.spec);
-    k.build = std::move(d.build);
+    k.gemm = d.build.gemm;
+    k.launch = codegen::launchOf(d.build.program);
     k.tiling = d.tiling;
     k.key = p.key;
     k.symbol = p.symbol;

@@ -68,12 +68,13 @@ json bucketSummary(const Artifact &artifact, const Bucket &b, size_t largest) {
                       {"intermediates", std::string(intermediatesName(group.intermediates))},
                       {"members", members[g].size()}});
   }
-  std::vector<const BufferPlacement *> by_size;
-  for (const BufferPlacement &p : b.memory.buffers)
+  std::vector<const executable::BufferPlacement *> by_size;
+  for (const executable::BufferPlacement &p : b.memory.buffers)
     by_size.push_back(&p);
-  std::stable_sort(
-      by_size.begin(), by_size.end(),
-      [](const BufferPlacement *x, const BufferPlacement *y) { return x->bytes > y->bytes; });
+  std::stable_sort(by_size.begin(), by_size.end(),
+                   [](const executable::BufferPlacement *x, const executable::BufferPlacement *y) {
+                     return x->bytes > y->bytes;
+                   });
   json top = json::array();
   for (size_t i = 0; i < by_size.size() && i < largest; ++i)
     top.push_back({{"value", by_size[i]->value},

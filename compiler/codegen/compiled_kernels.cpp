@@ -1,8 +1,25 @@
 #include "compiler/codegen/compiled_kernels.h"
 
+#include <algorithm>
 #include <map>
 
 namespace kiln::codegen {
+
+executable::KernelLaunch launchOf(const KernelProgram &program) {
+  executable::KernelLaunch launch;
+  launch.rows = program.rows();
+  if (!program.outputs.empty()) {
+    const Shape &s = program.stages[program.outputs[0].rowStage()].shape;
+    for (size_t d = program.outer_rank; d < s.size(); ++d)
+      launch.row_elements *= s[d];
+    launch.row_elements = std::max<int64_t>(1, launch.row_elements);
+  }
+  launch.scratch_elements_per_row = program.scratchElementsPerRow();
+  launch.accumulator_row_local = program.accumulatorIsRowLocal();
+  for (const StoredOutput &o : program.outputs)
+    launch.row_sums.push_back(o.row_sum_stage >= 0);
+  return launch;
+}
 
 nlohmann::json KernelStats::toJson() const {
   return {{"total", total},

@@ -1,8 +1,10 @@
-// What compiling a graph's kernels gives: per kernel its spec, program,
-// tiling, cache key and entry point in one of the objects, in execution
-// order. The compiler (kernel_compiler.h) and an artifact's loader make it;
-// the runtime (runtime/executor.h) runs it through kernels/kernel_abi.h.
-// Data only: nothing here generates code.
+// What compiling a graph's kernels gives: what the runtime runs
+// (executable/executable.h: per kernel its spec, GEMM, launch, tiling, cache
+// key and entry point in one of the objects, in execution order) and the
+// compile's own record: its statistics, each object's key with its parts,
+// the misses explained and the kernels that fell back. The compiler
+// (kernel_compiler.h) and an artifact's loader make it. Data only: nothing
+// here generates code.
 #pragma once
 
 #include <string>
@@ -13,24 +15,14 @@
 #include "compiler/cache/cache_key.h"
 #include "compiler/codegen/kernel_builder.h"
 #include "compiler/codegen/kernel_diagnostic.h"
-#include "compiler/codegen/target_check.h"
-#include "ir/dtype.h"
+#include "executable/executable.h"
 
 namespace kiln::codegen {
 
-struct CompiledKernel {
-  KernelSpec spec;
-  KernelBuild build;
-  KernelTiling tiling;
-  std::string key;    // cache key, hex
-  std::string symbol; // the entry point in the object
-  int object = -1;    // index into CompiledKernels::objects, shared by identical kernels
-  // No object: the op's reference kernel runs on the host, as a fallback or
-  // because the op is a collective (then the runtime runs it across the
-  // devices of its group).
-  bool host = false;
-  bool collective = false;
-};
+using executable::CompiledKernel;
+
+// What the runtime reads of a built kernel's program: how a launch walks its rows.
+executable::KernelLaunch launchOf(const KernelProgram &program);
 
 // A kernel that could not be built as planned, and what ran instead.
 struct KernelFallback {
@@ -48,10 +40,8 @@ struct KernelStats {
   nlohmann::json toJson() const;
 };
 
-struct CompiledKernels {
-  OverflowMode overflow = OverflowMode::InfNan; // the rounding built into every kernel
-  std::vector<CompiledKernel> kernels;          // in execution order
-  std::vector<std::string> objects;             // one object per distinct kernel
+// The runtime takes the executable part (Executor::create, Profiler::addProgram).
+struct CompiledKernels : executable::Executable {
   // The cache key each object was compiled under, with its parts (empty for
   // kernels loaded from an artifact).
   std::vector<cache::CacheKey> object_keys;

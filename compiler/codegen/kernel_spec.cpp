@@ -119,22 +119,4 @@ std::string canonicalKernelText(const Graph &graph, const KernelSpec &kernel) {
   return os.str();
 }
 
-bool isReshapeView(const Graph &graph, const KernelSpec &kernel) {
-  if (kernel.members.size() != 1)
-    return false;
-  const Node &node = graph.node(kernel.members.front());
-  return node.op == "Reshape" &&
-         graph.type(node.inputs[0]).dtype == graph.type(node.outputs[0]).dtype;
-}
-
-bool aliasesItsInput(const Graph &graph, const KernelSpec &kernel) {
-  if (isReshapeView(graph, kernel))
-    return true;
-  if (kernel.members.size() != 1)
-    return false;
-  const Node &node = graph.node(kernel.members.front());
-  return node.op == "TensorParallelCopy" &&
-         graph.type(node.inputs[0]) == graph.type(node.outputs[0]);
-}
-
 } // namespace kiln::codegen

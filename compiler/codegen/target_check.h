@@ -13,12 +13,12 @@
 // must fit L0C double-buffered before FixPipe drains it.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "compiler/codegen/kernel_builder.h"
 #include "compiler/codegen/kernel_diagnostic.h"
+#include "executable/executable.h"
 #include "passes/fusion/fusion_group_util.h"
 #include "target/target.h"
 
@@ -27,14 +27,7 @@ namespace kiln::codegen {
 // The smallest vector tile a kernel is split into (256 bytes of f32).
 inline constexpr int64_t kMinVectorTileElements = 64;
 
-struct KernelTiling {
-  int64_t vector_tile_elements = 0; // the tile the kernel streams in
-  int64_t ub_bytes = 0;             // the working set in the UB model
-  int64_t resident_row_bytes = 0;   // the part held per row (fused row kernels)
-  // Matmul kernels: the output tile (m, n) and its L0C bytes.
-  std::array<int64_t, 2> cube_out_tile{0, 0};
-  int64_t l0c_bytes = 0;
-};
+using executable::KernelTiling; // the tiling the checks find, kept with the kernel
 
 // Diagnostics for every constraint `kernel` breaks on `target` (empty when it
 // fits); `tiling` receives the numbers either way.

@@ -7,8 +7,8 @@
 
 #include "compiler/artifact/artifact_builder.h"
 #include "compiler/driver/program_cache.h"
-#include "support/file_io.h"
 #include "formats/graph_json.h"
+#include "support/file_io.h"
 
 namespace kiln::driver {
 namespace {
@@ -44,7 +44,7 @@ nlohmann::json kernelsToJson(const codegen::CompiledKernels &compiled) {
                             {"vector_tile_elements", k.tiling.vector_tile_elements}};
     if (!k.spec.formed_by.empty())
       entry["formed_by"] = k.spec.formed_by;
-    if (k.build.gemm) {
+    if (k.gemm) {
       entry["cube_out_tile"] = k.tiling.cube_out_tile;
       entry["l0c_bytes"] = k.tiling.l0c_bytes;
     }

@@ -4,8 +4,8 @@
 #include <array>
 #include <cstdio>
 
-#include "compiler/codegen/kernel_cost.h"
 #include "compiler/parallel/pipeline_schedule.h"
+#include "executable/kernel_cost.h"
 
 namespace kiln::parallel {
 
@@ -74,7 +74,7 @@ public:
     double cube = 0, vector = 0;
     for (NodeId id : kernel.members) {
       const Node &node = graph.node(id);
-      const codegen::NodeWork work = codegen::nodeWork(graph, node);
+      const executable::NodeWork work = executable::nodeWork(graph, node);
       if (work.cube > 0) {
         const DType d = graph.type(node.inputs[0]).dtype;
         auto rate = target_.peak_tflops.find(d);
@@ -95,7 +95,7 @@ public:
         vector += work.vector / (rate->second * 1e12);
       }
     }
-    const double memory = codegen::kernelCost(graph, kernel).bytes() /
+    const double memory = executable::kernelCost(graph, kernel).bytes() /
                           (static_cast<double>(target_.hbm_bandwidth_gbps) * 1e9);
     return std::max({cube, vector, memory});
   }

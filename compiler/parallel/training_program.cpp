@@ -4,8 +4,8 @@
 #include <map>
 #include <set>
 
-#include "compiler/artifact/memory_plan.h"
 #include "compiler/parallel/pipeline_schedule.h"
+#include "executable/memory_plan.h"
 #include "support/byte_size.h"
 
 namespace kiln::parallel {
@@ -23,18 +23,18 @@ int64_t bytesOf(const TensorType &t) {
 // sent). `held`: what the trainer keeps on the device, read where it is;
 // `leaving`: outputs that leave the device as they are made (the
 // gradients, ParallelConfig::gradientsLeaveWhenMade).
-artifact::MemoryPlan runPlan(const CompiledGraph &g, const std::set<std::string> &held,
-                             const std::set<std::string> *leaving = nullptr) {
+executable::MemoryPlan runPlan(const CompiledGraph &g, const std::set<std::string> &held,
+                               const std::set<std::string> *leaving = nullptr) {
   std::vector<codegen::KernelSpec> specs;
   for (const codegen::CompiledKernel &k : g.kernels.kernels)
     specs.push_back(k.spec);
-  artifact::Lifetimes lifetimes;
+  executable::Lifetimes lifetimes;
   lifetimes.input_outside = [&held](const GraphInput &in) { return held.count(in.name) > 0; };
   if (leaving)
     lifetimes.output_leaves = [leaving](const GraphOutput &out) {
       return leaving->count(out.name) > 0;
     };
-  return artifact::planMemory(g.graph, specs, artifact::kDefaultBufferAlignment, lifetimes);
+  return executable::planMemory(g.graph, specs, executable::kDefaultBufferAlignment, lifetimes);
 }
 
 } // namespace
@@ -60,7 +60,7 @@ namespace {
 // A run's bytes at its busiest kernel, by kind: gradients, activations
 // (what it receives among them) and the arena's packing. The weights the
 // device holds are the caller's to add.
-MemoryBreakdown runBreakdown(const CompiledGraph &program, const artifact::MemoryPlan &plan) {
+MemoryBreakdown runBreakdown(const CompiledGraph &program, const executable::MemoryPlan &plan) {
   const Graph &g = program.graph;
   std::set<std::string> gradients;
   for (const GraphOutput &out : g.outputs())
@@ -71,7 +71,7 @@ MemoryBreakdown runBreakdown(const CompiledGraph &program, const artifact::Memor
   int64_t most = -1;
   for (int t = -1; t <= plan.kernels; ++t) {
     int64_t live = 0;
-    for (const artifact::BufferPlacement &b : plan.buffers)
+    for (const executable::BufferPlacement &b : plan.buffers)
       if (b.first <= t && t <= b.last)
         live += b.alignedBytes(plan.alignment);
     if (live > most) {
@@ -80,7 +80,7 @@ MemoryBreakdown runBreakdown(const CompiledGraph &program, const artifact::Memor
     }
   }
   MemoryBreakdown m;
-  for (const artifact::BufferPlacement &b : plan.buffers) {
+  for (const executable::BufferPlacement &b : plan.buffers) {
     if (b.first > busiest || busiest > b.last)
       continue;
     int64_t &kind = gradients.count(b.value) ? m.gradients : m.activations;
@@ -154,13 +154,13 @@ struct StepPeak {
   int64_t bytes = 0;       // the run's arena, and what the stage holds besides
   int64_t accumulated = 0; // the gradients' f32 sums beside it then
   MemoryBreakdown breakdown;
-  const artifact::MemoryPlan *plan = nullptr; // of the program running then
-  int in_flight = 0;                          // micro-batches the stage holds then (pipeline)
+  const executable::MemoryPlan *plan = nullptr; // of the program running then
+  int in_flight = 0;                            // micro-batches the stage holds then (pipeline)
 };
 
 // Without pipeline stages: the step's run, with every gradient's f32 sum
 // beside it when micro-batches accumulate.
-StepPeak wholeStepPeak(const TrainingProgram &program, const artifact::MemoryPlan &plan,
+StepPeak wholeStepPeak(const TrainingProgram &program, const executable::MemoryPlan &plan,
                        int64_t accumulated) {
   StepPeak p{plan.peak_bytes, accumulated, runBreakdown(program.step, plan), &plan, 0};
   p.breakdown.accumulated_gradients = accumulated;
@@ -174,7 +174,7 @@ StepPeak wholeStepPeak(const TrainingProgram &program, const artifact::MemoryPla
 // whose first backward has run, the gradients' f32 sums. `sums`: per model
 // stage, the bytes of the f32 sums its device keeps.
 std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
-                                        const std::vector<artifact::MemoryPlan> &runs,
+                                        const std::vector<executable::MemoryPlan> &runs,
                                         const std::vector<int64_t> &sums) {
   const ParallelConfig &layout = program.parallel;
   const int P = layout.pp;
@@ -191,7 +191,7 @@ std::vector<StepPeak> pipelineStepPeaks(const TrainingProgram &program,
   for (const PipelineAction &a : pipelineSchedule(P, layout.grad_accum, layout.virtual_stages)) {
     const int rank = layout.pipelineRank(a.stage);
     const CompiledGraph &g = program.stages[a.stage].program(a.forward);
-    const artifact::MemoryPlan &run = runs[2 * a.stage + (a.forward ? 0 : 1)];
+    const executable::MemoryPlan &run = runs[2 * a.stage + (a.forward ? 0 : 1)];
     int64_t kept = 0;
     std::set<int> in_flight; // the micro-batches it keeps something of
     for (const auto &[key, uses] : held[rank])
@@ -307,7 +307,7 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
         sums[p.model_stage], saturatingMul(4, numElements((leave ? p.sliceType() : p.type).shape)));
   const std::set<std::string> gradients(program.signature.gradient.begin(),
                                         program.signature.gradient.end());
-  std::vector<artifact::MemoryPlan> runs;
+  std::vector<executable::MemoryPlan> runs;
   for (const CompiledGraph *g : program.stepPrograms())
     runs.push_back(runPlan(*g, held, leave ? &gradients : nullptr));
   std::vector<StepPeak> step_peaks;
@@ -330,7 +330,7 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
         for (const Parameter &p : *table)
           if (p.stage == s)
             buffers.emplace_back(p.name, bytesOf(p.heldType()));
-      for (const artifact::BufferPlacement &b : step_peaks[s].plan->buffers)
+      for (const executable::BufferPlacement &b : step_peaks[s].plan->buffers)
         buffers.emplace_back(b.value, b.bytes);
       std::stable_sort(buffers.begin(), buffers.end(),
                        [](const auto &a, const auto &b) { return a.second > b.second; });

@@ -1,6 +1,6 @@
 // Artifacts: the file format's round trip and every malformation it rejects.
 // Loading has artifact_loader_test.cpp, the memory plan
-// artifact_memory_plan_test.cpp.
+// tests/executable/memory_plan_test.cpp.
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/artifact/artifact.h"
-#include "compiler/artifact/memory_plan.h"
+#include "executable/memory_plan.h"
 #include "formats/graph_json.h"
 #include "tests/compiler/artifact_test_util.h"
 

@@ -7,7 +7,7 @@ cmake_minimum_required(VERSION 3.20)
 # folder -> the folders its files may include from (a folder of compiler/
 # is named with its parent). The compiler's sub-layers in their order,
 # each using those before it.
-set(below_compiler support ir ops target passes kernels)
+set(below_compiler support ir ops target passes kernels executable)
 set(allowed_support support)
 set(allowed_ir support ir)
 set(allowed_ops support ir ops)
@@ -15,6 +15,9 @@ set(allowed_target support ir target)
 set(allowed_tokenizer support ir tokenizer)
 set(allowed_passes support ir ops target passes)
 set(allowed_kernels support ir kernels)
+# What the compiler hands the runtime: compiled kernels as data, their costs,
+# the memory plan. Below both.
+set(allowed_executable support ir kernels executable)
 # File formats sit above the IR; the compiler and everything above it read them.
 set(allowed_formats support ir formats)
 set(compiler_order frontend autodiff cache codegen artifact parallel driver)
@@ -24,17 +27,16 @@ foreach(sub ${compiler_order})
   set(allowed_compiler/${sub} ${before})
 endforeach()
 set(allowed_compiler/report support ir compiler/report)
-# The runtime runs what the compiler made: the training program
-# (compiler/parallel) and, by name, the data headers of a compiled kernel
-# and the memory plan; never the code generator, the driver or autodiff.
-set(allowed_runtime support ir formats ops kernels runtime compiler/parallel)
-set(allowed_headers_runtime compiler/artifact/memory_plan.h compiler/codegen/compiled_kernels.h
-                            compiler/codegen/kernel_cost.h)
+# The runtime runs what the compiler made: executable/ (the kernels, their
+# costs, the memory plan) and the training program (compiler/parallel);
+# nothing else of the compiler.
+set(allowed_runtime support ir formats ops kernels executable runtime compiler/parallel)
 set(everything ${before} compiler/report tokenizer runtime)
 set(allowed_debug ${everything} debug)
 set(allowed_session ${everything} session)
 
-set(folders support ir formats ops target tokenizer passes kernels runtime debug session compiler/report)
+set(folders support ir formats ops target tokenizer passes kernels executable runtime debug session
+            compiler/report)
 foreach(sub ${compiler_order})
   list(APPEND folders compiler/${sub})
 endforeach()

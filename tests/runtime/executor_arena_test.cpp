@@ -50,9 +50,9 @@ std::unique_ptr<runtime::Executor> executorFor(const Graph &g) {
 TEST(ExecutorArena, ARunIsItsPlanToTheByteAndGivesTheInterpretersBits) {
   const Graph g = viewAndReuse();
   std::unique_ptr<runtime::Executor> executor = executorFor(g);
-  const artifact::MemoryPlan &plan = executor->memoryPlan();
-  ASSERT_TRUE(artifact::verifyMemoryPlan(plan));
-  for (const artifact::BufferPlacement &b : plan.buffers)
+  const executable::MemoryPlan &plan = executor->memoryPlan();
+  ASSERT_TRUE(executable::verifyMemoryPlan(plan));
+  for (const executable::BufferPlacement &b : plan.buffers)
     EXPECT_TRUE(b.value != "x" && b.value != "w") << "inputs stay where the caller holds them";
   EXPECT_LT(plan.peak_bytes, plan.total_bytes) << "dead values' bytes are reused";
 
@@ -84,9 +84,9 @@ TEST(ExecutorArena, AReceivedInputLiesInTheArena) {
   options.input_in_place = [](const GraphInput &in) { return in.name != "x"; };
   auto executor = runtime::Executor::create(g, std::move(*kernels), options);
   ASSERT_TRUE(executor) << executor.message();
-  const artifact::MemoryPlan &plan = (*executor)->memoryPlan();
+  const executable::MemoryPlan &plan = (*executor)->memoryPlan();
   ASSERT_TRUE(std::any_of(plan.buffers.begin(), plan.buffers.end(),
-                          [](const artifact::BufferPlacement &b) { return b.value == "x"; }));
+                          [](const executable::BufferPlacement &b) { return b.value == "x"; }));
   const ops::TensorMap inputs{{"x", testing::randomTensor({DType::F32, {8, 64}}, 5, -1, 1)},
                               {"w", testing::randomTensor({DType::F32, {8, 64}}, 6, -1, 1)}};
   runtime::DeviceMemory memory("npu:0", int64_t{1} << 30);

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/codegen/kernel_compiler.h"
-#include "compiler/codegen/kernel_cost.h"
+#include "executable/kernel_cost.h"
 #include "ir/float16.h"
 #include "kernels/gemm.h"
 #include "ops/op_builder.h"
@@ -84,7 +84,7 @@ TEST(MatmulCodegen, FusedEpilogueRunsPerRowTile) {
   auto k = codegen::compileKernels(g, *target, {});
   ASSERT_TRUE(k.isOk()) << k.message();
   ASSERT_EQ(k->kernels.size(), 1u);
-  EXPECT_TRUE(k->kernels[0].build.program.accumulatorIsRowLocal());
+  EXPECT_TRUE(k->kernels[0].launch.accumulator_row_local);
   expectCompiledMatchesReference(g, randomInputs(g, 5), matmulTolerance(DType::F16));
 }
 
@@ -94,7 +94,7 @@ TEST(MatmulCodegen, EpilogueAcrossRowsUsesTheWholeAccumulator) {
   ASSERT_TRUE(target.isOk());
   auto k = codegen::compileKernels(g, *target, {});
   ASSERT_TRUE(k.isOk()) << k.message();
-  EXPECT_FALSE(k->kernels[0].build.program.accumulatorIsRowLocal());
+  EXPECT_FALSE(k->kernels[0].launch.accumulator_row_local);
   expectCompiledMatchesReference(g, randomInputs(g, 6), matmulTolerance(DType::F16));
 }
 
@@ -133,7 +133,7 @@ TEST(MatmulCodegen, KernelCostCountsTheMatmulAndTheBoundaryBytes) {
   Graph g = epilogueGroup("");
   const std::vector<codegen::KernelSpec> kernels = codegen::partitionKernels(g);
   ASSERT_EQ(kernels.size(), 1u);
-  const codegen::KernelCost cost = codegen::kernelCost(g, kernels[0]);
+  const executable::KernelCost cost = executable::kernelCost(g, kernels[0]);
   EXPECT_EQ(cost.matmul_flops, 2.0 * 70 * 48 * 32);
   EXPECT_EQ(cost.flops, cost.matmul_flops + 3.0 * 70 * 48); // bias, scale, cast
   EXPECT_EQ(cost.input_bytes, 2.0 * (70 * 32 + 32 * 48 + 48 + 48));
@@ -144,7 +144,7 @@ TEST(MatmulCodegen, KernelCostCountsTheMatmulAndTheBoundaryBytes) {
   ValueId b = t.addInput("b", {DType::F32, {16, 7}}, InputRole::Data);
   ops::OpBuilder ob(t);
   t.addOutput("y", ob.create("MatMul", "mm", {a, b}, {{"transpose_a", true}}));
-  EXPECT_EQ(codegen::nodeFlops(t, t.node(0)), 2.0 * 5 * 7 * 16);
+  EXPECT_EQ(executable::nodeFlops(t, t.node(0)), 2.0 * 5 * 7 * 16);
 }
 
 } // namespace

@@ -3,6 +3,7 @@
 // fused backward kernel run on every row, agree with the reference
 // interpreter, and give the same bits on every run and any thread count.
 #include <cstring>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -29,15 +30,34 @@ codegen::CompiledKernels compile(const Graph &g) {
   return kernels ? std::move(*kernels) : codegen::CompiledKernels{};
 }
 
-// The program of the kernel holding node `node`.
-const codegen::KernelProgram *programOf(const codegen::CompiledKernels &kernels, const Graph &g,
-                                        const std::string &node) {
+// The kernel holding node `node`, and its program built again from its spec.
+struct KernelOf {
+  const codegen::CompiledKernel *kernel = nullptr;
+  codegen::KernelProgram program;
+};
+std::optional<KernelOf> kernelOf(const codegen::CompiledKernels &kernels, const Graph &g,
+                                 const std::string &node) {
   const NodeId id = g.findNode(node);
   for (const codegen::CompiledKernel &k : kernels.kernels)
     for (NodeId m : k.spec.members)
-      if (m == id)
-        return &k.build.program;
-  return nullptr;
+      if (m == id) {
+        auto build = codegen::buildKernel(g, k.spec);
+        if (!build)
+          return std::nullopt;
+        return KernelOf{&k, std::move(build->program)};
+      }
+  return std::nullopt;
+}
+
+// What the runtime launches by says what the program computes.
+void expectLaunchOfProgram(const KernelOf &k) {
+  const codegen::KernelProgram &p = k.program;
+  const executable::KernelLaunch &launch = k.kernel->launch;
+  EXPECT_EQ(launch.rows, p.rows());
+  EXPECT_EQ(launch.scratch_elements_per_row, p.scratchElementsPerRow());
+  ASSERT_EQ(launch.row_sums.size(), p.outputs.size());
+  for (size_t o = 0; o < p.outputs.size(); ++o)
+    EXPECT_EQ(launch.row_sums[o] != 0, p.outputs[o].row_sum_stage >= 0) << "output " << o;
 }
 
 Graph sumToShapeGraph(DType dtype, Shape in, Shape out) {
@@ -76,8 +96,10 @@ TEST(RowSums, ABiasGradientRunsOnEveryTokenRow) {
     SCOPED_TRACE(dtypeName(d));
     Graph g = sumToShapeGraph(d, {8, 256, 96}, {96});
     codegen::CompiledKernels kernels = compile(g);
-    const codegen::KernelProgram *p = programOf(kernels, g, "db");
-    ASSERT_NE(p, nullptr);
+    const std::optional<KernelOf> k = kernelOf(kernels, g, "db");
+    ASSERT_TRUE(k);
+    const codegen::KernelProgram *p = &k->program;
+    expectLaunchOfProgram(*k);
     EXPECT_TRUE(p->hasRowSums()) << codegen::programToString(*p);
     EXPECT_EQ(p->rows(), 8 * 256);
     EXPECT_NE(codegen::programToString(*p).find("summed over rows"), std::string::npos);
@@ -166,8 +188,10 @@ TEST(RowSums, TheNormGradientKernelRunsOnEveryTokenRow) {
     runOnePass(n.g, "RmsNormFusionPass");
     const NodeId dw = n.g.value(n.g.findOutput("dw")->value).producer;
     codegen::CompiledKernels kernels = compile(n.g);
-    const codegen::KernelProgram *p = programOf(kernels, n.g, n.g.node(dw).name);
-    ASSERT_NE(p, nullptr);
+    const std::optional<KernelOf> k = kernelOf(kernels, n.g, n.g.node(dw).name);
+    ASSERT_TRUE(k);
+    const codegen::KernelProgram *p = &k->program;
+    expectLaunchOfProgram(*k);
     EXPECT_TRUE(p->hasRowSums()) << codegen::programToString(*p);
     EXPECT_EQ(p->rows(), 4 * 96);
     CompareOptions tolerance;

@@ -1,5 +1,5 @@
 // Greedy-by-size arena planning (algorithm in memory_plan.h).
-#include "compiler/artifact/memory_plan.h"
+#include "executable/memory_plan.h"
 
 #include <algorithm>
 #include <climits>
@@ -7,7 +7,7 @@
 
 #include "ir/shape.h"
 
-namespace kiln::artifact {
+namespace kiln::executable {
 
 // Sums of sizes saturate at INT64_MAX (ir/shape.h): a plan past it is
 // refused by its size, never wrapped into a small one.
@@ -17,8 +17,8 @@ int64_t BufferPlacement::alignedBytes(int64_t alignment) const {
   return (bytes + alignment - 1) / alignment * alignment;
 }
 
-MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec> &kernels,
-                      int64_t alignment, const Lifetimes &lifetimes) {
+MemoryPlan planMemory(const Graph &graph, const std::vector<KernelSpec> &kernels, int64_t alignment,
+                      const Lifetimes &lifetimes) {
   constexpr int kUnset = INT_MIN;
   const int n = static_cast<int>(kernels.size());
   std::vector<int> first(graph.numValues(), kUnset), last(graph.numValues(), kUnset);
@@ -47,8 +47,8 @@ MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec>
   // resolve in execution order) and takes none of its own.
   std::vector<ValueId> root(graph.numValues());
   std::iota(root.begin(), root.end(), ValueId{0});
-  for (const codegen::KernelSpec &k : kernels)
-    if (codegen::aliasesItsInput(graph, k))
+  for (const KernelSpec &k : kernels)
+    if (aliasesItsInput(graph, k))
       root[k.outputs.front()] = root[k.inputs.front()];
   for (ValueId v = 0; v < static_cast<ValueId>(graph.numValues()); ++v) {
     const ValueId r = root[v];
@@ -192,4 +192,4 @@ Expected<MemoryPlan> memoryPlanFromJson(const nlohmann::json &json, std::string_
   return plan;
 }
 
-} // namespace kiln::artifact
+} // namespace kiln::executable

@@ -7,7 +7,7 @@
 // (a kernel's inputs and outputs are live together). Graph inputs live from
 // the start (first = -1), graph outputs to the end (last = kernel count).
 // Values inside a fused kernel never reach memory and are not planned. The
-// output of a kernel that aliases its input (codegen::aliasesItsInput) has
+// output of a kernel that aliases its input (aliasesItsInput) has
 // no buffer of its own: the input's lives until the alias's last reader.
 //
 // Placement is greedy by size (TFLite's "greedy by size", best fit): largest
@@ -24,11 +24,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "compiler/codegen/kernel_spec.h"
-#include "support/error.h"
+#include "executable/kernel_spec.h"
 #include "ir/graph.h"
+#include "support/error.h"
 
-namespace kiln::artifact {
+namespace kiln::executable {
 
 inline constexpr int64_t kDefaultBufferAlignment = 64; // a cache line
 
@@ -72,7 +72,7 @@ struct Lifetimes {
 };
 
 // Plans the values of `graph` that `kernels` (the execution order) store.
-MemoryPlan planMemory(const Graph &graph, const std::vector<codegen::KernelSpec> &kernels,
+MemoryPlan planMemory(const Graph &graph, const std::vector<KernelSpec> &kernels,
                       int64_t alignment = kDefaultBufferAlignment, const Lifetimes &lifetimes = {});
 
 // Checks the plan's invariants: aligned offsets, lifetimes inside the time
@@ -84,4 +84,4 @@ nlohmann::json memoryPlanToJson(const MemoryPlan &plan);
 // `where` names the plan in errors ("bucket seq 8: memory plan").
 Expected<MemoryPlan> memoryPlanFromJson(const nlohmann::json &json, std::string_view where);
 
-} // namespace kiln::artifact
+} // namespace kiln::executable

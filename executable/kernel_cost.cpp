@@ -1,10 +1,10 @@
-#include "compiler/codegen/kernel_cost.h"
+#include "executable/kernel_cost.h"
 
 #include <optional>
 
 #include <algorithm>
 
-namespace kiln::codegen {
+namespace kiln::executable {
 
 namespace {
 
@@ -79,4 +79,4 @@ KernelCost kernelCost(const Graph &graph, const KernelSpec &kernel) {
   return cost;
 }
 
-} // namespace kiln::codegen
+} // namespace kiln::executable

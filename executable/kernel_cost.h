@@ -6,10 +6,10 @@
 
 #include <cstdint>
 
-#include "compiler/codegen/kernel_spec.h"
+#include "executable/kernel_spec.h"
 #include "ir/graph.h"
 
-namespace kiln::codegen {
+namespace kiln::executable {
 
 struct KernelCost {
   // A multiply-add counts two; every other op one per element it produces,
@@ -37,4 +37,4 @@ inline double nodeFlops(const Graph &graph, const Node &node) {
 
 KernelCost kernelCost(const Graph &graph, const KernelSpec &kernel);
 
-} // namespace kiln::codegen
+} // namespace kiln::executable

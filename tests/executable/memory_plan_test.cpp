@@ -4,12 +4,12 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/artifact/memory_plan.h"
 #include "compiler/codegen/kernel_spec.h"
 #include "compiler/driver/compile.h"
 #include "compiler/driver/job.h"
+#include "executable/memory_plan.h"
 
-namespace kiln::artifact {
+namespace kiln::executable {
 namespace {
 
 const std::string kTiny = std::string(KILN_SOURCE_DIR) + "/examples/qwen-tiny/config.json";
@@ -105,7 +105,7 @@ TEST(ArtifactMemoryPlan, AReshapeViewKeepsItsInputsBufferAndInputsCanStayOutside
   g.addOutput("c", c);
   const std::vector<codegen::KernelSpec> kernels = codegen::partitionKernels(g);
   ASSERT_EQ(kernels.size(), 4u);
-  ASSERT_TRUE(codegen::aliasesItsInput(g, kernels[1]));
+  ASSERT_TRUE(aliasesItsInput(g, kernels[1]));
   Lifetimes outside;
   outside.input_outside = [](const GraphInput &) { return true; };
   const MemoryPlan plan = planMemory(g, kernels, kDefaultBufferAlignment, outside);
@@ -178,4 +178,4 @@ TEST(ArtifactMemoryPlan, VerifyNamesOverlappingBuffers) {
 }
 
 } // namespace
-} // namespace kiln::artifact
+} // namespace kiln::executable

@@ -9,7 +9,6 @@
 
 #include "ir/float16.h"
 #include "ir/float_status.h"
-#include "support/splitmix.h"
 #include "runtime/checkpoint.h"
 
 namespace kiln::runtime {
@@ -30,7 +29,13 @@ Trainer::Trainer(parallel::TrainingProgram program, const TrainerOptions &option
       link_(std::move(stages)),
       layout_(program_.parallel.tp, program_.parallel.pp, comm_->firstLocalRank(),
               comm_->localSize(), link_ ? link_->processes() : 1, link_ ? link_->index() : 0),
-      data_(data), scaler_(options.loss_scale) {}
+      feed_(data, program_.signature, program_.batch_per_replica, program_.micro_batch,
+            options.seed),
+      schedule_(program_, layout_,
+                {options.steps, !options.checkpoint_dir.empty(), options.checkpoint_every,
+                 options.eval_data != nullptr, options.eval_every}),
+      zero_(program_.params, program_.parallel.dp, program_.parallel.zero, layout_, *comm_),
+      checkpoints_(program_, layout_, zero_, *comm_, link_.get()), scaler_(options.loss_scale) {}
 
 std::string Trainer::deviceName(int device) const {
   return "npu:" + std::to_string(globalDevice(device));
@@ -73,8 +78,6 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
     memory_.emplace_back(deviceName(d), capacity);
   float_status_.resize(devices);
   weights_.resize(devices);
-  updated_slices_.resize(devices);
-  whole_.resize(tp());
   moments_.resize(devices);
   sums_.reset(devices, program_.params.size());
   if (!options_.trace_path.empty())
@@ -82,13 +85,8 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
   KILN_RETURN_IF_ERROR(startProfiler());
   std::string resume_path;
   if (options_.resume && !options_.checkpoint_dir.empty()) {
-    KILN_ASSIGN_OR_RETURN(auto latest, latestCheckpoint(options_.checkpoint_dir));
-    if (latest)
-      resume_path = *latest;
-    else if (!options_.resume_if_exists)
-      return Error("--resume: no checkpoint (step-N.safetensors) in '" + options_.checkpoint_dir +
-                   "' to resume from; check the folder, drop --resume to start afresh, or use "
-                   "--resume-if-exists");
+    KILN_ASSIGN_OR_RETURN(
+        resume_path, CheckpointIO::resumePoint(options_.checkpoint_dir, options_.resume_if_exists));
   }
   KILN_RETURN_IF_ERROR(placeWeights(weights, resume_path.empty()));
   if (!resume_path.empty())
@@ -106,12 +104,9 @@ Status Trainer::createExecutors() {
     return held.count(in.name) > 0;
   };
   ExecutorOptions step_options = update_options;
-  if (zero3())
-    step_options.gather_weight = [this](const std::string &name, int rank) -> Expected<Tensor> {
-      auto it = whole_[rank].find(name);
-      if (it == whole_[rank].end())
-        return Error("ZeRO-3: no weight '" + name + "' to gather");
-      return it->second;
+  if (zero_.weightsSliced())
+    step_options.gather_weight = [this](const std::string &name, int rank) {
+      return zero_.gatherWeight(name, rank);
     };
   if (program_.parallel.gradientsLeaveWhenMade())
     step_options.output_leaves = [this](const GraphOutput &out) {
@@ -128,11 +123,6 @@ Status Trainer::createExecutors() {
       KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g->graph, g->kernels, step_options));
       stage_executors_.push_back(std::move(ex));
     }
-  for (size_t i = 0; i < program_.transfers.size(); ++i) {
-    transfer_of_[program_.transfers[i].name] = i;
-    for (const parallel::StageProgram &to : program_.transfers[i].to)
-      ++transfer_uses_[program_.transfers[i].name][program_.parallel.pipelineRank(to.stage)];
-  }
   for (const parallel::CompiledGraph &g : program_.optimizers) {
     KILN_ASSIGN_OR_RETURN(auto ex, Executor::create(g.graph, g.kernels, update_options));
     update_executors_.push_back(std::move(ex));
@@ -187,8 +177,8 @@ Status Trainer::placeWeights(const std::map<std::string, Tensor> &weights, bool 
       if (mine.dtype() != type.dtype)
         mine = mine.castTo(type.dtype);
       if (sliced) {
-        whole_[tpRankOf(d)][name] = mine;
-        mine = takeFlatSlice(mine, replicaOf(d), program_.parallel.dp);
+        zero_.holdWhole(tpRankOf(d), name, mine);
+        mine = zero_.sliceOf(mine, d);
       }
       weights_[d][name] = std::move(mine);
     }
@@ -224,13 +214,11 @@ Status Trainer::placeWeights(const std::map<std::string, Tensor> &weights, bool 
 Status Trainer::run(const std::function<Status(const StepRecord &)> &on_step) {
   while (step_ < options_.steps) {
     KILN_ASSIGN_OR_RETURN(StepRecord record, step());
-    if (validatesAt(step_)) {
+    if (schedule_.cadence().validateAfter(step_)) {
       KILN_ASSIGN_OR_RETURN(record.validation, validate());
     }
     KILN_RETURN_IF_ERROR(on_step(record));
-    const bool last = step_ == options_.steps;
-    if (!options_.checkpoint_dir.empty() &&
-        (last || (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)))
+    if (schedule_.cadence().checkpointAfter(step_))
       KILN_RETURN_IF_ERROR(checkpoint());
   }
   if (trace_)
@@ -245,29 +233,6 @@ void Trainer::profileHost(int device, const char *what, Profiler::Clock::time_po
     profiler_->host(step_ + 1, globalDevice(device), what, start, Profiler::Clock::now());
 }
 
-ops::TensorMap Trainer::microBatchInputs(int r, int k, double scale) const {
-  const int replica = replicaOf(deviceOf(r, layout_.firstStage(), 0));
-  const int64_t micro = program_.micro_batch;
-  Tensor ids =
-      data_.batch(options_.seed, step_, replica * program_.batch_per_replica + k * micro, micro);
-  ops::TensorMap inputs;
-  inputs["input_ids"] = ids;
-  inputs["labels"] = ids;
-  inputs[program_.signature.loss_scale] = scalarF32(scale);
-  // Dropout's masks: new every step, replica and micro-batch, the same on
-  // the ranks of a replica (they see the same activations), as a resumed
-  // run draws them.
-  if (!program_.signature.dropout_seed.empty()) {
-    const uint64_t site =
-        splitmix64(static_cast<uint64_t>(replica) << 32 | static_cast<uint64_t>(k));
-    inputs[program_.signature.dropout_seed] =
-        Tensor::fromInts(DType::I64, {},
-                         {static_cast<int64_t>(splitmix64(
-                             options_.seed ^ splitmix64(static_cast<uint64_t>(step_) ^ site)))});
-  }
-  return inputs;
-}
-
 // Local replica `r`'s forward and backward over its micro-batches, its
 // ranks in lockstep: the micro-batches' losses summed into `loss`, their
 // gradients summed in f32 into the sums of the replica's devices.
@@ -278,7 +243,7 @@ Status Trainer::forwardBackward(int r, double scale, float &loss) {
   const int first = deviceOf(r, 0, 0);
   const int64_t t0 = trace_ ? trace_->now() : 0;
   loss = 0;
-  for (int k = 0; k < program_.parallel.grad_accum; ++k) {
+  for (int k = 0; k < schedule_.microBatches(); ++k) {
     auto clock = Profiler::Clock::now();
     const ops::TensorMap common = microBatchInputs(r, k, scale);
     std::vector<ops::TensorMap> inputs(T);
@@ -388,8 +353,11 @@ Expected<StepRecord> Trainer::step() {
                             : 1.0;
     for (int d = 0; d < devices; ++d)
       KILN_RETURN_IF_ERROR(update(d, clip / (scale * means), lr));
-    if (program_.parallel.zero >= 1)
-      KILN_RETURN_IF_ERROR(allGatherWeights());
+    if (zero_.stage() >= 1) {
+      const auto gathered = Profiler::Clock::now();
+      KILN_RETURN_IF_ERROR(zero_.allGather(weights_));
+      profileHost(0, "all-gather", gathered);
+    }
     ++updates_;
   }
   for (int d = 0; d < devices; ++d)
@@ -424,11 +392,9 @@ Status Trainer::update(int device, double grad_scale, double lr) {
     for (size_t i : program_.bucket_params[b]) {
       const parallel::Parameter &p = program_.params[i];
       // With ZeRO the device's slices of the weight and the summed gradient.
-      auto mine = [&](const Tensor &whole) {
-        return p.slice > 0 ? takeFlatSlice(whole, replicaOf(device), program_.parallel.dp) : whole;
-      };
-      inputs[p.name] = p.weight_sliced ? weights_[device][p.name] : mine(weights_[device][p.name]);
-      inputs[sig.gradient[i]] = mine(sums_.at(device, i));
+      inputs[p.name] = p.weight_sliced ? weights_[device][p.name]
+                                       : zero_.updateInput(i, weights_[device][p.name], device);
+      inputs[sig.gradient[i]] = zero_.updateInput(i, sums_.at(device, i), device);
       inputs[sig.moment[i]] = moments_[device][sig.moment[i]];
       inputs[sig.velocity[i]] = moments_[device][sig.velocity[i]];
     }
@@ -448,7 +414,10 @@ Status Trainer::update(int device, double grad_scale, double lr) {
       } else {
         const parallel::Parameter &p = program_.params[param_of_.at(name)];
         // ZeRO-1 and -2: the new slice, gathered into the weight after every update.
-        (p.slice > 0 && !p.weight_sliced ? updated_slices_ : weights_)[device][name] = std::move(t);
+        if (p.slice > 0 && !p.weight_sliced)
+          zero_.keepUpdated(device, name, std::move(t));
+        else
+          weights_[device][name] = std::move(t);
       }
     }
   }

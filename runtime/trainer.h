@@ -7,11 +7,17 @@
 // float status, and in INFNAN mode whether the gradients are finite),
 // unscaled, clipped by their global norm and applied by the compiled AdamW
 // update: by every replica, or with ZeRO each replica on its flat slice
-// of every parameter, the slices all-gathered after (trainer_zero.cpp);
+// of every parameter, the slices all-gathered after (zero_sharder.h);
 // with ZeRO-2 and -3 a device keeps only its slice of the summed gradients,
 // which leave it as they are made, with ZeRO-3 only its slice of the weights. An overflow anywhere
 // skips the update everywhere and lowers the loss scale (loss_scaler.h). Weights and checkpoints
 // are whole Hugging Face tensors; each rank holds its piece.
+//
+// The Trainer composes its parts, each a class of its own: which devices
+// the process drives (device_layout.h), the step's inputs (batch_feed.h),
+// the order of the step's programs and when the run validates and writes
+// checkpoints (step_schedule.h), the gradient sums (gradient_sums.h), ZeRO's
+// slices (zero_sharder.h) and what a checkpoint holds (checkpoint_io.h).
 //
 // The devices of a process take turns on the host's cores: each kernel
 // already runs on every core (executor.h), so running the replicas one
@@ -30,8 +36,9 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/parallel/training_program.h"
-#include "support/thread_pool.h"
+#include "runtime/batch_feed.h"
 #include "runtime/checkpoint.h"
+#include "runtime/checkpoint_io.h"
 #include "runtime/communicator.h"
 #include "runtime/device.h"
 #include "runtime/device_layout.h"
@@ -42,8 +49,11 @@
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/profiler.h"
+#include "runtime/step_schedule.h"
 #include "runtime/token_data.h"
 #include "runtime/trace.h"
+#include "runtime/zero_sharder.h"
+#include "support/thread_pool.h"
 
 namespace kiln::runtime {
 
@@ -61,7 +71,7 @@ struct TrainerOptions {
   // What the run exports beside each checkpoint (a LoRA run's PEFT adapter
   // folder), called with the checkpoint's path and state just before the
   // step file is published (trainer_checkpoint.cpp says why).
-  std::function<Status(const std::string &, const TrainingState &)> after_checkpoint;
+  CheckpointExport after_checkpoint;
   // What the run trains (model, layout, batch, dtype, data): written into
   // each checkpoint; a resumed run must have the same (checkpoint.h).
   std::map<std::string, std::string> settings;
@@ -134,10 +144,9 @@ private:
   Status placeWeights(const std::map<std::string, Tensor> &weights, bool fresh);
   Status resume(const std::string &path);
   Expected<StepRecord> step();
-  // Validation (trainer_validation.cpp): whether it runs after step `step`,
-  // the held-out loss, and one micro-batch of it on local replica `r`: the
-  // windows from `first` through its stages, its loss added to `loss`.
-  bool validatesAt(int64_t step) const;
+  // Validation (trainer_validation.cpp): the held-out loss, and one
+  // micro-batch of it on local replica `r`: the windows from `first`
+  // through its stages, its loss added to `loss`.
   Status createEvalExecutors(const ExecutorOptions &options);
   Expected<EvalRecord> validate();
   Status evalMicroBatch(int r, int64_t first, std::vector<FloatStatus> &status, float &loss);
@@ -146,28 +155,19 @@ private:
   // micro-batches through its stages in the 1F1B order.
   Status pipelineForwardBackward(int replica, double scale, float &loss);
   // What every program of local replica `replica`'s micro-batch `k` reads
-  // besides the weights: the tokens, the loss scale, dropout's seed.
-  ops::TensorMap microBatchInputs(int replica, int k, double scale) const;
+  // besides the weights (batch_feed.h).
+  ops::TensorMap microBatchInputs(int replica, int k, double scale) const {
+    return feed_.microBatch(step_, replicaOf(deviceOf(replica, layout_.firstStage(), 0)), k, scale);
+  }
   // Adds micro-batch k's gradient `g` of parameter i into device d's f32 sum
   // (the first micro-batch's is the sum; `keep_dtype`: left in its dtype).
   Status accumulateGradient(int device, size_t i, Tensor g, int k, bool keep_dtype);
   void injectOverflow();
   Expected<bool> reduceAcrossReplicas(std::vector<float> &losses);
-  // ZeRO (trainer_zero.cpp): the whole of tensor-parallel rank t's piece of
-  // parameter i's tensor `name` (a weight or a moment) from every replica's
-  // slice of it in `per_device`.
-  Expected<Tensor> joinReplicaSlices(const std::vector<ops::TensorMap> &per_device, size_t i, int t,
-                                     const std::string &name, DType dtype);
-  // After an update, each weight whole again from every replica's new
-  // slice: on every device (ZeRO-1, -2), or on the host for the next step's
-  // gathers (ZeRO-3, whole_).
-  Status allGatherWeights();
-  bool zero3() const { return program_.parallel.zero == 3; }
   Status reduceGradient(int tp_rank, size_t param);
   Expected<double> gradientSumOfSquares();
   Status update(int device, double grad_scale, double lr);
   Status checkpoint();
-  Expected<Tensor> wholeMoment(size_t param, const std::string &name);
   std::string deviceName(int device) const;
   int globalDevice(int device) const { return layout_.globalDevice(device); }
   // Host work of the step outside the compiled kernels, for the profiler.
@@ -188,28 +188,22 @@ private:
   int deviceOfParam(int local_replica, size_t i, int tp_rank) const {
     return deviceOf(local_replica, program_.params[i].stage, tp_rank);
   }
-  // The whole tensor from every rank's piece on local replica `replica`.
-  Tensor gather(const std::vector<ops::TensorMap> &per_device, int replica,
-                const std::string &name) const;
-  const TensorSplit &splitOf(const std::string &name) const {
-    return program_.params[param_of_.at(name)].split;
-  }
 
   parallel::TrainingProgram program_;
   TrainerOptions options_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<StageLink> link_; // null: every stage is here
   DeviceLayout layout_;             // which of the job's devices this process drives
-  const TokenData &data_;
+  BatchFeed feed_;
+  StepSchedule schedule_;
+  ZeroSharder zero_;
+  CheckpointIO checkpoints_;
   LossScaler scaler_;
   std::unique_ptr<Executor> step_executor_;
   // With pipeline stages: model stage s's forward at 2s, its backward at 2s + 1.
   std::vector<std::unique_ptr<Executor>> stage_executors_;
-  std::vector<int> stage_programs_; // in profiler_, likewise
-  // A transfer's name -> how many programs of each pipeline rank read it.
-  std::map<std::string, std::map<int, int>> transfer_uses_;
-  std::map<std::string, size_t> transfer_of_; // a transfer's name -> its index (its MPI tag)
-  std::map<std::string, size_t> gradient_of_; // a gradient's name -> its parameter
+  std::vector<int> stage_programs_;                         // in profiler_, likewise
+  std::map<std::string, size_t> gradient_of_;               // a gradient's name -> its parameter
   std::vector<std::unique_ptr<Executor>> update_executors_; // per optimizer graph
   // Validation: per stage its forward's executor; the eval transfers by name.
   std::vector<std::unique_ptr<Executor>> eval_executors_;
@@ -220,13 +214,7 @@ private:
   std::vector<FloatStatus> float_status_; // cleared before each step
   std::vector<ops::TensorMap> weights_;   // per device: its pieces (ZeRO-3: their slices)
   std::vector<ops::TensorMap> moments_;   // of its slices (ZeRO) or whole pieces
-  // ZeRO-1 and -2: per device, the update's new weight slices until the all-gather.
-  std::vector<ops::TensorMap> updated_slices_;
-  // ZeRO-3: per tensor-parallel rank, each weight's piece whole, as every
-  // replica's slices make it: what a gather delivers (on the host, as the
-  // interconnect would).
-  std::vector<ops::TensorMap> whole_;
-  GradientSums sums_; // per device and parameter, f32
+  GradientSums sums_;                     // per device and parameter, f32
   // A parameter's or its moments' name -> its index in program_.params.
   std::map<std::string, size_t> param_of_;
   int64_t step_ = 0;

@@ -2,7 +2,7 @@
 // added into the device's f32 sums; across the data-parallel replicas each
 // gradient summed, the losses and the float status, the global gradient
 // norm's sum of squares from those sums (ZeRO's all-gather of the updated
-// slices is trainer_zero.cpp's).
+// slices is zero_sharder.h's).
 #include "runtime/gradient_norm.h"
 #include "runtime/trainer.h"
 

@@ -1,6 +1,6 @@
 // The trainer's pipeline: a replica's micro-batches through its model stages
-// in the 1F1B schedule's one global order (interleaved with virtual stages,
-// compiler/parallel/pipeline_schedule.h), which the memory plan walks too.
+// in the 1F1B schedule's one global order (step_schedule.h; interleaved with
+// virtual stages), which the memory plan walks too.
 // Model stage s runs on the devices of pipeline rank s % P. What a program
 // hands another (an activation down the pipeline, a gradient up it, a stash
 // for the stage's own backward) is held on the receiving rank's devices, named
@@ -9,10 +9,10 @@
 // another process (StageLink) it is sent when made and received when first
 // read. The trace shows each device's actions where devices running at once
 // would run them.
+#include <optional>
 #include <set>
 #include <utility>
 
-#include "compiler/parallel/pipeline_schedule.h"
 #include "runtime/trainer.h"
 
 namespace kiln::runtime {
@@ -42,10 +42,10 @@ private:
   };
   using Key = std::pair<int, std::string>; // (micro-batch, transfer)
 
-  std::map<int, int> localReaders(const std::string &transfer) const;
-  int rankOf(const parallel::PipelineAction &a) const {
-    return t_.program_.parallel.pipelineRank(a.stage);
+  std::map<int, int> localReaders(const std::string &transfer) const {
+    return t_.schedule_.localReaders(transfer);
   }
+  int rankOf(const parallel::PipelineAction &a) const { return t_.schedule_.rankOf(a); }
   Status holdOn(int rank, const Key &key);
   Status bindTransfers(const parallel::PipelineAction &a, const Graph &graph,
                        std::vector<ops::TensorMap> &inputs, std::vector<Key> &read);
@@ -61,14 +61,6 @@ private:
   std::vector<Tensor> sending_; // until the link's sends finish
 };
 
-std::map<int, int> Trainer::PipelineRun::localReaders(const std::string &transfer) const {
-  std::map<int, int> readers;
-  for (const auto &[rank, uses] : t_.transfer_uses_.at(transfer))
-    if (t_.holdsStage(rank))
-      readers[rank] = uses;
-  return readers;
-}
-
 Status Trainer::PipelineRun::holdOn(int rank, const Key &key) {
   const Held &h = held_.at(key);
   for (int t = 0; t < T_; ++t)
@@ -83,22 +75,22 @@ Status Trainer::PipelineRun::bindTransfers(const parallel::PipelineAction &a, co
                                            std::vector<ops::TensorMap> &inputs,
                                            std::vector<Key> &read) {
   for (const GraphInput &in : graph.inputs()) {
-    auto transfer = t_.transfer_of_.find(in.name);
-    if (transfer == t_.transfer_of_.end())
+    const std::optional<size_t> transfer = t_.schedule_.transferIndex(in.name);
+    if (!transfer)
       continue;
     auto h = held_.find({a.micro, in.name});
     if (h == held_.end() && !t_.link_)
       return Error("pipeline: micro-batch " + std::to_string(a.micro) + "'s '" + in.name +
                    "' was never handed over"); // the schedule runs producers first
     if (h == held_.end()) {
-      const parallel::StageTransfer &from = t_.program_.transfers[transfer->second];
+      const parallel::StageTransfer &from = t_.program_.transfers[*transfer];
       Held received{std::vector<Tensor>(T_), localReaders(in.name)};
       for (Tensor &piece : received.ranks) {
         piece = Tensor(graph.type(in.value));
         KILN_RETURN_IF_ERROR(
             t_.link_->receive(piece.data(), piece.byteSize(),
                               t_.processOfStage(t_.program_.parallel.pipelineRank(from.from.stage)),
-                              static_cast<int>(transfer->second)));
+                              static_cast<int>(*transfer)));
       }
       h = held_.emplace(Key{a.micro, in.name}, std::move(received)).first;
     }
@@ -141,7 +133,7 @@ Status Trainer::PipelineRun::handOver(const parallel::PipelineAction &a) {
       continue;
     const Key key{a.micro, transfer.name};
     std::set<int> processes; // of the ranks elsewhere that read it
-    for (const auto &[rank, uses] : t_.transfer_uses_.at(transfer.name)) {
+    for (const auto &[rank, uses] : t_.schedule_.readers(transfer.name)) {
       if (t_.holdsStage(rank))
         KILN_RETURN_IF_ERROR(holdOn(rank, key));
       else
@@ -160,7 +152,7 @@ Status Trainer::PipelineRun::handOver(const parallel::PipelineAction &a) {
 }
 
 Status Trainer::PipelineRun::action(const parallel::PipelineAction &a, float &loss) {
-  const size_t program = 2 * static_cast<size_t>(a.stage) + (a.forward ? 0 : 1);
+  const size_t program = StepSchedule::programOf(a);
   const Graph &graph = t_.program_.stages[a.stage].program(a.forward).graph;
   const ops::TensorMap common = t_.microBatchInputs(r_, a.micro, scale_);
   std::vector<ops::TensorMap> inputs(T_);
@@ -210,13 +202,12 @@ Status Trainer::PipelineRun::action(const parallel::PipelineAction &a, float &lo
 Status Trainer::pipelineForwardBackward(int r, double scale, float &loss) {
   loss = 0;
   PipelineRun run(*this, r, scale);
-  const std::vector<parallel::PipelineAction> order = parallel::pipelineSchedule(
-      pp(), program_.parallel.grad_accum, program_.parallel.virtual_stages);
+  const std::vector<parallel::PipelineAction> &order = schedule_.order();
   std::vector<double> seconds; // per action, as run (0: another process's)
   const int64_t t0 = trace_ ? trace_->now() : 0;
   for (const parallel::PipelineAction &a : order) {
     const auto started = Profiler::Clock::now();
-    const bool here = holdsStage(program_.parallel.pipelineRank(a.stage));
+    const bool here = schedule_.runsHere(a);
     if (here)
       KILN_RETURN_IF_ERROR(run.action(a, loss));
     seconds.push_back(here ? std::chrono::duration<double>(Profiler::Clock::now() - started).count()
@@ -227,10 +218,10 @@ Status Trainer::pipelineForwardBackward(int r, double scale, float &loss) {
     return Status::ok();
   // Where devices running at once would have run each action, from the
   // time each took here.
-  const std::vector<parallel::ActionTime> times = parallel::simulatePipeline(order, seconds, pp());
+  const std::vector<parallel::ActionTime> times = schedule_.placed(seconds);
   for (size_t i = 0; i < order.size(); ++i) {
     const parallel::PipelineAction &a = order[i];
-    const int rank = program_.parallel.pipelineRank(a.stage);
+    const int rank = schedule_.rankOf(a);
     const std::string name =
         std::string(a.forward ? "forward " : "backward ") + std::to_string(a.micro) +
         (program_.parallel.virtual_stages > 1 ? " of stage " + std::to_string(a.stage) : "");

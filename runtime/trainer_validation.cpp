@@ -20,11 +20,6 @@ std::string heldName(const std::string &transfer) { return "eval:" + transfer; }
 
 } // namespace
 
-bool Trainer::validatesAt(int64_t step) const {
-  return options_.eval_data &&
-         (step == options_.steps || (options_.eval_every > 0 && step % options_.eval_every == 0));
-}
-
 Status Trainer::createEvalExecutors(const ExecutorOptions &options) {
   if (!options_.eval_data)
     return Status::ok();

@@ -3,6 +3,7 @@
 // The pattern, anchored at a Softmax over the last axis of a rank-4 tensor:
 //   q [B,N,S,D] (-> Reshape [B,Nkv,g*S,D])                     q_groups
 //   BatchMatMul(q, k [B,Nkv,S,D], transpose_b)                  scores
+//     (or BatchMatMul(q, Transpose(k) swapping its last two axes))
 //   (-> Reshape [B,N,S,D]) -> (Div|Mul by a splat)? -> CausalMask -> Cast?
 //   Softmax -> Cast? (-> Reshape [B,Nkv,g*S,S]) -> BatchMatMul(P, v) (-> Reshape [B,N,S,D])
 // Every value between q, k, v and the result must be read by the next node
@@ -31,6 +32,18 @@ struct AttentionCore {
 };
 
 std::string describe(const Node &node) { return node.op + " '" + node.name + "'"; }
+
+// A Transpose that swaps the last two axes and keeps the others in place.
+bool swapsLastTwoAxes(const Node &node) {
+  if (node.op != "Transpose")
+    return false;
+  const std::vector<int64_t> &perm = node.attrs.getInts("perm");
+  const int64_t r = static_cast<int64_t>(perm.size());
+  for (int64_t a = 0; a < r; ++a)
+    if (perm[a] != (a < r - 2 ? a : a == r - 2 ? r - 1 : r - 2))
+      return false;
+  return r >= 2;
+}
 
 class Matcher {
 public:
@@ -79,10 +92,20 @@ public:
     if (!masked)
       return fail(why, "the attention of " + describe(sm) + " has no causal mask");
     const Node &scores = g_.node(p);
-    if (scores.attrs.getBool("transpose_a") || !scores.attrs.getBool("transpose_b"))
+    if (scores.attrs.getBool("transpose_a"))
       return fail(why, describe(scores) + " is not q k^T");
     core.nodes.push_back(p);
     core.k = scores.inputs[1];
+    if (!scores.attrs.getBool("transpose_b")) {
+      // k^T as a Transpose of k's last two axes: torch's q @ k.transpose(-2, -1), exported.
+      const NodeId t = view_.producer(core.k);
+      if (t == kNoNode || !swapsLastTwoAxes(g_.node(t)))
+        return fail(why, describe(scores) + " is not q k^T");
+      if (!onlyReadBy(core.k, p, why))
+        return std::nullopt;
+      core.nodes.push_back(t);
+      core.k = g_.node(t).inputs[0];
+    }
     core.q = scores.inputs[0];
     if (scores_reshape != kNoNode) { // grouped-query attention: q was seen grouped
       const NodeId grouped = view_.producer(core.q);
@@ -205,7 +228,9 @@ public:
                    "key/value heads too) into one FlashAttentionScore",
         .description =
             "Anchored at each Softmax over the last axis: walks back through Cast, CausalMask, "
-            "a constant scale and grouped-query Reshapes to the BatchMatMul computing q k^T, and "
+            "a constant scale and grouped-query Reshapes to the BatchMatMul computing q k^T (k "
+            "transposed by the matmul or by a Transpose of its last two axes, as exported "
+            "models write it), and "
             "forward through Cast and Reshape to the BatchMatMul with v; the whole core becomes "
             "one FlashAttentionScore (CANN's op: scores, row max and sum in f32, the "
             "probabilities in the compute dtype for P v; only the per-row statistics are kept "

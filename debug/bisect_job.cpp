@@ -108,6 +108,8 @@ Expected<BisectResult> bisectJob(const BisectJobRequest &request, const driver::
   run_request.weights_path = request.weights;
   run_request.inputs_path = request.inputs;
   run_request.training = request.model.training;
+  run_request.loss = request.model.loss;
+  run_request.input_shapes = request.model.input_shapes;
   TrialOutputs outputsOf = [&](const driver::ResolvedJob &trial_job,
                                const BisectTrial &trial) -> Expected<ops::TensorMap> {
     auto limit = [&](Graph &graph) {

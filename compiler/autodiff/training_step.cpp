@@ -33,16 +33,31 @@ AttrMap adamAttrs(const TrainingStepOptions &options) {
 
 } // namespace
 
-Expected<Graph> buildTrainingStep(const Graph &forward, const TrainingStepOptions &options) {
-  const GraphOutput *loss = forward.findOutput("loss");
+Expected<ValueId> lossOutput(const Graph &forward, const std::string &name) {
+  std::string outputs;
+  for (const GraphOutput &out : forward.outputs())
+    outputs +=
+        (outputs.empty() ? "" : ", ") + out.name + " " + typeToString(forward.type(out.value));
+  const GraphOutput *loss = forward.findOutput(name);
   if (!loss)
-    return Error("graph '" + forward.name() + "' has no output named 'loss' to train on");
+    return Error("graph '" + forward.name() + "' has no output named '" + name +
+                 "' to train on (its outputs: " + outputs + ")");
+  const TensorType &type = forward.type(loss->value);
+  if (!type.shape.empty() || !isFloat(type.dtype))
+    return Error("output '" + name + "' of graph '" + forward.name() + "' is " +
+                 typeToString(type) +
+                 ": the loss to train on must be a scalar float (its outputs: " + outputs + ")");
+  return loss->value;
+}
+
+Expected<Graph> buildTrainingStep(const Graph &forward, const TrainingStepOptions &options) {
+  KILN_ASSIGN_OR_RETURN(ValueId loss_value, lossOutput(forward, options.loss));
   Graph graph = forward;
   graph.setName(forward.name() + "_train");
-  const ValueId loss_value = loss->value;
   std::vector<GraphOutput> &outputs = graph.mutableOutputs();
   std::erase_if(outputs, [&](const GraphOutput &out) {
-    return out.name != "loss" && !(options.keep_logits && out.name == "logits");
+    return out.name != options.loss && !options.keep_outputs &&
+           !(options.keep_logits && out.name == "logits");
   });
 
   std::vector<GraphInput> params;

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "support/error.h"
 #include "ir/graph.h"
+#include "support/error.h"
 
 namespace kiln::autodiff {
 
@@ -16,7 +16,11 @@ struct TrainingStepOptions {
   bool optimizer = true;
   // Add an output "grad.<name>" per parameter holding its gradient.
   bool output_gradients = false;
-  bool keep_logits = false; // keep the forward graph's "logits" output
+  bool keep_logits = false;  // keep the forward graph's "logits" output
+  bool keep_outputs = false; // keep every forward output (an imported model's, by its names)
+  // The scalar float output differentiated: "loss" for kiln's decoders, the
+  // output an imported model names (kiln run model.onnx --loss NAME).
+  std::string loss = "loss";
   // Add the input "loss_scale" (f32 scalar, Hyperparameter): the backward
   // starts from d(loss * loss_scale), so every gradient is scaled by it (fp16
   // loss scaling); the "loss" output stays unscaled.
@@ -37,10 +41,15 @@ inline std::string gradientName(const std::string &param) { return "grad." + par
 inline constexpr const char *kLossScaleName = "loss_scale";
 inline constexpr const char *kGradScaleName = "grad_scale";
 
-// `forward` must have a scalar float output "loss" and its parameters as
-// inputs of role Parameter. With `grad_norm`, adds the output "grad_norm"
-// (f32, the global L2 norm of all gradients, before any update).
+// `forward` must have a scalar float output named `options.loss` (errors
+// list its outputs) and its parameters as inputs of role Parameter. With
+// `grad_norm`, adds the output "grad_norm" (f32, the global L2 norm of all
+// gradients, before any update).
 Expected<Graph> buildTrainingStep(const Graph &forward, const TrainingStepOptions &options);
+
+// The value of `forward`'s output `name`, when it is a scalar float (a loss
+// to differentiate); otherwise an error naming it and listing the outputs.
+Expected<ValueId> lossOutput(const Graph &forward, const std::string &name);
 
 // The AdamW update on its own, for training that reduces the gradients
 // between backward and update (data parallelism, loss scaling, clipping).

@@ -8,9 +8,9 @@
 
 #include "compiler/driver/job.h"
 #include "compiler/frontend/lora_config.h"
-#include "support/error.h"
 #include "ir/graph.h"
 #include "passes/pass_manager.h"
+#include "support/error.h"
 
 namespace kiln::driver {
 
@@ -22,6 +22,9 @@ struct ModelRequest {
   frontend::LoraConfig lora; // with a rank: adapters trained, the base frozen
   // An ONNX model's input shapes by name (--input-shape).
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // The scalar output an ONNX model's training step differentiates (--loss);
+  // other models train on their own "loss" (driver/training_loss.h).
+  std::string loss;
 };
 
 // The model's graph in the job's dtype, written in its ops.

@@ -7,6 +7,7 @@
 #include "compiler/autodiff/training_step.h"
 #include "compiler/driver/compile.h"
 #include "compiler/driver/finite_weights.h"
+#include "compiler/driver/training_loss.h"
 #include "compiler/frontend/decoder_parameters.h"
 #include "compiler/frontend/lora_adapter.h"
 #include "compiler/frontend/model_loader.h"
@@ -100,16 +101,22 @@ Expected<PreparedRun> prepareModelRun(const ReferenceRunRequest &request) {
   }
   if (model.config && ids == data.tensors.end())
     return Error(request.inputs_path + ": no tensor 'input_ids'");
+  autodiff::TrainingStepOptions step;
+  step.optimizer = false;
+  step.output_gradients = true;
+  step.keep_logits = true;
+  if (request.training) {
+    KILN_ASSIGN_OR_RETURN(step.loss, trainingLoss(model, request.model, request.loss));
+  }
+  // An imported model keeps its outputs, by their names, beside grad.<initializer>.
+  step.keep_outputs = model.onnx;
+  step.grad_norm = !model.onnx;
   Graph graph = std::move(model.graph);
   if (request.job) // the job's fused attention, before its gradient is built
     KILN_RETURN_IF_ERROR(
         passes::fuseAttentionBeforeAutodiff(graph, *request.job->context).status());
   if (request.training) {
-    autodiff::TrainingStepOptions options;
-    options.optimizer = false;
-    options.output_gradients = true;
-    options.keep_logits = true;
-    KILN_ASSIGN_OR_RETURN(graph, autodiff::buildTrainingStep(graph, options));
+    KILN_ASSIGN_OR_RETURN(graph, autodiff::buildTrainingStep(graph, step));
   }
   if (request.job) {
     KILN_RETURN_IF_ERROR(compileGraph(graph, *request.job, request.instrumentation).status());

@@ -6,10 +6,10 @@
 #include <string>
 
 #include "compiler/driver/job.h"
-#include "support/error.h"
 #include "formats/safetensors.h"
 #include "ops/interpreter.h"
 #include "passes/pass_manager.h"
+#include "support/error.h"
 
 namespace kiln::driver {
 
@@ -21,6 +21,9 @@ struct ReferenceRunRequest {
   // training, grad.<adapter> only). Dropout is not applied, as in eval mode.
   std::string lora_path;
   bool training = false; // also compute grad.<param> for every parameter
+  // The scalar output an ONNX model's training differentiates (--loss): its
+  // outputs are kept, beside grad.<initializer> for every float initializer.
+  std::string loss;
   // An ONNX model's input shapes by name (--input-shape); the inputs file's
   // tensors give the shapes of the inputs it holds.
   std::map<std::string, std::vector<int64_t>> input_shapes;

@@ -10,6 +10,7 @@
 #include "debug/compare_job.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
+#include "tools/kiln/loss_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -31,6 +32,9 @@ struct CompareOptions {
 };
 
 int runCompare(const CompareOptions &opts) {
+  const driver::ReferenceRunRequest &run = opts.request.run;
+  if (Status loss = checkLossFlag(run.model, run.training, run.loss); !loss)
+    return fail(loss.error());
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
@@ -78,6 +82,9 @@ int runBisect(const BisectOptions &opts) {
   request.accuracy = opts.check == "accuracy";
   if (request.accuracy && (request.weights.empty() || request.inputs.empty()))
     return usage("--check accuracy runs the model: give --weights and --inputs");
+  const driver::ModelRequest &model = request.model;
+  if (Status loss = checkLossFlag(model.model, model.training, model.loss); !loss)
+    return fail(loss.error());
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
@@ -93,6 +100,7 @@ void registerBisect(CLI::App &debug, Action &action) {
       "bisect", "Find the pass or rule that causes a compile failure or an accuracy regression: "
                 "by group, by pass, then by the N-th group it formed");
   addModelFlags(*cmd, opts->request.model);
+  addLossFlag(*cmd, opts->request.model.loss);
   cmd->add_option("--check", opts->check,
                   "compile (default: the job's compile error) or accuracy (outputs beyond --tol "
                   "from the same run with every switchable pass off, or from that run under "
@@ -121,6 +129,8 @@ void addModelRunFlags(CLI::App &cmd, driver::ReferenceRunRequest &request) {
                  "safetensors with input_ids (i64 [B,S]) and optional labels")
       ->required();
   cmd.add_flag("--training", request.training, "forward and backward");
+  addLossFlag(cmd, request.loss);
+  addInputShapeFlag(cmd, request.input_shapes);
 }
 
 void registerDebugCommand(CLI::App &app, Action &action) {

@@ -7,6 +7,7 @@
 #include "debug/overflow_job.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
+#include "tools/kiln/loss_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -18,6 +19,9 @@ struct OverflowOptions {
 };
 
 int runOverflow(const OverflowOptions &opts) {
+  const driver::ReferenceRunRequest &run = opts.request.run;
+  if (Status loss = checkLossFlag(run.model, run.training, run.loss); !loss)
+    return fail(loss.error());
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());

@@ -5,6 +5,7 @@
 #include "debug/reduce_job.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
+#include "tools/kiln/loss_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -17,6 +18,8 @@ struct ReduceOptions {
 };
 
 int runReduce(const ReduceOptions &opts) {
+  if (Status loss = checkLossFlag(opts.model.model, opts.model.training, opts.model.loss); !loss)
+    return fail(loss.error());
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
@@ -40,6 +43,7 @@ void registerDebugReduce(CLI::App &debug, Action &action) {
       "reduce", "Shrink a model whose kernels cannot be built to a small graph that fails the "
                 "same way (delta debugging) and write a reproducer folder");
   addModelFlags(*cmd, opts->model);
+  addLossFlag(*cmd, opts->model.loss);
   cmd->add_option("-o,--output", opts->output,
                   "the reproducer folder: graph.json, job.json, README.md")
       ->required();

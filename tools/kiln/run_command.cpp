@@ -11,6 +11,7 @@
 #include "session/model_run.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
+#include "tools/kiln/loss_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -25,16 +26,18 @@ struct RunOptions {
   std::string profile_dir;
 };
 
-// Writes the outputs and prints the loss (and gradient norm); then, as the
-// trainer does, a line when the step overflowed: an output is inf or NaN,
-// or the float status is set (in saturation mode the only trace).
-int writeOutputs(const std::string &path, ops::TensorMap outputs, uint32_t float_status) {
+// Writes the outputs and prints the loss (the output `loss` names) and the
+// gradient norm; then, as the trainer does, a line when the step overflowed:
+// an output is inf or NaN, or the float status is set (in saturation mode
+// the only trace).
+int writeOutputs(const std::string &path, ops::TensorMap outputs, uint32_t float_status,
+                 const std::string &loss = "loss") {
   SafetensorsFile file;
   file.tensors = std::move(outputs);
   Status written = writeSafetensors(path, file);
   if (!written)
     return fail(written.error());
-  if (auto it = file.tensors.find("loss"); it != file.tensors.end())
+  if (auto it = file.tensors.find(loss); it != file.tensors.end() && it->second.numElements() == 1)
     std::cout << "loss " << it->second.getFloat(0) << "\n";
   if (auto it = file.tensors.find("grad_norm"); it != file.tensors.end())
     std::cout << "grad_norm " << it->second.getFloat(0) << "\n";
@@ -80,6 +83,10 @@ int runArtifact(const RunOptions &opts, const CLI::App &cmd) {
   if (!opts.request.lora_path.empty())
     return usage("--lora: " + opts.request.model +
                  " is an artifact, compiled without adapters; run the model's config with --lora");
+  if (!opts.request.loss.empty())
+    return usage("--loss: " + opts.request.model +
+                 " is an artifact: its loss was fixed by kiln compile --training --loss; drop "
+                 "--loss");
   auto loaded = artifact::readArtifact(opts.request.model);
   if (!loaded)
     return fail(loaded.error());
@@ -115,6 +122,9 @@ int runRun(const RunOptions &opts, const CLI::App &cmd) {
   if (opts.request.weights_path.empty() && !frontend::isOnnxPath(opts.request.model))
     return usage("--weights is required: " + opts.request.model +
                  " holds no weights (an ONNX model's initializers are its own)");
+  if (Status loss = checkLossFlag(opts.request.model, opts.request.training, opts.request.loss);
+      !loss)
+    return fail(loss.error());
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
@@ -138,7 +148,8 @@ int runRun(const RunOptions &opts, const CLI::App &cmd) {
   }
   if (!outputs)
     return fail(outputs.error());
-  return writeOutputs(opts.outputs, std::move(*outputs), status.get());
+  return writeOutputs(opts.outputs, std::move(*outputs), status.get(),
+                      opts.request.loss.empty() ? "loss" : opts.request.loss);
 }
 
 } // namespace
@@ -162,6 +173,7 @@ void registerRunCommand(CLI::App &app, Action &action) {
   cmd->add_option("--outputs", opts->outputs, "safetensors to write logits, loss (and grads) to")
       ->required();
   cmd->add_flag("--training", opts->request.training, "also compute grad.<param> per parameter");
+  addLossFlag(*cmd, opts->request.loss);
   cmd->add_option("--lora", opts->request.lora_path,
                   "a PEFT LoRA adapter folder: the adapters applied (without dropout), the base "
                   "frozen; with --training the gradients are the adapters'");

@@ -16,6 +16,7 @@ inline constexpr const char *kErrOnnxUnsupportedAttr = "E12011"; // an attribute
 inline constexpr const char *kErrOnnxUnsupportedType = "E12012"; // a dtype kiln lacks
 inline constexpr const char *kErrOnnxOpset = "E12013";           // an opset or domain kiln lacks
 inline constexpr const char *kErrOnnxUnboundDim = "E12020"; // a symbolic dimension left unbound
+inline constexpr const char *kErrOnnxLoss = "E12030";       // --loss names no scalar float output
 
 // True for the codes that say "kiln does not support this", as opposed to
 // "this file is broken".

@@ -6,11 +6,12 @@
 #include <iostream>
 #include <regex>
 
+#include "compiler/codegen/kernel_diagnostic.h"
 #include "compiler/frontend/model_loader.h"
+#include "runtime/token_data.h"
 #include "support/byte_size.h"
 #include "support/name_suggest.h"
 #include "support/printable_text.h"
-#include "runtime/token_data.h"
 
 namespace kiln::cli {
 
@@ -24,6 +25,13 @@ namespace {
 
 // What to do after an error, for the errors that have a usual next step.
 std::string nextStep(const Error &error) {
+  // A matmul operand dtype the cube lacks (an f32 model on ascend910): no
+  // pass formed that, the job's precision decides it.
+  if (error.code() == codegen::kErrCubeDType)
+    return "\nnext: the cube multiplies only the operand dtypes its target lists "
+           "(cube_input_dtypes): --precision-mode force_fp32 (f16 into the cube, f32 out, as "
+           "CANN's cube_fp16in_fp32out) or allow_fp32_to_fp16 lowers an f32 model's matmuls, "
+           "--dtype f16 builds a Hugging Face model in f16 (docs/precision.md)";
   // A kernel the target cannot hold (E40001 and on): find the pass that
   // formed it, or compile it another way.
   if (error.code().rfind("E400", 0) == 0)

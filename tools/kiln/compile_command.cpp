@@ -3,19 +3,16 @@
 // program back from the program cache; write the rewritten graph or an
 // artifact (one bucket per --seq), and a report of what every pass did and
 // what every kernel needed.
-#include <algorithm>
 #include <iostream>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
-#include "compiler/artifact/artifact.h"
-#include "compiler/driver/job_json.h"
-#include "compiler/driver/program_compile.h"
+#include "compiler/driver/compile_run.h"
 #include "support/file_io.h"
 #include "support/printable_text.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
+#include "tools/kiln/loss_flags.h"
 #include "tools/kiln/lora_flags.h"
 
 namespace kiln::cli {
@@ -36,18 +33,10 @@ Status writeReport(const std::string &path, const nlohmann::json &report) {
   return writeFileAtomic(path, text + "\n");
 }
 
-// A failed compile's report: `report` (what it got to, may be null) with
-// the error, its code and location apart, for scripts.
-int failWithReport(const std::string &path, nlohmann::json report, const Error &error) {
-  if (!path.empty()) {
-    nlohmann::json e = {{"message", error.message()}};
-    if (!error.code().empty())
-      e["code"] = error.code();
-    if (!error.location().empty())
-      e["location"] = error.location();
-    report["error"] = std::move(e);
+// A failed compile's report (what it got to, with the error) to `path` when given.
+int failWithReport(const std::string &path, const nlohmann::json &report, const Error &error) {
+  if (!path.empty() && !report.is_null())
     (void)writeReport(path, report);
-  }
   return fail(error);
 }
 
@@ -83,117 +72,67 @@ void printSummary(const driver::ProgramCompile &c, const driver::ResolvedJob &jo
 // Signs and writes the artifact, and says what it holds.
 int writeArtifact(const std::string &path, const artifact::Manifest &manifest,
                   std::vector<artifact::EncodedBucket> buckets) {
-  // What the artifact holds, for the line that names it.
-  size_t kernels = 0;
-  std::set<std::string> objects;
-  std::vector<int64_t> bucket_seqs;
-  for (const artifact::EncodedBucket &b : buckets) {
-    kernels += static_cast<size_t>(b.kernels);
-    bucket_seqs.push_back(b.seq);
-    for (const artifact::ArtifactObject &o : b.objects)
-      objects.insert(o.key);
-  }
-  std::sort(bucket_seqs.begin(), bucket_seqs.end());
-  std::string seq_list;
-  for (int64_t s : bucket_seqs)
-    seq_list += (seq_list.empty() ? "" : ", ") + std::to_string(s);
-  auto key = artifact::SigningKey::loadOrCreate();
-  if (!key)
-    return fail(key.error());
-  const size_t buckets_written = buckets.size();
-  auto bytes = artifact::encodeArtifact(manifest, std::move(buckets), *key);
-  if (!bytes)
-    return fail(bytes.error().withContext(path));
-  Status s = writeFileAtomic(path, *bytes);
+  auto signed_artifact = driver::signArtifact(manifest, std::move(buckets), path);
+  if (!signed_artifact)
+    return fail(signed_artifact.error());
+  const driver::SignedArtifact &a = *signed_artifact;
+  Status s = writeFileAtomic(path, a.bytes);
   if (!s)
     return fail(s.error());
-  std::cout << "kiln: wrote " << path << ": " << buckets_written << " bucket"
-            << (buckets_written == 1 ? "" : "s") << " (seq " << seq_list << "), " << kernels
-            << " kernels, " << objects.size() << " objects, " << bytes->size()
-            << " bytes, signed by key " << artifact::keyFingerprint(key->publicKey()) << "\n";
+  std::string seq_list;
+  for (int64_t seq : a.seqs)
+    seq_list += (seq_list.empty() ? "" : ", ") + std::to_string(seq);
+  std::cout << "kiln: wrote " << path << ": " << a.buckets << " bucket"
+            << (a.buckets == 1 ? "" : "s") << " (seq " << seq_list << "), " << a.kernels
+            << " kernels, " << a.objects << " objects, " << a.bytes.size()
+            << " bytes, signed by key " << a.key_fingerprint << "\n";
   return 0;
 }
 
 int runCompile(const CompileOptions &opts) {
   const bool to_artifact = opts.output.ends_with(".kiln");
-  std::vector<int64_t> seqs = opts.seqs.empty() ? std::vector<int64_t>{0} : opts.seqs;
-  for (size_t i = 0; i < seqs.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      if (seqs[i] == seqs[j])
-        return usage("--seq lists " + std::to_string(seqs[i]) + " twice");
-  if (seqs.size() > 1 && !to_artifact)
-    return usage("--seq lists " + std::to_string(seqs.size()) +
-                 " sequence lengths: only an artifact holds several (write one with -o FILE.kiln)");
-  if (to_artifact && opts.passes_only)
-    return usage("--passes-only compiles no kernels, but an artifact (" + opts.output +
-                 ") holds them; drop one of the two");
+  if (Status checked =
+          driver::checkCompileLengths(opts.seqs, to_artifact, opts.passes_only, opts.output);
+      !checked)
+    return fail(usageError(checked.error()));
+  if (Status loss = checkLossFlag(opts.model.model, opts.model.training, opts.model.loss); !loss)
+    return fail(loss.error());
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
-    return failWithReport(opts.report, nlohmann::json::object(), job.error());
+    return failWithReport(opts.report, driver::reportWithError(nullptr, job.error()), job.error());
 
-  std::vector<artifact::EncodedBucket> buckets;
-  std::optional<artifact::Manifest> manifest;
-  nlohmann::json reports = nlohmann::json::array();
-  auto reportOf = [&] {
-    return seqs.size() == 1 ? reports.back() : nlohmann::json{{"buckets", reports}};
-  };
-  for (int64_t seq : seqs) {
-    driver::ProgramRequest request;
-    request.model = opts.model;
-    request.model.seq = seq;
-    request.kernels = opts.cache;
-    request.instrumentation = instrumentationOf(opts.job);
-    request.passes_only = opts.passes_only;
-    request.for_artifact = to_artifact;
-    nlohmann::json failure_report;
-    auto compiled = driver::compileProgram(request, *job, &failure_report);
-    if (!compiled) {
-      // The report still says which kernels failed, with every diagnostic.
-      if (failure_report.is_null())
-        failure_report = nlohmann::json::object();
-      if (seqs.size() > 1)
-        failure_report["seq"] = seq;
-      reports.push_back(std::move(failure_report));
-      return failWithReport(opts.report, reportOf(), compiled.error());
-    }
-    for (const std::string &line : compiled->miss_explanations)
-      note("cache miss: " + line);
-    if (!compiled->fallbacks.empty())
-      note(codegen::fallbackSummary(compiled->fallbacks));
-    if (!opts.report.empty()) {
-      auto report = compiled->report();
-      if (!report)
-        return fail(report.error());
-      if (seqs.size() > 1)
-        (*report)["seq"] = seq;
-      reports.push_back(std::move(*report));
-    }
-    printSummary(*compiled, *job, seqs.size() > 1 ? " at seq " + std::to_string(seq) : "");
-    if (to_artifact) {
-      if (compiled->program.bucket.text.empty())
-        return fail(opts.output + ": " + compiled->bucket_error);
-      if (!manifest) {
-        codegen::ObjectOptions object; // as driver::compileJobKernels compiles
-        object.overflow = job->overflow;
-        manifest = driver::makeManifest(*job, object,
-                                        {opts.model.model, compiled->program.summary.graph,
-                                         opts.model.training, compiled->program.bucket.batch});
-      }
-      buckets.push_back(std::move(compiled->program.bucket));
-    } else if (!opts.output.empty()) {
-      auto text = compiled->graphJson();
-      Status s = text ? writeFileAtomic(opts.output, *text + "\n") : Status(text.error());
-      if (!s)
-        return fail(s.error());
-    }
-  }
+  driver::CompileRunRequest request;
+  request.program.model = opts.model;
+  request.program.kernels = opts.cache;
+  request.program.instrumentation = instrumentationOf(opts.job);
+  request.program.passes_only = opts.passes_only;
+  request.program.for_artifact = to_artifact;
+  request.seqs = opts.seqs;
+  request.report = !opts.report.empty();
+  request.artifact = opts.output;
+  const bool several = opts.seqs.size() > 1;
+  driver::CompileRun run;
+  Status compiled =
+      driver::compileRun(request, *job, run, [&](const driver::ProgramCompile &c, int64_t seq) {
+        for (const std::string &line : c.miss_explanations)
+          note("cache miss: " + line);
+        if (!c.fallbacks.empty())
+          note(codegen::fallbackSummary(c.fallbacks));
+        printSummary(c, *job, several ? " at seq " + std::to_string(seq) : "");
+        if (to_artifact || opts.output.empty())
+          return Status::ok();
+        auto text = c.graphJson();
+        return text ? writeFileAtomic(opts.output, *text + "\n") : Status(text.error());
+      });
+  if (!compiled)
+    return failWithReport(opts.report, run.report, compiled.error());
   if (!opts.report.empty()) {
-    Status s = writeReport(opts.report, reportOf());
+    Status s = writeReport(opts.report, run.report);
     if (!s)
       return fail(s.error());
   }
-  if (manifest)
-    return writeArtifact(opts.output, *manifest, std::move(buckets));
+  if (run.manifest)
+    return writeArtifact(opts.output, *run.manifest, std::move(run.buckets));
   return 0;
 }
 
@@ -205,6 +144,7 @@ void registerCompileCommand(CLI::App &app, Action &action) {
   addModelArgument(*cmd, opts->model.model, ModelArgument::AnyModel);
   cmd->add_flag("--training", opts->model.training,
                 "the whole training step: forward, loss, backward, AdamW");
+  addLossFlag(*cmd, opts->model.loss);
   cmd->add_option("--batch", opts->model.batch, "batch size")->check(PositiveInteger);
   addInputShapeFlag(*cmd, opts->model.input_shapes);
   addLoraShapeFlags(*cmd, opts->model.lora);

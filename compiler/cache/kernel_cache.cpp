@@ -59,6 +59,13 @@ KernelCache::~KernelCache() {
     spdlog::warn("kernel cache: {}", s.message());
 }
 
+Expected<std::unique_ptr<KernelCache>>
+KernelCache::openConfigured(const std::optional<std::string> &dir, CacheMode mode) {
+  KILN_ASSIGN_OR_RETURN(std::string resolved, resolveCacheDir(dir));
+  KILN_ASSIGN_OR_RETURN(uint64_t max_bytes, maxSizeFromEnv());
+  return open(resolved, mode, max_bytes);
+}
+
 Expected<std::unique_ptr<KernelCache>> KernelCache::open(std::string dir, CacheMode mode,
                                                          uint64_t max_bytes) {
   while (dir.size() > 1 && dir.back() == '/')

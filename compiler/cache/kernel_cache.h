@@ -91,6 +91,10 @@ public:
   // the cache secret that authenticates entries (cache_secret.h).
   static Expected<std::unique_ptr<KernelCache>>
   open(std::string dir, CacheMode mode = CacheMode::Enable, uint64_t max_bytes = kDefaultMaxBytes);
+  // The user's cache: in `dir` when given, else where the environment says
+  // (resolveCacheDir), capped by KILN_CACHE_MAX_SIZE (maxSizeFromEnv).
+  static Expected<std::unique_ptr<KernelCache>>
+  openConfigured(const std::optional<std::string> &dir, CacheMode mode = CacheMode::Enable);
   ~KernelCache();
   KernelCache(const KernelCache &) = delete;
   KernelCache &operator=(const KernelCache &) = delete;

@@ -92,6 +92,15 @@ std::optional<int64_t> vocabularyOf(const Graph &graph) {
 
 Expected<ops::TensorMap> makeArtifactInputs(const artifact::Artifact &artifact,
                                             const ArtifactInputsRequest &request) {
+  if (request.training && *request.training != artifact.manifest.model.training)
+    return Error(artifact.source + ": compiled " +
+                 (artifact.manifest.model.training
+                      ? "as a whole training step (kiln compile --training), which also takes lr "
+                        "and the AdamW state: add --training"
+                      : "as a forward pass (kiln compile without --training): drop --training, or "
+                        "recompile it with kiln compile " +
+                            artifact.manifest.model.path + " --training ... -o " +
+                            artifact.source));
   const artifact::Bucket *bucket = &artifact.buckets.front();
   if (request.seq > 0) {
     KILN_ASSIGN_OR_RETURN(bucket, artifact::selectBucket(artifact, request.seq));
@@ -103,13 +112,8 @@ Expected<ops::TensorMap> makeArtifactInputs(const artifact::Artifact &artifact,
     if (!vocab || *vocab <= 0)
       return Error(artifact.source + ": no embedding reads 'input_ids', so the vocabulary is "
                                      "unknown; write input_ids with kiln make-inputs MODEL");
-    std::mt19937_64 rng(request.seed);
-    std::uniform_int_distribution<int64_t> token(0, *vocab - 1);
-    const Shape &shape = graph.type(ids->value).shape;
-    std::vector<int64_t> values(static_cast<size_t>(numElements(shape)));
-    for (int64_t &id : values)
-      id = token(rng);
-    inputs["input_ids"] = Tensor::fromInts(DType::I64, shape, values);
+    inputs["input_ids"] =
+        frontend::randomTokenIds(*vocab, graph.type(ids->value).shape, request.seed);
   } else {
     inputs = frontend::randomGraphInputs(graph, InputRole::Data, request.seed, 1.0);
   }

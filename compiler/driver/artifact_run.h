@@ -4,12 +4,13 @@
 // runs them lives in runtime/.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "compiler/artifact/artifact.h"
 #include "compiler/artifact/artifact_loader.h"
-#include "support/error.h"
 #include "ops/interpreter.h"
+#include "support/error.h"
 
 namespace kiln::driver {
 
@@ -42,6 +43,9 @@ struct ArtifactInputsRequest {
   int64_t seq = 0;
   uint64_t seed = 0;
   double lr = 3e-4; // kiln train's default
+  // When given, whether the inputs are for a whole training step: an error
+  // naming the flag when the artifact was compiled as the other kind.
+  std::optional<bool> training;
 };
 Expected<ops::TensorMap> makeArtifactInputs(const artifact::Artifact &artifact,
                                             const ArtifactInputsRequest &request);

@@ -14,8 +14,7 @@ std::unique_ptr<cache::KernelCache> openKernelCache(const KernelSettings &settin
     return nullptr;
   auto opened = [&]() -> Expected<std::unique_ptr<cache::KernelCache>> {
     KILN_ASSIGN_OR_RETURN(dir, cache::resolveCacheDir(settings.dir));
-    KILN_ASSIGN_OR_RETURN(uint64_t max_bytes, cache::maxSizeFromEnv());
-    return cache::KernelCache::open(dir, settings.mode, max_bytes);
+    return cache::KernelCache::openConfigured(dir, settings.mode);
   }();
   if (opened)
     return std::move(*opened);

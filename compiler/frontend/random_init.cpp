@@ -1,5 +1,7 @@
 #include "compiler/frontend/random_init.h"
 
+#include <vector>
+
 #include "support/splitmix.h"
 
 namespace kiln::frontend {
@@ -42,6 +44,15 @@ std::map<std::string, Tensor> randomGraphInputs(const Graph &graph, InputRole ro
     tensors.emplace(in.name, std::move(t));
   }
   return tensors;
+}
+
+Tensor randomTokenIds(int64_t vocab, const Shape &shape, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> token(0, vocab - 1);
+  std::vector<int64_t> ids(static_cast<size_t>(numElements(shape)));
+  for (int64_t &id : ids)
+    id = token(rng);
+  return Tensor::fromInts(DType::I64, shape, ids);
 }
 
 } // namespace kiln::frontend

@@ -23,4 +23,8 @@ std::mt19937_64 generatorFor(uint64_t seed, std::string_view name);
 std::map<std::string, Tensor> randomGraphInputs(const Graph &graph, InputRole role, uint64_t seed,
                                                 double std_dev);
 
+// Token ids of `shape` (i64), uniform below `vocab`, from one generator
+// seeded by `seed`: `kiln make-inputs`' input_ids for a decoder.
+Tensor randomTokenIds(int64_t vocab, const Shape &shape, uint64_t seed);
+
 } // namespace kiln::frontend

@@ -449,6 +449,35 @@ TEST_F(KernelCacheTest, ListVerifyPruneAndClean) {
   EXPECT_EQ(s->stores, 0u);
 }
 
+TEST_F(KernelCacheTest, TheConfiguredCacheIsTheFlagsOrTheEnvironmentsWithItsCap) {
+  const char *old_dir = std::getenv("KILN_CACHE_DIR");
+  const char *old_size = std::getenv("KILN_CACHE_MAX_SIZE");
+  const std::optional<std::string> saved_dir =
+      old_dir ? std::optional<std::string>(old_dir) : std::nullopt;
+  const std::optional<std::string> saved_size =
+      old_size ? std::optional<std::string>(old_size) : std::nullopt;
+  ::setenv("KILN_CACHE_DIR", (dir_ / "env").c_str(), 1);
+  ::setenv("KILN_CACHE_MAX_SIZE", "1M", 1);
+  auto from_env = KernelCache::openConfigured(std::nullopt);
+  ASSERT_TRUE(from_env.isOk()) << from_env.message();
+  EXPECT_EQ((*from_env)->dir(), (dir_ / "env").string());
+  auto stats = (*from_env)->stats();
+  ASSERT_TRUE(stats.isOk()) << stats.message();
+  EXPECT_EQ(stats->max_bytes, 1024u * 1024);
+  auto from_flag = KernelCache::openConfigured(cacheDir());
+  ASSERT_TRUE(from_flag.isOk()) << from_flag.message();
+  EXPECT_EQ((*from_flag)->dir(), cacheDir()) << "the flag beats the environment";
+  ::setenv("KILN_CACHE_MAX_SIZE", "lots", 1);
+  EXPECT_FALSE(KernelCache::openConfigured(cacheDir()).isOk());
+  for (auto [name, saved] :
+       {std::pair{"KILN_CACHE_DIR", saved_dir}, std::pair{"KILN_CACHE_MAX_SIZE", saved_size}}) {
+    if (saved)
+      ::setenv(name, saved->c_str(), 1);
+    else
+      ::unsetenv(name);
+  }
+}
+
 TEST(KernelCacheConfig, DirectoryPrecedenceAndSizeParsing) {
   auto restore = [](const char *name, const char *old) {
     if (old)

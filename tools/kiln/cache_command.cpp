@@ -19,12 +19,6 @@ struct CacheOptions {
   std::optional<std::string> max_size; // prune only
 };
 
-Expected<std::unique_ptr<cache::KernelCache>> openCache(const CacheOptions &opts) {
-  KILN_ASSIGN_OR_RETURN(std::string dir, cache::resolveCacheDir(opts.dir));
-  KILN_ASSIGN_OR_RETURN(uint64_t max_bytes, cache::maxSizeFromEnv());
-  return cache::KernelCache::open(dir, cache::CacheMode::Enable, max_bytes);
-}
-
 std::string isoTime(int64_t seconds) {
   std::time_t t = std::time_t(seconds);
   std::tm tm{};
@@ -154,7 +148,7 @@ void addCacheSubcommand(CLI::App &cmd, Action &action, const std::string &name,
         ->check(parsedBy(cache::parseSize, "SIZE"));
   sub->callback([opts, runner, &action] {
     action = [opts, runner] {
-      auto c = openCache(*opts);
+      auto c = cache::KernelCache::openConfigured(opts->dir);
       if (!c)
         return fail(c.error());
       return runner(**c, *opts);

@@ -1,14 +1,13 @@
 // `kiln make-inputs`: random inputs for smoke runs of a model: token ids for a
 // Qwen config, every data input of a graph JSON, everything but the weights
 // an artifact runs on (a training artifact's first AdamW state included).
-#include <random>
-
 #include "compiler/artifact/artifact.h"
 #include "compiler/driver/artifact_run.h"
 #include "compiler/frontend/model_loader.h"
 #include "compiler/frontend/random_init.h"
-#include "support/file_io.h"
 #include "formats/safetensors.h"
+#include "support/file_io.h"
+#include "tokenizer/learnable_tokens.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 
@@ -29,28 +28,14 @@ struct MakeInputsOptions {
   JobFlags job; // a graph's custom ops
 };
 
-// A pre-tokenised corpus in nanoGPT's format (uint16 ids, uint32 past 65535)
-// that a model can learn: each token follows from the one before (by
-// default times 5 plus 3) with a little noise, so the loss falls well below
-// log(vocab). Another rule makes another task to fine-tune on.
+// A learnable corpus (tokenizer/learnable_tokens.h) for kiln train --data.
 int writeTokenFile(const std::string &path, int64_t vocab, int64_t count, uint64_t seed,
                    const std::vector<int64_t> &rule) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int64_t> noise(0, 3);
-  const size_t width = vocab > 65536 ? 4 : 2;
-  std::string bytes;
-  bytes.reserve(static_cast<size_t>(count) * width);
-  int64_t token = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    for (size_t b = 0; b < width; ++b)
-      bytes.push_back(static_cast<char>((token >> (8 * b)) & 0xff));
-    token = (token * rule[0] + rule[1] + noise(rng)) % vocab;
-  }
-  Status written = writeFileAtomic(path, bytes);
+  Status written = tokenizer::writeLearnableTokens(path, vocab, count, seed, {rule[0], rule[1]});
   if (!written)
     return fail(written.error());
-  note("wrote " + std::to_string(count) + (width == 2 ? " uint16" : " uint32") + " tokens to " +
-       path);
+  note("wrote " + std::to_string(count) +
+       (tokenizer::tokenWidth(vocab) == 2 ? " uint16" : " uint32") + " tokens to " + path);
   return 0;
 }
 
@@ -69,18 +54,11 @@ int makeArtifactInputs(const MakeInputsOptions &opts, const CLI::App &cmd) {
   auto loaded = artifact::readArtifact(opts.model);
   if (!loaded)
     return fail(loaded.error());
-  if (opts.training != loaded->manifest.model.training)
-    return fail(opts.model + ": compiled " +
-                (loaded->manifest.model.training
-                     ? "as a whole training step (kiln compile --training), which also takes lr "
-                       "and the AdamW state: add --training"
-                     : "as a forward pass (kiln compile without --training): drop --training, or "
-                       "recompile it with kiln compile " +
-                           loaded->manifest.model.path + " --training ... -o " + opts.model));
   driver::ArtifactInputsRequest request;
   request.seq = cmd.count("--seq") > 0 ? opts.seq : 0;
   request.seed = opts.seed;
   request.lr = opts.lr;
+  request.training = opts.training;
   auto inputs = driver::makeArtifactInputs(*loaded, request);
   if (!inputs)
     return fail(inputs.error());
@@ -122,12 +100,8 @@ int runMakeInputs(const MakeInputsOptions &opts, const CLI::App &cmd) {
   if (opts.tokens > 0)
     return writeTokenFile(opts.output, model->config->vocab_size, opts.tokens, opts.seed,
                           opts.rule);
-  std::mt19937_64 rng(opts.seed);
-  std::uniform_int_distribution<int64_t> token(0, model->config->vocab_size - 1);
-  std::vector<int64_t> ids(static_cast<size_t>(opts.batch * opts.seq));
-  for (int64_t &id : ids)
-    id = token(rng);
-  file.tensors["input_ids"] = Tensor::fromInts(DType::I64, {opts.batch, opts.seq}, ids);
+  file.tensors["input_ids"] =
+      frontend::randomTokenIds(model->config->vocab_size, {opts.batch, opts.seq}, opts.seed);
   Status written = writeSafetensors(opts.output, file);
   return written ? 0 : fail(written.error());
 }

@@ -1,13 +1,9 @@
 // `kiln init`: write freshly initialised weights: a decoder config's with their
 // HF names, or random ones for every parameter input of a graph JSON.
 
-#include "compiler/frontend/decoder_init.h"
-#include "compiler/frontend/model_loader.h"
-#include "compiler/frontend/random_init.h"
-#include "support/byte_size.h"
-#include "support/printable_text.h"
+#include "compiler/frontend/initial_weights.h"
 #include "formats/safetensors.h"
-#include "ir/shape.h"
+#include "support/printable_text.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 
@@ -35,30 +31,16 @@ int runInit(const InitOptions &opts) {
   auto model = frontend::loadModel(opts.model, model_options);
   if (!model)
     return fail(model.error());
+  std::vector<frontend::WeightScale> scales;
+  for (const std::string &scale : opts.scales) { // the flag's check saw PATTERN=FACTOR
+    const size_t eq = scale.rfind('=');
+    scales.push_back({scale.substr(0, eq), std::stod(scale.substr(eq + 1))});
+  }
+  auto weights = frontend::initialWeights(*model, opts.model, opts.seed, opts.std_dev, scales);
+  if (!weights)
+    return fail(weights.error());
   SafetensorsFile file;
-  try {
-    if (model->onnx) // an ONNX model's weights are its initializers
-      file.tensors = model->weights;
-    else
-      file.tensors = model->config ? frontend::initDecoderWeights(*model->config, opts.seed)
-                                   : frontend::randomGraphInputs(model->graph, InputRole::Parameter,
-                                                                 opts.seed, opts.std_dev);
-  } catch (const std::bad_alloc &) {
-    int64_t bytes = 0;
-    for (const GraphInput &in : model->graph.inputs())
-      if (in.role == InputRole::Parameter)
-        bytes =
-            saturatingAdd(bytes, checkedByteSize(model->graph.type(in.value)).value_or(INT64_MAX));
-    return fail(opts.model + ": its weights need " + formatBytes(bytes) +
-                " in f32, more memory than this machine has");
-  }
-  for (const std::string &scale : opts.scales) {
-    const size_t eq = scale.rfind('='); // the flag's check saw PATTERN=FACTOR
-    Status s =
-        frontend::scaleWeights(file.tensors, scale.substr(0, eq), std::stod(scale.substr(eq + 1)));
-    if (!s)
-      return fail(s.error());
-  }
+  file.tensors = std::move(*weights);
   file.metadata["format"] = "pt";
   Status written = writeSafetensors(opts.output, file);
   if (!written)

@@ -6,10 +6,11 @@
 
 #include "compiler/driver/plan_report.h"
 #include "compiler/driver/training.h"
-#include "support/byte_size.h"
 #include "runtime/mpi_communicator.h"
 #include "runtime/trainer.h"
+#include "session/training_layout.h"
 #include "session/training_session.h"
+#include "support/byte_size.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 #include "tools/kiln/lora_flags.h"
@@ -23,12 +24,8 @@ struct TrainOptions {
   driver::KernelSettings kernels;
   std::string data, data_dtype = "auto";
   std::string weights;
-  int devices = 8, dp = 0, tp = 0, pp = 1, zero = 0, grad_accum = 1;
-  int micro_batches = 0;          // --micro-batches: --grad-accum's name for pipelines
-  int virtual_stages = 1;         // --virtual-stages: interleaved 1F1B
-  std::string pp_layers;          // --pp-layers: each model stage's layers, "9,10,10,11"
-  bool sequence_parallel = false; // --sequence-parallel (the job file may set it too)
-  int devices_per_process = 0;    // under mpirun: the devices each process drives
+  session::LayoutFlags layout;
+  int devices_per_process = 0; // under mpirun: the devices each process drives
   std::string device_memory;
   double lr = 3e-4, min_lr = -1;
   int64_t warmup = 0;
@@ -77,36 +74,16 @@ Status resolveTrainerOptions(TrainOptions &opts, const driver::ResolvedJob &job)
 }
 
 int runTrain(TrainOptions opts) {
-  if (opts.sequence_parallel)
+  if (opts.layout.sequence_parallel)
     opts.job.settings.sequence_parallel = true;
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
-  if (opts.micro_batches > 0 && opts.grad_accum > 1 && opts.micro_batches != opts.grad_accum)
-    return usage("--micro-batches " + std::to_string(opts.micro_batches) + " and --grad-accum " +
-                 std::to_string(opts.grad_accum) + " name the same count: give one");
-  if (opts.micro_batches > 0)
-    opts.grad_accum = opts.micro_batches;
-  auto parallel = parallel::resolveParallelConfig(opts.devices, opts.dp, opts.tp, opts.zero,
-                                                  opts.model.batch, opts.grad_accum, opts.pp);
-  if (!parallel) // every check of the layout is on the flags alone
-    return fail(usageError(parallel.error()));
-  std::vector<int> stage_layers;
-  if (!opts.pp_layers.empty()) {
-    auto counts = parallel::parseStageLayers(opts.pp_layers);
-    if (!counts)
-      return fail(usageError(counts.error()));
-    stage_layers = std::move(*counts);
-  }
-  if (Status shaped = parallel::setPipelineShape(*parallel, opts.virtual_stages, stage_layers);
-      !shaped)
-    return fail(usageError(shaped.error()));
-  if (opts.sequence_parallel && parallel->tp == 1)
-    return usage("--sequence-parallel splits the sequence over a tensor-parallel group: it "
-                 "needs --tp 2 or more");
-  parallel->sequence_parallel = job->effective.sequence_parallel.value_or(false);
-  if (opts.model.batch == 0)
-    opts.model.batch = int64_t{parallel->dp} * parallel->grad_accum; // one per micro-batch
+  auto layout = session::resolveTrainingLayout(opts.layout, *job);
+  if (!layout) // every check of the layout is on the flags alone
+    return fail(usageError(layout.error()));
+  const parallel::ParallelConfig *parallel = &layout->parallel;
+  opts.model.batch = layout->batch;
   runtime::TrainerOptions &t = opts.trainer;
   if (Status resolved = resolveTrainerOptions(opts, *job); !resolved)
     return fail(resolved.error());
@@ -152,7 +129,8 @@ int runTrain(TrainOptions opts) {
                  " is less than one global batch of " + std::to_string(opts.model.batch) +
                  " windows of " + std::to_string(opts.model.seq) + " tokens (" +
                  std::to_string(opts.model.seq * opts.model.batch) + "), what validation reads");
-  const int per_process = opts.devices_per_process > 0 ? opts.devices_per_process : opts.devices;
+  const int per_process =
+      opts.devices_per_process > 0 ? opts.devices_per_process : opts.layout.devices;
   if (per_process > parallel::kMaxDevicesPerProcess)
     return usage("--devices " + std::to_string(per_process) + " in one process is too many: one " +
                  "process simulates at most " + std::to_string(parallel::kMaxDevicesPerProcess) +
@@ -166,7 +144,7 @@ int runTrain(TrainOptions opts) {
   run.data_dtype = *data_dtype;
   run.eval_data = opts.eval_data;
   run.weights = opts.weights;
-  run.devices = opts.devices;
+  run.devices = opts.layout.devices;
   run.devices_per_process = opts.devices_per_process;
   run.log_json = opts.log_json;
   run.trainer = t;
@@ -201,8 +179,7 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   opts->trainer.steps = 0;
   cmd->add_option("--steps", opts->trainer.steps, "steps to train to (required to train)")
       ->check(PositiveInteger);
-  opts->model.batch = 0; // not given: one sequence per replica
-  cmd->add_option("--batch", opts->model.batch,
+  cmd->add_option("--batch", opts->layout.batch,
                   "global batch, split over the replicas (default: one per replica)")
       ->check(PositiveInteger);
   cmd->add_option("--seq", opts->model.seq, "sequence length (default: the config's)")
@@ -220,38 +197,39 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--clip-grad-norm", opts->trainer.clip_grad_norm,
                   "clip the global gradient norm to this (0: off)")
       ->check(FiniteNonNegative);
-  cmd->add_option("--devices", opts->devices,
+  cmd->add_option("--devices", opts->layout.devices,
                   "simulated devices (default 8; at most 65536, 1024 in one process)")
       ->check(PositiveInteger); // the layout's check names the limit
-  cmd->add_option("--dp", opts->dp, "data-parallel replicas (default devices / (tp x pp))")
+  cmd->add_option("--dp", opts->layout.dp, "data-parallel replicas (default devices / (tp x pp))")
       ->check(PositiveInteger);
-  cmd->add_option("--tp", opts->tp, "tensor-parallel shards (default 1)")->check(PositiveInteger);
-  cmd->add_flag("--sequence-parallel", opts->sequence_parallel,
+  cmd->add_option("--tp", opts->layout.tp, "tensor-parallel shards (default 1)")
+      ->check(PositiveInteger);
+  cmd->add_flag("--sequence-parallel", opts->layout.sequence_parallel,
                 "with --tp: norms and residuals on each rank's slice of the sequence, the "
                 "tensor-parallel all-reduces as all-gather and reduce-scatter (Megatron's "
                 "sequence parallelism; job file: sequence_parallel)");
-  cmd->add_option("--pp", opts->pp,
+  cmd->add_option("--pp", opts->layout.pp,
                   "pipeline stages: the layers split into this many balanced stages run in a "
                   "1F1B schedule (default 1)")
       ->check(PositiveInteger);
-  cmd->add_option("--virtual-stages", opts->virtual_stages,
+  cmd->add_option("--virtual-stages", opts->layout.virtual_stages,
                   "with --pp: each device holds this many non-adjacent model stages, run in "
                   "Megatron's interleaved 1F1B schedule (a bubble V times smaller; the layers "
                   "must divide by pp x V and --micro-batches by pp; default 1)")
       ->check(PositiveInteger);
-  cmd->add_option("--pp-layers", opts->pp_layers,
+  cmd->add_option("--pp-layers", opts->layout.pp_layers,
                   "with --pp: each model stage's transformer layers in model order, e.g. "
                   "9,10,10,11 (pp x virtual-stages counts adding up to the model's layers; "
                   "default: balanced)")
       ->check(parsedBy(parallel::parseStageLayers, "COUNTS"));
-  cmd->add_option("--micro-batches", opts->micro_batches,
+  cmd->add_option("--micro-batches", opts->layout.micro_batches,
                   "micro-batches per step through the pipeline (the same count as --grad-accum)")
       ->check(PositiveInteger);
-  cmd->add_option("--zero", opts->zero,
+  cmd->add_option("--zero", opts->layout.zero,
                   "0; 1: shard the optimizer state over the replicas in equal slices; 2: and "
                   "the gradients; 3: and the weights, gathered before each use")
       ->check(IntegerIn(0, 3));
-  cmd->add_option("--grad-accum", opts->grad_accum,
+  cmd->add_option("--grad-accum", opts->layout.grad_accum,
                   "micro-batches per step: each replica's share of --batch runs in this many "
                   "pieces whose gradients are summed before the update (default 1)")
       ->check(PositiveInteger);

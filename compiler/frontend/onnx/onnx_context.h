@@ -13,11 +13,11 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "ops/interpreter.h"
 #include "ops/op_builder.h"
+#include "support/error.h"
 
 namespace kiln::frontend::onnx_import {
 
@@ -37,12 +37,17 @@ struct MissingInput : std::runtime_error {
 class Converter {
 public:
   Converter(ops::OpBuilder &b, std::unordered_map<std::string, OnnxValue> &env,
-            ops::TensorMap &weights, const onnx::NodeProto &node, int64_t opset, std::string name)
-      : b_(b), env_(env), weights_(weights), node_(node), opset_(opset), name_(std::move(name)) {}
+            ops::TensorMap &weights, const onnx::NodeProto &node, int64_t opset, int version,
+            std::string name)
+      : b_(b), env_(env), weights_(weights), node_(node), opset_(opset), version_(version),
+        name_(std::move(name)) {}
 
   ops::OpBuilder &builder() { return b_; }
   const onnx::NodeProto &node() const { return node_; }
   int64_t opset() const { return opset_; }
+  // The operator's version the model's opset selects (onnx_versions.h):
+  // conversions branch on it where ONNX changed an operator.
+  int version() const { return version_; }
   const std::string &name() const { return name_; }
 
   // Inputs; an empty name is an omitted optional input.
@@ -93,6 +98,7 @@ private:
   ops::TensorMap &weights_;
   const onnx::NodeProto &node_;
   int64_t opset_;
+  int version_;
   std::string name_;
 };
 
@@ -110,6 +116,8 @@ bool registerConverter(const char *op_type, ConvertFn fn);
 
 // Helpers the conversions share.
 Expected<int64_t> normalizedAxis(const Converter &c, int64_t axis, int64_t rank);
+// x - max - log(sum(exp(x - max))) over `axis` (onnx_ops_nn.cpp).
+ValueId logSoftmax(Converter &c, ValueId x, int64_t axis);
 
 } // namespace kiln::frontend::onnx_import
 

@@ -1,4 +1,4 @@
-// The ONNX frontend: an ONNX model (opsets 13-18 of the default domain)
+// The ONNX frontend: an ONNX model (opsets 7-18 of the default domain)
 // lowered onto kiln's ops. Symbolic dimensions are bound from the options;
 // shape arithmetic (Shape, Gather, Concat, Unsqueeze, Range,
 // ConstantOfShape feeding Reshape or Expand) is folded while importing, so
@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/interpreter.h"
+#include "support/error.h"
 
 namespace kiln::ops {
 class OpRegistry;

@@ -14,6 +14,7 @@
 #include "compiler/frontend/onnx/onnx_errors.h"
 #include "compiler/frontend/onnx/onnx_import.h"
 #include "compiler/frontend/onnx/onnx_reader.h"
+#include "compiler/frontend/onnx/onnx_versions.h"
 #include "ops/op_registry.h"
 #include "ops/op_verifier.h"
 
@@ -23,7 +24,6 @@ using namespace onnx_import;
 
 namespace {
 
-constexpr int64_t kMinOpset = 13, kMaxOpset = 18;
 // Nodes whose inputs are all known are folded while importing up to this
 // many input elements; larger ones run as kernels.
 constexpr int64_t kMaxFoldElements = int64_t{1} << 22;
@@ -155,7 +155,7 @@ std::string nodeName(const onnx::NodeProto &node) {
 // Runs `convert` on a scratch graph holding only `node`'s constant inputs
 // and returns its outputs' values: folding by the reference kernels.
 Expected<std::vector<std::optional<Tensor>>>
-foldNode(const ConvertFn &convert, const onnx::NodeProto &node, int64_t opset,
+foldNode(const ConvertFn &convert, const onnx::NodeProto &node, int64_t opset, int version,
          const std::unordered_map<std::string, OnnxValue> &env,
          std::shared_ptr<const ops::OpRegistry> registry) {
   Graph scratch("fold");
@@ -166,7 +166,7 @@ foldNode(const ConvertFn &convert, const onnx::NodeProto &node, int64_t opset,
     if (!in.empty())
       local[in] = OnnxValue{kNoValue, env.at(in).constant, false};
   ops::TensorMap weights;
-  Converter c(b, local, weights, node, opset, "fold");
+  Converter c(b, local, weights, node, opset, version, "fold");
   KILN_RETURN_IF_ERROR(convert(c));
   KILN_RETURN_IF_ERROR(b.status());
   std::vector<std::optional<Tensor>> out(node.output_size());
@@ -221,20 +221,73 @@ bool unsupportedFamily(const std::string &op, std::string &why) {
   return true;
 }
 
-Expected<OnnxModel> importGraph(const onnx::ModelProto &model, const std::string &source,
-                                const std::string &model_dir, const OnnxImportOptions &options) {
+// The model's opset of the default domain, within kMinOpset..kMaxOpset.
+Expected<int64_t> defaultOpset(const onnx::ModelProto &model, const std::string &source) {
   int64_t opset = -1;
-  for (const auto &imp : model.opset_import())
+  std::string others;
+  for (const auto &imp : model.opset_import()) {
     if (imp.domain().empty() || imp.domain() == "ai.onnx")
       opset = imp.version();
+    else
+      others += (others.empty() ? "" : ", ") + imp.domain();
+  }
   if (opset < 0 && model.opset_import_size() == 0)
     opset = 1; // IR version 1 models carry no opset_import
+  if (opset < 0)
+    return Error(source + ": the model imports no opset of the default ONNX domain (only " +
+                 others + "); kiln reads the default domain's opsets " + std::to_string(kMinOpset) +
+                 " to " + std::to_string(kMaxOpset))
+        .withCode(kErrOnnxOpset);
   if (opset < kMinOpset || opset > kMaxOpset)
     return Error(source + ": the model imports opset " + std::to_string(opset) +
                  " of the default ONNX domain; kiln reads opsets " + std::to_string(kMinOpset) +
                  " to " + std::to_string(kMaxOpset) +
                  " (re-export with torch.onnx.export(..., opset_version=17))")
         .withCode(kErrOnnxOpset);
+  return opset;
+}
+
+// The version of `node`'s operator that `opset` selects, when kiln reads
+// it; else the coded refusal (another domain, an unsupported operator, a
+// version kiln lacks).
+Expected<int> nodeVersion(const onnx::NodeProto &node, int64_t opset, const std::string &source) {
+  const std::string &op = node.op_type();
+  const std::string where = source + ": node '" + node.name() + "' (" + op;
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return Error(where + ", domain '" + node.domain() +
+                 "'): operators outside the default ONNX domain are not supported")
+        .withCode(kErrOnnxOpset);
+  const std::string at = where + ", opset " + std::to_string(opset) + "): ";
+  std::string why;
+  if (unsupportedFamily(op, why))
+    return Error(at + why).withCode(kErrOnnxUnsupportedOp);
+  for (const auto &a : node.attribute())
+    if (a.has_g() || a.graphs_size() > 0)
+      return Error(at + "attribute '" + a.name() +
+                   "' holds a subgraph; control flow is not supported")
+          .withCode(kErrOnnxUnsupportedOp);
+  const OpVersions *versions = findOpVersions(op);
+  if (!findConverter(op) || !versions)
+    return Error(at + "operator " + op +
+                 " is not supported; docs/onnx.md lists the operators kiln reads")
+        .withCode(kErrOnnxUnsupportedOp);
+  const int version = resolveVersion(*versions, opset);
+  if (kilnReads(*versions, version))
+    return version;
+  const std::string reads = "; kiln reads " + op + " version" +
+                            (versions->kiln.size() > 1 ? "s " : " ") + versionList(versions->kiln);
+  if (version == 0)
+    return Error(at + "ONNX defines " + op + " from opset " +
+                 std::to_string(versions->onnx.front()) + ", after the model's opset" + reads)
+        .withCode(kErrOnnxOpset);
+  return Error(at + "opset " + std::to_string(opset) + " selects " + op + "-" +
+               std::to_string(version) + ", which kiln does not read" + reads)
+      .withCode(kErrOnnxOpset);
+}
+
+Expected<OnnxModel> importGraph(const onnx::ModelProto &model, const std::string &source,
+                                const std::string &model_dir, const OnnxImportOptions &options) {
+  KILN_ASSIGN_OR_RETURN(const int64_t opset, defaultOpset(model, source));
 
   const onnx::GraphProto &g = model.graph();
   OnnxModel out{Graph(kilnName(g.name(), "onnx")), {}};
@@ -277,27 +330,8 @@ Expected<OnnxModel> importGraph(const onnx::ModelProto &model, const std::string
   for (int index : order) {
     const onnx::NodeProto &node = g.node(index);
     const std::string where = source + ": node '" + node.name() + "' (" + node.op_type() + ")";
-    if (!node.domain().empty() && node.domain() != "ai.onnx")
-      return Error(source + ": node '" + node.name() + "' (" + node.op_type() + ", domain '" +
-                   node.domain() +
-                   "'): operators outside the default ONNX domain are not supported")
-          .withCode(kErrOnnxOpset);
-    std::string why;
-    if (unsupportedFamily(node.op_type(), why))
-      return Error(source + ": node '" + node.name() + "' (" + node.op_type() + ", opset " +
-                   std::to_string(opset) + "): " + why)
-          .withCode(kErrOnnxUnsupportedOp);
-    for (const auto &a : node.attribute())
-      if (a.has_g() || a.graphs_size() > 0)
-        return Error(where + ": attribute '" + a.name() +
-                     "' holds a subgraph; control flow is not supported")
-            .withCode(kErrOnnxUnsupportedOp);
+    KILN_ASSIGN_OR_RETURN(const int version, nodeVersion(node, opset, source));
     const ConvertFn *convert = findConverter(node.op_type());
-    if (!convert)
-      return Error(source + ": node '" + node.name() + "' (" + node.op_type() + ", opset " +
-                   std::to_string(opset) + "): operator " + node.op_type() +
-                   " is not supported; docs/onnx.md lists the operators kiln reads")
-          .withCode(kErrOnnxUnsupportedOp);
     bool all_constant = node.input_size() > 0 && foldable(node.op_type());
     int64_t elements = 0;
     for (const std::string &in : node.input()) {
@@ -313,7 +347,7 @@ Expected<OnnxModel> importGraph(const onnx::ModelProto &model, const std::string
     if (all_constant && elements <= kMaxFoldElements) {
       Expected<std::vector<std::optional<Tensor>>> folded = Error("");
       try {
-        folded = foldNode(*convert, node, opset, env, options.ops);
+        folded = foldNode(*convert, node, opset, version, env, options.ops);
       } catch (const MissingInput &e) {
         folded = Error(nodeName(node) + ": " + e.what()).withCode(kErrOnnxMalformed);
       }
@@ -326,7 +360,7 @@ Expected<OnnxModel> importGraph(const onnx::ModelProto &model, const std::string
           env[node.output(k)] = OnnxValue{kNoValue, std::move(*(*folded)[k]), false};
       continue;
     }
-    Converter c(b, env, out.weights, node, opset, name);
+    Converter c(b, env, out.weights, node, opset, version, name);
     Status converted = Status::ok();
     try {
       converted = (*convert)(c);

@@ -242,6 +242,12 @@ Status convertClip(Converter &c) {
   if (dt == DType::Bool)
     return c.unsupportedType("Clip of bool is not defined");
   ValueId y = x;
+  if (c.version() < 11) { // min and max are attributes, float by default the whole range
+    if (const auto *lo = c.attr("min"))
+      y = c.create("Maximum", {y, c.constantOf(lo->f(), dt)}, {}, "min");
+    if (const auto *hi = c.attr("max"))
+      y = c.create("Minimum", {y, c.constantOf(hi->f(), dt)}, {}, "max");
+  }
   if (c.has(1)) {
     KILN_ASSIGN_OR_RETURN(ValueId lo, c.value(1));
     y = c.create("Maximum", {y, c.cast(lo, dt)}, {}, "min");

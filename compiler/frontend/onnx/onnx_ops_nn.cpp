@@ -2,12 +2,24 @@
 // Softmax, LogSoftmax, LayerNormalization and the Reduce family, onto
 // kiln's MatMul (2-D, the FixPipe fusions' anchor), BatchMatMul and
 // reductions.
+#include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "compiler/frontend/onnx/onnx_context.h"
 #include "ops/kernel_util.h"
 
 namespace kiln::frontend::onnx_import {
+
+// Stable where log(softmax) is not.
+ValueId logSoftmax(Converter &c, ValueId x, int64_t axis) {
+  const AttrMap keep{{"axes", std::vector<int64_t>{axis}}, {"keepdims", true}};
+  ValueId m = c.create("ReduceMax", {x}, keep, "max");
+  ValueId s = c.create("Sub", {x, m}, {}, "shifted");
+  ValueId sum = c.create("ReduceSum", {c.create("Exp", {s}, {}, "exp")}, keep, "sum");
+  return c.create("Sub", {s, c.create("Log", {sum}, {}, "log_sum")});
+}
+
 namespace {
 
 Status requireFloat(Converter &c, ValueId x, const char *what) {
@@ -102,27 +114,35 @@ Status convertGemm(Converter &c) {
   return Status::ok();
 }
 
-Status convertSoftmax(Converter &c) {
+// Softmax before version 13 coerces its input to 2-D at `axis` (default 1)
+// and normalizes each row of that matrix; from 13 it normalizes one axis
+// (default -1). `body` builds the 13 form over `axis`.
+Status softmaxLike(Converter &c, const std::function<ValueId(ValueId, int64_t)> &body) {
   KILN_ASSIGN_OR_RETURN(ValueId x, c.value(0));
-  KILN_RETURN_IF_ERROR(requireFloat(c, x, "Softmax"));
-  const int64_t rank = static_cast<int64_t>(c.builder().shape(x).size());
-  KILN_ASSIGN_OR_RETURN(int64_t axis, normalizedAxis(c, c.intAttr("axis", -1), rank));
-  c.setOutput(0, c.create("Softmax", {x}, {{"axis", axis}}));
+  KILN_RETURN_IF_ERROR(requireFloat(c, x, c.node().op_type().c_str()));
+  const Shape shape = c.builder().shape(x);
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const bool coerced = c.version() < 13;
+  const int64_t given = c.intAttr("axis", coerced ? 1 : -1);
+  KILN_ASSIGN_OR_RETURN(int64_t axis, normalizedAxis(c, given, rank));
+  if (!coerced || (rank == 2 && axis == 1)) {
+    c.setOutput(0, body(x, axis));
+    return Status::ok();
+  }
+  const int64_t outer = numElements(Shape(shape.begin(), shape.begin() + axis));
+  ValueId rows = c.reshape(x, {outer, numElements(shape) / std::max<int64_t>(outer, 1)});
+  c.setOutput(0, c.reshape(body(rows, 1), shape));
   return Status::ok();
 }
 
-// x - max - log(sum(exp(x - max))), stable where log(softmax) is not.
+Status convertSoftmax(Converter &c) {
+  return softmaxLike(c, [&c](ValueId x, int64_t axis) {
+    return c.create("Softmax", {x}, {{"axis", axis}});
+  });
+}
+
 Status convertLogSoftmax(Converter &c) {
-  KILN_ASSIGN_OR_RETURN(ValueId x, c.value(0));
-  KILN_RETURN_IF_ERROR(requireFloat(c, x, "LogSoftmax"));
-  const int64_t rank = static_cast<int64_t>(c.builder().shape(x).size());
-  KILN_ASSIGN_OR_RETURN(int64_t axis, normalizedAxis(c, c.intAttr("axis", -1), rank));
-  const AttrMap keep{{"axes", std::vector<int64_t>{axis}}, {"keepdims", true}};
-  ValueId m = c.create("ReduceMax", {x}, keep, "max");
-  ValueId s = c.create("Sub", {x, m}, {}, "shifted");
-  ValueId sum = c.create("ReduceSum", {c.create("Exp", {s}, {}, "exp")}, keep, "sum");
-  c.setOutput(0, c.create("Sub", {s, c.create("Log", {sum}, {}, "log_sum")}));
-  return Status::ok();
+  return softmaxLike(c, [&c](ValueId x, int64_t axis) { return logSoftmax(c, x, axis); });
 }
 
 // In f32 (stash_type 1) whatever the input's dtype: mean, variance, the
@@ -168,7 +188,7 @@ ConvertFn reduction(Reduce kind) {
   return [kind](Converter &c) -> Status {
     KILN_ASSIGN_OR_RETURN(ValueId x, c.value(0));
     KILN_RETURN_IF_ERROR(requireFloat(c, x, c.node().op_type().c_str()));
-    const bool axes_input = kind == Reduce::Sum ? c.opset() >= 13 : c.opset() >= 18;
+    const bool axes_input = kind == Reduce::Sum ? c.version() >= 13 : c.version() >= 18;
     std::vector<int64_t> axes;
     if (axes_input && c.has(1)) {
       KILN_ASSIGN_OR_RETURN(axes, c.ints(1, "axes"));

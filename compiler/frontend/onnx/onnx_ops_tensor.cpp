@@ -99,7 +99,7 @@ Status convertFlatten(Converter &c) {
 }
 
 Expected<std::vector<int64_t>> axesOf(Converter &c, size_t input) {
-  if (c.opset() >= 13 && c.has(input))
+  if (c.version() >= 13 && c.has(input))
     return c.ints(input, "axes");
   if (auto a = c.intsAttr("axes"))
     return *a;
@@ -205,17 +205,28 @@ Status convertSplit(Converter &c) {
   return Status::ok();
 }
 
+// Slice-1 takes starts, ends and axes as attributes; from 10 they are
+// inputs, with steps.
 Status convertSlice(Converter &c) {
   const Shape in = c.type(0).shape;
   const int64_t rank = static_cast<int64_t>(in.size());
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> starts, c.ints(1, "starts"));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ends, c.ints(2, "ends"));
+  const bool attrs = c.version() < 10;
+  std::vector<int64_t> starts, ends;
+  if (attrs) {
+    starts = c.intsAttr("starts").value_or(std::vector<int64_t>{});
+    ends = c.intsAttr("ends").value_or(std::vector<int64_t>{});
+  } else {
+    KILN_ASSIGN_OR_RETURN(starts, c.ints(1, "starts"));
+    KILN_ASSIGN_OR_RETURN(ends, c.ints(2, "ends"));
+  }
   std::vector<int64_t> axes(starts.size()), steps(starts.size(), 1);
   std::iota(axes.begin(), axes.end(), 0);
-  if (c.has(3)) {
+  if (attrs && c.attr("axes")) {
+    axes = *c.intsAttr("axes");
+  } else if (!attrs && c.has(3)) {
     KILN_ASSIGN_OR_RETURN(axes, c.ints(3, "axes"));
   }
-  if (c.has(4)) {
+  if (!attrs && c.has(4)) {
     KILN_ASSIGN_OR_RETURN(steps, c.ints(4, "steps"));
   }
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
@@ -371,9 +382,11 @@ Status convertConstantOfShape(Converter &c) {
   return Status::ok();
 }
 
-// Inference: the identity, and a mask of ones.
+// Inference: the identity, and a mask of ones (of the input's type before
+// version 10, bool from it). The ratio (an attribute before 12) does not
+// matter then.
 Status convertDropout(Converter &c) {
-  if (c.has(2)) {
+  if (c.version() >= 12 && c.has(2)) {
     const Tensor *training = c.constant(2);
     if (!training)
       return c.unsupported("training_mode must be known while compiling");
@@ -390,7 +403,8 @@ Status convertDropout(Converter &c) {
   KILN_ASSIGN_OR_RETURN(ValueId x, c.value(0));
   c.setOutput(0, c.create("Reshape", {x}, {{"shape", c.builder().shape(x)}}));
   if (c.wants(1))
-    c.setOutput(1, c.constantOf(1, DType::Bool, c.builder().shape(x)));
+    c.setOutput(1, c.constantOf(1, c.version() < 10 ? c.builder().dtype(x) : DType::Bool,
+                                c.builder().shape(x)));
   return Status::ok();
 }
 

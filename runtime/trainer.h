@@ -70,7 +70,7 @@ struct TrainerOptions {
   int64_t keep_checkpoints = 0;     // > 0: only the newest N step files stay
   // What the run exports beside each checkpoint (a LoRA run's PEFT adapter
   // folder), called with the checkpoint's path and state just before the
-  // step file is published (trainer_checkpoint.cpp says why).
+  // step file is published (checkpoint_io.h says why).
   CheckpointExport after_checkpoint;
   // What the run trains (model, layout, batch, dtype, data): written into
   // each checkpoint; a resumed run must have the same (checkpoint.h).

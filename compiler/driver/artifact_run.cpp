@@ -1,7 +1,9 @@
 // Binding an artifact run's inputs to the bucket of their seq.
 #include "compiler/driver/artifact_run.h"
 
+#include <algorithm>
 #include <random>
+#include <set>
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/driver/finite_weights.h"
@@ -76,15 +78,32 @@ Expected<PreparedArtifactRun> prepareArtifactRun(const artifact::Artifact &artif
 
 namespace {
 
-// The rows of the embedding table `input_ids` index: the vocabulary.
+// The rows of the embedding table `input_ids` index: the vocabulary. The
+// ids may reach the Gather through a reshape, a cast or the wrap an ONNX
+// import puts on run-time indices (Where(ids < 0, ids + rows, ids)).
 std::optional<int64_t> vocabularyOf(const Graph &graph) {
   const GraphInput *ids = graph.findInput("input_ids");
   if (!ids)
     return std::nullopt;
-  for (const Node &node : graph.nodes())
-    if (node.op == "Gather" && node.inputs.size() == 2 && node.inputs[1] == ids->value &&
-        !graph.type(node.inputs[0]).shape.empty())
-      return graph.type(node.inputs[0]).shape.front();
+  std::vector<ValueId> frontier{ids->value};
+  std::set<ValueId> seen;
+  while (!frontier.empty()) {
+    const ValueId v = frontier.back();
+    frontier.pop_back();
+    if (!seen.insert(v).second)
+      continue;
+    for (const Node &node : graph.nodes()) {
+      if (std::find(node.inputs.begin(), node.inputs.end(), v) == node.inputs.end())
+        continue;
+      if (node.op == "Gather" && node.inputs.size() == 2 && node.inputs[1] == v &&
+          !graph.type(node.inputs[0]).shape.empty())
+        return graph.type(node.inputs[0]).shape.front();
+      const bool carries_ids = node.op == "Reshape" || node.op == "Cast" || node.op == "Add" ||
+                               (node.op == "Where" && node.inputs[0] != v);
+      if (carries_ids && node.outputs.size() == 1)
+        frontier.push_back(node.outputs[0]);
+    }
+  }
   return std::nullopt;
 }
 

@@ -18,7 +18,11 @@ OpVersions unaryMath(std::string_view op) { return {op, {1, 6, 13}, {6, 13}}; }
 // small integers.
 OpVersions arithmetic(std::string_view op) { return {op, {1, 6, 7, 13, 14}, {7, 13, 14}}; }
 // Reductions: axes an attribute before 18 (before 13 for ReduceSum).
-OpVersions reduction(std::string_view op, std::vector<int> onnx) { return {op, onnx, onnx}; }
+OpVersions reduction(std::string_view op, std::vector<int> onnx) {
+  return {op, onnx, onnx,
+          op == "ReduceSum" ? "axes an attribute before 13, an input from it"
+                            : "axes an attribute before 18, an input from it"};
+}
 
 std::vector<OpVersions> buildTable() {
   std::vector<OpVersions> t = {
@@ -46,7 +50,10 @@ std::vector<OpVersions> buildTable() {
       {"Max", {1, 6, 8, 12, 13}, {6, 8, 12, 13}},
       {"Sum", {1, 6, 8, 13}, {6, 8, 13}},
       {"Mean", {1, 6, 8, 13}, {6, 8, 13}},
-      {"Clip", {1, 6, 11, 12, 13}, {6, 11, 12, 13}},
+      {"Clip",
+       {1, 6, 11, 12, 13},
+       {6, 11, 12, 13},
+       "min and max attributes before 11, inputs from it"},
       {"Where", {9, 16}, {9, 16}},
       {"Equal", {1, 7, 11, 13}, {7, 11, 13}},
       {"Less", {1, 7, 9, 13}, {7, 9, 13}},
@@ -63,8 +70,14 @@ std::vector<OpVersions> buildTable() {
       {"MatMul", {1, 9, 13}, {1, 9, 13}},
       {"Gemm", {1, 6, 7, 9, 11, 13}, {7, 9, 11, 13}},
       {"Einsum", {12}, {12}},
-      {"Softmax", {1, 11, 13}, {1, 11, 13}},
-      {"LogSoftmax", {1, 11, 13}, {1, 11, 13}},
+      {"Softmax",
+       {1, 11, 13},
+       {1, 11, 13},
+       "before 13 the input is coerced to 2-D at axis (default 1)"},
+      {"LogSoftmax",
+       {1, 11, 13},
+       {1, 11, 13},
+       "before 13 the input is coerced to 2-D at axis (default 1)"},
       {"LayerNormalization", {17}, {17}},
       {"SoftmaxCrossEntropyLoss", {12, 13}, {12, 13}},
       {"NegativeLogLikelihoodLoss", {12, 13}, {12, 13}},
@@ -77,16 +90,19 @@ std::vector<OpVersions> buildTable() {
       reduction("ReduceL2", {1, 11, 13, 18}),
       reduction("ReduceLogSum", {1, 11, 13, 18}),
       reduction("ReduceLogSumExp", {1, 11, 13, 18}),
-      {"Shape", {1, 13, 15}, {1, 13, 15}},
+      {"Shape", {1, 13, 15}, {1, 13, 15}, "start and end from 15"},
       {"Size", {1, 13}, {1, 13}},
       {"Reshape", {1, 5, 13, 14}, {5, 13, 14}},
       {"Flatten", {1, 9, 11, 13}, {1, 9, 11, 13}},
-      {"Squeeze", {1, 11, 13}, {1, 11, 13}},
-      {"Unsqueeze", {1, 11, 13}, {1, 11, 13}},
+      {"Squeeze", {1, 11, 13}, {1, 11, 13}, "axes an attribute before 13"},
+      {"Unsqueeze", {1, 11, 13}, {1, 11, 13}, "axes an attribute before 13"},
       {"Transpose", {1, 13}, {1, 13}},
       {"Concat", {1, 4, 11, 13}, {4, 11, 13}},
-      {"Split", {1, 2, 11, 13, 18}, {2, 11, 13, 18}},
-      {"Slice", {1, 10, 11, 13}, {1, 10, 11, 13}},
+      {"Split",
+       {1, 2, 11, 13, 18},
+       {2, 11, 13, 18},
+       "split an attribute before 13; num_outputs from 18"},
+      {"Slice", {1, 10, 11, 13}, {1, 10, 11, 13}, "starts, ends and axes attributes before 10"},
       {"Gather", {1, 11, 13}, {1, 11, 13}},
       {"GatherElements", {11, 13}, {11, 13}},
       {"Expand", {8, 13}, {8, 13}},
@@ -95,7 +111,10 @@ std::vector<OpVersions> buildTable() {
       {"Range", {11}, {11}},
       {"Constant", {1, 9, 11, 12, 13}, {1, 9, 11, 12, 13}},
       {"ConstantOfShape", {9}, {9}},
-      {"Dropout", {1, 6, 7, 10, 12, 13}, {7, 10, 12, 13}},
+      {"Dropout",
+       {1, 6, 7, 10, 12, 13},
+       {7, 10, 12, 13},
+       "ratio an attribute before 12; the mask of the input's type before 10"},
   };
   std::sort(t.begin(), t.end(), [](const auto &a, const auto &b) { return a.op < b.op; });
   return t;

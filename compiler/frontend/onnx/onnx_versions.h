@@ -18,8 +18,9 @@ inline constexpr int64_t kMinOpset = 7, kMaxOpset = 18;
 
 struct OpVersions {
   std::string_view op;
-  std::vector<int> onnx; // ONNX's since-versions of the operator, ascending
-  std::vector<int> kiln; // those kiln's conversion implements
+  std::vector<int> onnx;      // ONNX's since-versions of the operator, ascending
+  std::vector<int> kiln;      // those kiln's conversion implements
+  std::string_view note = {}; // how the versions kiln reads differ, for docs/onnx.md
 };
 
 // The operator's entry, or nullptr when kiln converts no version of it.

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <set>
+#include <sstream>
 
 #include <onnx/defs/schema.h>
 
@@ -54,6 +56,36 @@ TEST(OnnxVersions, EveryConvertedOperatorHasVersions) {
         EXPECT_TRUE(kilnReads(v, r)) << v.op << "-" << r << " at opset " << opset;
       }
     }
+}
+
+// docs/onnx.md's table of the versions kiln reads, generated from the
+// table; KILN_ONNX_CONFORMANCE_UPDATE=1 rewrites it.
+TEST(OnnxVersions, DocsListTheVersionsKilnReads) {
+  const std::string begin = "<!-- operator versions: generated, do not edit -->";
+  const std::string end = "<!-- end of operator versions -->";
+  std::ostringstream table;
+  table << begin << "\n\n| operator | ONNX's versions | kiln reads | how they differ |\n"
+        << "|---|---|---|---|\n";
+  for (const OpVersions &v : opVersionTable())
+    table << "| " << v.op << " | " << versionList(v.onnx) << " | " << versionList(v.kiln) << " | "
+          << v.note << " |\n";
+  table << "\n";
+  const std::string path = std::string(KILN_SOURCE_DIR) + "/docs/onnx.md";
+  std::stringstream doc;
+  doc << std::ifstream(path).rdbuf();
+  std::string text = doc.str();
+  const size_t b = text.find(begin), e = text.find(end);
+  ASSERT_NE(b, std::string::npos) << path << " has no " << begin;
+  ASSERT_NE(e, std::string::npos) << path << " has no " << end;
+  const char *update = std::getenv("KILN_ONNX_CONFORMANCE_UPDATE");
+  if (update && std::string(update) == "1") {
+    text = text.substr(0, b) + table.str() + text.substr(e);
+    std::ofstream(path) << text;
+    return;
+  }
+  EXPECT_EQ(text.substr(b, e - b), table.str())
+      << "docs/onnx.md's operator versions are stale: run KILN_ONNX_CONFORMANCE_UPDATE=1 "
+         "build/tests/onnx_tests";
 }
 
 TEST(OnnxVersions, ResolvesTheNewestVersionAtOrBelowTheOpset) {

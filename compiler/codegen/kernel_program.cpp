@@ -299,8 +299,8 @@ Status planRows(KernelProgram &program) {
   // A reduction read by another stage is computed once per row into scratch.
   for (size_t s = 0; s < program.stages.size(); ++s) {
     Stage &stage = program.stages[s];
-    stage.materialized =
-        containsReduce(stage.body) && read.count(program.stageBuffer(static_cast<int>(s)));
+    stage.materialized = stage.held || (containsReduce(stage.body) &&
+                                        read.count(program.stageBuffer(static_cast<int>(s))));
   }
 
   program.outer_rank = chooseOuterRank(program, SIZE_MAX);

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "compiler/codegen/kernel_expr.h"
-#include "support/error.h"
 #include "ir/shape.h"
+#include "support/error.h"
 
 namespace kiln::codegen {
 
@@ -33,7 +33,10 @@ struct Stage {
   Shape shape;
   ScalarType type = ScalarType::F32;
   ExprRef body;
-  bool materialized = false; // computed into scratch (it contains a reduction)
+  bool materialized = false; // computed into scratch (it contains a reduction, or is held)
+  // The lowering keeps it in scratch: a row's values computed once and read
+  // by several stages (softmax's exp(x - max), read by its sum and its output).
+  bool held = false;
 };
 
 struct StoredOutput {

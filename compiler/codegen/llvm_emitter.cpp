@@ -6,6 +6,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
@@ -152,10 +153,36 @@ private:
       const int64_t base = program_.scratchOffset(static_cast<int>(s));
       forEachInRow(stage.shape, outer, [&](const std::vector<Value *> &idx, Value *inner) {
         Value *v = emitExpr(stage.body, Env{idx, {}});
-        b_.CreateStore(v, scratchSlot(base, inner));
+        tagScratch(b_.CreateStore(v, scratchSlot(base, inner, stage.type)), s);
       });
     }
-    for (size_t o = 0; o < program_.outputs.size(); ++o) {
+    emitOutputs(row, outer);
+  }
+
+  // A row of every stored output. Plain outputs of one shape share one loop:
+  // what they have in common (AdamW's m and v inside its new parameter,
+  // SwiGLU's SiLU inside its product) is computed once per element, each
+  // input read once. An element's values are all computed before any is
+  // stored.
+  void emitOutputs(Value *row, const std::vector<Value *> &outer) {
+    const int p = program_.outer_rank;
+    const size_t n = program_.outputs.size();
+    std::vector<std::vector<ExprPiece>> pieces(n);
+    for (size_t o = 0; o < n; ++o) {
+      const Stage &stage = program_.stages[program_.outputs[o].stage];
+      if (program_.outputs[o].row_sum_stage < 0 && !stage.materialized &&
+          static_cast<size_t>(p) < stage.shape.size()) {
+        const int last = static_cast<int>(stage.shape.size()) - 1;
+        pieces[o] = piecesAlongAxis(stage.body, last, stage.shape[last]);
+      }
+    }
+    auto plain = [&](size_t o) {
+      return program_.outputs[o].row_sum_stage < 0 && pieces[o].size() <= 1;
+    };
+    std::vector<bool> done(n, false);
+    for (size_t o = 0; o < n; ++o) {
+      if (done[o])
+        continue;
       const StoredOutput &out = program_.outputs[o];
       Value *pointer = pointers_[program_.inputs.size() + o];
       if (out.row_sum_stage >= 0) {
@@ -173,26 +200,33 @@ private:
       Value *base = b_.CreateMul(row, b_.getInt64(inner_size));
       // A body that picks by its innermost index (Concat along the last axis)
       // runs as one loop per range, each reading its own input alone.
-      std::vector<ExprPiece> pieces;
-      if (!stage.materialized && static_cast<size_t>(p) < stage.shape.size()) {
-        const int last = static_cast<int>(stage.shape.size()) - 1;
-        pieces = piecesAlongAxis(stage.body, last, stage.shape[last]);
-      }
-      if (pieces.size() > 1) {
+      if (!plain(o)) {
         forEachInRow(
             stage.shape, outer,
             [&](const std::vector<Value *> &idx, Value *inner) {
-              Value *v = emitExpr(pieces[piece_].body, Env{idx, {}});
+              Value *v = emitExpr(pieces[o][piece_].body, Env{idx, {}});
               storage_.store(v, out.dtype,
                              storage_.pointer(pointer, out.dtype, b_.CreateAdd(base, inner)));
             },
-            &pieces);
+            &pieces[o]);
         continue;
       }
+      std::vector<size_t> together{o};
+      for (size_t k = o + 1; k < n; ++k)
+        if (!done[k] && plain(k) &&
+            program_.stages[program_.outputs[k].stage].shape == stage.shape) {
+          together.push_back(k);
+          done[k] = true;
+        }
       forEachInRow(stage.shape, outer, [&](const std::vector<Value *> &idx, Value *inner) {
-        Value *v = loadStage(program_.stageBuffer(out.stage), idx);
-        storage_.store(v, out.dtype,
-                       storage_.pointer(pointer, out.dtype, b_.CreateAdd(base, inner)));
+        std::vector<Value *> values;
+        for (size_t k : together)
+          values.push_back(loadStage(program_.stageBuffer(program_.outputs[k].stage), idx));
+        for (size_t j = 0; j < together.size(); ++j) {
+          const DType dtype = program_.outputs[together[j]].dtype;
+          Value *to = pointers_[program_.inputs.size() + together[j]];
+          storage_.store(values[j], dtype, storage_.pointer(to, dtype, b_.CreateAdd(base, inner)));
+        }
       });
     }
   }
@@ -262,7 +296,33 @@ private:
     return result;
   }
 
-  Value *scratchSlot(int64_t base, Value *inner) {
+  // Each materialised stage's part of scratch is an alias scope of its own:
+  // a loop writing a held row (softmax's exp) reads the row max beside it,
+  // and without the scopes LLVM cannot tell the two apart and leaves the
+  // loop scalar.
+  void tagScratch(llvm::Instruction *access, size_t stage) {
+    if (scratch_scopes_.empty()) {
+      llvm::MDBuilder md(ctx_);
+      llvm::MDNode *domain = md.createAnonymousAliasScopeDomain("scratch");
+      for (size_t s = 0; s < program_.stages.size(); ++s)
+        scratch_scopes_.push_back(md.createAnonymousAliasScope(domain));
+    }
+    std::vector<llvm::Metadata *> others;
+    for (size_t s = 0; s < scratch_scopes_.size(); ++s)
+      if (s != stage && program_.stages[s].materialized)
+        others.push_back(scratch_scopes_[s]);
+    access->setMetadata(llvm::LLVMContext::MD_alias_scope,
+                        llvm::MDNode::get(ctx_, {scratch_scopes_[stage]}));
+    access->setMetadata(llvm::LLVMContext::MD_noalias, llvm::MDNode::get(ctx_, others));
+  }
+
+  // A stage's row starts at `base` 8-byte slots into scratch; f32 values lie
+  // packed from there (a held row is read and written by vector loops),
+  // others one to a slot.
+  Value *scratchSlot(int64_t base, Value *inner, ScalarType type) {
+    if (type == ScalarType::F32)
+      return b_.CreateGEP(b_.getFloatTy(),
+                          b_.CreateGEP(b_.getInt64Ty(), scratch_, b_.getInt64(base)), inner);
     Value *slot = b_.CreateAdd(b_.getInt64(base), inner);
     return b_.CreateGEP(b_.getInt64Ty(), scratch_, slot);
   }
@@ -305,8 +365,10 @@ private:
     const int p = program_.outer_rank;
     Shape row(stage.shape.begin() + p, stage.shape.end());
     std::vector<Value *> inner(idx.begin() + p, idx.end());
-    Value *slot = scratchSlot(program_.scratchOffset(s), flatIndex(row, inner));
-    return b_.CreateLoad(scalarType(stage.type), slot);
+    Value *slot = scratchSlot(program_.scratchOffset(s), flatIndex(row, inner), stage.type);
+    llvm::LoadInst *value = b_.CreateLoad(scalarType(stage.type), slot);
+    tagScratch(value, s);
+    return value;
   }
 
   Value *emitExpr(const ExprRef &e, const Env &env) {
@@ -403,6 +465,7 @@ private:
   llvm::IRBuilder<> b_;
   llvm::Function *fn_ = nullptr;
   Value *scratch_ = nullptr;
+  std::vector<llvm::MDNode *> scratch_scopes_; // per stage, for tagScratch
   KernelStorage storage_;
   std::vector<Value *> pointers_;
   size_t piece_ = 0; // the piece forEachInRow's innermost loop runs

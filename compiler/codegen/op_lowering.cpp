@@ -44,9 +44,10 @@ std::vector<ExprRef> LowerContext::vars(size_t rank) {
   return v;
 }
 
-int LowerContext::addStage(const std::string &label, Shape shape, ScalarType type, ExprRef body) {
+int LowerContext::addStage(const std::string &label, Shape shape, ScalarType type, ExprRef body,
+                           bool held) {
   program_.stages.push_back(
-      Stage{node_.name + "." + label, std::move(shape), type, std::move(body), false});
+      Stage{node_.name + "." + label, std::move(shape), type, std::move(body), false, held});
   return program_.stageBuffer(static_cast<int>(program_.stages.size()) - 1);
 }
 

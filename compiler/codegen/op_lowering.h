@@ -19,8 +19,8 @@
 
 #include "compiler/codegen/kernel_expr.h"
 #include "compiler/codegen/kernel_program.h"
-#include "support/error.h"
 #include "ir/graph.h"
+#include "support/error.h"
 
 namespace kiln::codegen {
 
@@ -51,7 +51,8 @@ public:
   int newReduceVar() { return next_rvar_++; }
   // Adds an intermediate stage of this op and returns its buffer id; read it
   // with read(). Its body's var(d) are the stage's own indices.
-  int addStage(const std::string &label, Shape shape, ScalarType type, ExprRef body);
+  int addStage(const std::string &label, Shape shape, ScalarType type, ExprRef body,
+               bool held = false);
   ExprRef read(int buffer, std::vector<ExprRef> indices) const;
 
   // Makes the kernel call library routine `symbol` (kernels/library_kernels.h) with

@@ -36,8 +36,12 @@ int64_t residentRowBytes(const KernelProgram &program) {
     int64_t row = 1;
     for (size_t d = program.outer_rank; d < stage.shape.size(); ++d)
       row *= stage.shape[d];
-    results += row;
     std::set<const Expr *> seen;
+    if (stage.held) { // the source row, rewritten where it lies
+      source = std::max(source, row);
+      continue;
+    }
+    results += row;
     source = std::max(source, reducedElements(stage.body, seen));
   }
   return 4 * (results + (results > 0 ? source : 0));

@@ -65,15 +65,17 @@ Bodies lowerCrossEntropyLossGrad(LowerContext &ctx) {
   int r = ctx.newReduceVar();
   const int max = ctx.addStage("max", row_shape, ScalarType::F32,
                                reduce(ReduceOp::Max, r, v, ctx.input(0, {var(0), rvar(r)})));
+  // exp(x - max) once per element, held for the row: its sum and the output read it.
+  const int e = ctx.addStage(
+      "exp", {n, v}, ScalarType::F32,
+      unary(UnaryOp::Exp, ctx.input(0, {var(0), var(1)}) - ctx.read(max, row_idx)), true);
   r = ctx.newReduceVar();
-  ExprRef shifted = ctx.input(0, {var(0), rvar(r)}) - ctx.read(max, row_idx);
   const int sum = ctx.addStage("sum", row_shape, ScalarType::F32,
-                               reduce(ReduceOp::Sum, r, v, unary(UnaryOp::Exp, shifted)));
+                               reduce(ReduceOp::Sum, r, v, ctx.read(e, {var(0), rvar(r)})));
   const int count = ctx.addStage("count", row_shape, ScalarType::F32, keptRows(ctx, n));
 
   ExprRef label = ctx.input(1, {var(0)});
-  ExprRef p = unary(UnaryOp::Exp, ctx.input(0, {var(0), var(1)}) - ctx.read(max, row_idx)) /
-              ctx.read(sum, row_idx);
+  ExprRef p = ctx.read(e, {var(0), var(1)}) / ctx.read(sum, row_idx);
   ExprRef onehot = select(binary(BinaryOp::Eq, var(1), label), fconst(1), fconst(0));
   ExprRef scale = ctx.input(2, {}) / ctx.read(count, row_idx);
   return std::vector<ExprRef>{select(isKept(ctx, label), (p - onehot) * scale, fconst(0))};

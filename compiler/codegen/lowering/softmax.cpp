@@ -48,12 +48,15 @@ Bodies lowerSoftmax(LowerContext &ctx) {
   int max =
       ctx.addStage("max", row_shape, ScalarType::F32,
                    reduce(ReduceOp::Max, r, shape[axis], ctx.input(0, at(idx, axis, rvar(r)))));
+  // exp(x - max) once per element, held for the row: its sum and the output read it.
+  int e = ctx.addStage("exp", shape, ScalarType::F32,
+                       unary(UnaryOp::Exp, ctx.input(0, idx) - ctx.read(max, row_idx)),
+                       /*held=*/true);
   r = ctx.newReduceVar();
-  ExprRef shifted = ctx.input(0, at(idx, axis, rvar(r))) - ctx.read(max, idx);
-  int sum = ctx.addStage("sum", row_shape, ScalarType::F32,
-                         reduce(ReduceOp::Sum, r, shape[axis], unary(UnaryOp::Exp, shifted)));
-  ExprRef e = unary(UnaryOp::Exp, ctx.input(0, idx) - ctx.read(max, row_idx));
-  return std::vector<ExprRef>{e / ctx.read(sum, row_idx)};
+  int sum =
+      ctx.addStage("sum", row_shape, ScalarType::F32,
+                   reduce(ReduceOp::Sum, r, shape[axis], ctx.read(e, at(idx, axis, rvar(r)))));
+  return std::vector<ExprRef>{ctx.read(e, idx) / ctx.read(sum, row_idx)};
 }
 
 // dx = y * (dy - sum(dy * y, axis)).

@@ -13,6 +13,8 @@ constexpr PipelineEntry kPipeline[] = {
     {PassGroup::Precision, "PrecisionModePass", 100},
     {PassGroup::Precision, "AttentionFp32CastPass", 200},
     {PassGroup::Precision, "CastEliminationPass", 300},
+    // A Cast after a Reshape moves above it, next to the kernel that can take it.
+    {PassGroup::Precision, "CastBeforeReshapePass", 400},
     // StepRewrite: rewrites of the step the job asked for by their own flag
     // (--recompute). After the cleanup, which would merge recomputed copies
     // back into the forward; before fusion, so the copies fuse like the
@@ -28,6 +30,8 @@ constexpr PipelineEntry kPipeline[] = {
     {PassGroup::UBFusion, "TbeMatmulFixPipeFusionPass", 4295},
     {PassGroup::UBFusion, "ATbeMatmulElemwiseFusionPass", 4300},
     {PassGroup::UBFusion, "TbeEltwiseFusionPass", 5940},
+    // Last: the Casts every other pass left alone join their producer's kernel.
+    {PassGroup::UBFusion, "CastFusionPass", 5950},
 };
 
 } // namespace

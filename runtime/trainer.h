@@ -173,7 +173,6 @@ private:
   // Host work of the step outside the compiled kernels, for the profiler.
   void profileHost(int device, const char *what, Profiler::Clock::time_point start);
   int tp() const { return program_.parallel.tp; }
-  int pp() const { return program_.parallel.pp; }
   // The local devices in Megatron's order (device_layout.h).
   int deviceOf(int local_replica, int stage, int tp_rank) const {
     return layout_.deviceOf(local_replica, stage, tp_rank);

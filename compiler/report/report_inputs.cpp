@@ -271,6 +271,15 @@ Expected<Profile> parseProfile(std::string_view op_summary, std::string_view fus
   return profile;
 }
 
+Expected<std::vector<ReportInput>> readReportInputs(const std::vector<std::string> &paths) {
+  std::vector<ReportInput> inputs;
+  for (const std::string &path : paths) {
+    KILN_ASSIGN_OR_RETURN(ReportInput input, readReportInput(path));
+    inputs.push_back(std::move(input));
+  }
+  return inputs;
+}
+
 Expected<ReportInput> readReportInput(const std::string &path) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);

@@ -76,6 +76,8 @@ using ReportInput = std::variant<TrainingLog, LayoutPlan, Profile>;
 // Reads `path` and recognises it; an error names the file and what kiln
 // expected of it.
 Expected<ReportInput> readReportInput(const std::string &path);
+// Each of `paths` in order (`kiln report`'s sections); the first error.
+Expected<std::vector<ReportInput>> readReportInputs(const std::vector<std::string> &paths);
 
 // RFC 4180 rows, as runtime/profiler.cpp writes them: a quoted field may
 // hold commas and doubled quotes; no field holds a newline. Empty lines are

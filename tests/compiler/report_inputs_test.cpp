@@ -135,6 +135,18 @@ TEST_F(ReportInputs, RefusesWhatItDoesNotKnowNamingTheFile) {
   EXPECT_NE(missing.message().find("none.json"), std::string::npos) << missing.message();
 }
 
+TEST_F(ReportInputs, SeveralAreReadInOrderAndTheFirstBadOneNamed) {
+  const std::string log = write("log.jsonl", kLog), plan = write("plan.json", kPlan);
+  auto both = readReportInputs({plan, log});
+  ASSERT_TRUE(both.isOk()) << both.message();
+  ASSERT_EQ(both->size(), 2u);
+  EXPECT_NE(std::get_if<LayoutPlan>(&(*both)[0]), nullptr);
+  EXPECT_NE(std::get_if<TrainingLog>(&(*both)[1]), nullptr);
+  auto bad = readReportInputs({log, (dir_ / "missing.jsonl").string(), plan});
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.message().rfind((dir_ / "missing.jsonl").string(), 0), 0u);
+}
+
 TEST_F(ReportInputs, AProfileWithoutItsColumnsIsRefused) {
   write("prof/op_summary.csv", "a,b\n1,2\n");
   auto input = readReportInput((dir_ / "prof").string());

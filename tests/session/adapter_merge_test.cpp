@@ -5,7 +5,6 @@
 // model's own folder or from an adapter that is not finite.
 #include <filesystem>
 #include <limits>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -15,6 +14,7 @@
 #include "formats/safetensors.h"
 #include "session/adapter_merge.h"
 #include "support/file_io.h"
+#include "tests/support/scratch_dir.h"
 
 namespace kiln::session {
 namespace {
@@ -26,11 +26,7 @@ const std::string kTiny = KILN_SOURCE_DIR "/examples/qwen-tiny/config.json";
 class AdapterMergeTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kiln_merge_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testing::freshTestDir("kiln_merge_");
     auto config = frontend::readDecoderConfig(kTiny);
     ASSERT_TRUE(config.isOk()) << config.message();
     config_ = *config;

@@ -16,17 +16,13 @@ struct ReportOptions {
 };
 
 int runReport(const ReportOptions &opts) {
-  std::vector<report::ReportInput> inputs;
-  for (const std::string &path : opts.inputs) {
-    auto input = report::readReportInput(path);
-    if (!input)
-      return fail(input.error());
-    inputs.push_back(std::move(*input));
-  }
-  const std::string html = report::renderReport(inputs, opts.title);
+  auto inputs = report::readReportInputs(opts.inputs);
+  if (!inputs)
+    return fail(inputs.error());
+  const std::string html = report::renderReport(*inputs, opts.title);
   if (Status written = writeFileAtomic(opts.output, html); !written)
     return fail(written.error());
-  note("wrote " + opts.output + " (" + std::to_string(inputs.size()) + " section(s), " +
+  note("wrote " + opts.output + " (" + std::to_string(inputs->size()) + " section(s), " +
        std::to_string(html.size() / 1024) + " KiB)");
   return kExitOk;
 }

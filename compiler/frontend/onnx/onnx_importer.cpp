@@ -285,6 +285,62 @@ Expected<int> nodeVersion(const onnx::NodeProto &node, int64_t opset, const std:
       .withCode(kErrOnnxOpset);
 }
 
+// Converts `node` (the graph's node `index`) into `b`'s graph, or folds it
+// when its inputs are all known while importing.
+Status importNode(const onnx::NodeProto &node, int index, int64_t opset,
+                  std::unordered_map<std::string, OnnxValue> &env, ops::TensorMap &weights,
+                  ops::OpBuilder &b, const OnnxImportOptions &options, const std::string &source) {
+  const std::string where = source + ": node '" + node.name() + "' (" + node.op_type() + ")";
+  KILN_ASSIGN_OR_RETURN(const int version, nodeVersion(node, opset, source));
+  const ConvertFn *convert = findConverter(node.op_type());
+  bool all_constant = node.input_size() > 0 && foldable(node.op_type());
+  int64_t elements = 0;
+  for (const std::string &in : node.input()) {
+    if (in.empty())
+      continue;
+    const OnnxValue &v = env.at(in);
+    if (!v.constant || (v.initializer && isFloat(v.constant->dtype())))
+      all_constant = false;
+    else
+      elements += v.constant->numElements();
+  }
+  const std::string name = kilnName(node.name(), node.op_type() + "_" + std::to_string(index));
+  if (all_constant && elements <= kMaxFoldElements) {
+    Expected<std::vector<std::optional<Tensor>>> folded = Error("");
+    try {
+      folded = foldNode(*convert, node, opset, version, env, options.ops);
+    } catch (const MissingInput &e) {
+      folded = Error(nodeName(node) + ": " + e.what()).withCode(kErrOnnxMalformed);
+    }
+    if (!folded) {
+      const Error &e = folded.error();
+      return (e.code().empty() ? e.withCode(kErrOnnxUnsupportedAttr) : e).withContext(source);
+    }
+    for (int k = 0; k < node.output_size(); ++k)
+      if (!node.output(k).empty() && (*folded)[k])
+        env[node.output(k)] = OnnxValue{kNoValue, std::move(*(*folded)[k]), false};
+    return Status::ok();
+  }
+  Converter c(b, env, weights, node, opset, version, name);
+  Status converted = Status::ok();
+  try {
+    converted = (*convert)(c);
+  } catch (const MissingInput &e) {
+    converted = Error(nodeName(node) + ": " + e.what()).withCode(kErrOnnxMalformed);
+  }
+  if (!converted) {
+    const Error &e = converted.error();
+    return (e.code().empty() ? e.withCode(kErrOnnxUnsupportedAttr) : e).withContext(source);
+  }
+  if (!b.status())
+    return Error(where + ": " + b.status().message()).withCode(kErrOnnxUnsupportedAttr);
+  for (const std::string &o : node.output())
+    if (!o.empty() && !env.count(o))
+      return Error(where + ": output '" + o + "' is not supported by kiln's conversion")
+          .withCode(kErrOnnxUnsupportedAttr);
+  return Status::ok();
+}
+
 Expected<OnnxModel> importGraph(const onnx::ModelProto &model, const std::string &source,
                                 const std::string &model_dir, const OnnxImportOptions &options) {
   KILN_ASSIGN_OR_RETURN(const int64_t opset, defaultOpset(model, source));
@@ -327,57 +383,9 @@ Expected<OnnxModel> importGraph(const onnx::ModelProto &model, const std::string
           .withCode(kErrOnnxUnboundDim);
 
   KILN_ASSIGN_OR_RETURN(std::vector<int> order, nodeOrder(g, known, source));
-  for (int index : order) {
-    const onnx::NodeProto &node = g.node(index);
-    const std::string where = source + ": node '" + node.name() + "' (" + node.op_type() + ")";
-    KILN_ASSIGN_OR_RETURN(const int version, nodeVersion(node, opset, source));
-    const ConvertFn *convert = findConverter(node.op_type());
-    bool all_constant = node.input_size() > 0 && foldable(node.op_type());
-    int64_t elements = 0;
-    for (const std::string &in : node.input()) {
-      if (in.empty())
-        continue;
-      const OnnxValue &v = env.at(in);
-      if (!v.constant || (v.initializer && isFloat(v.constant->dtype())))
-        all_constant = false;
-      else
-        elements += v.constant->numElements();
-    }
-    const std::string name = kilnName(node.name(), node.op_type() + "_" + std::to_string(index));
-    if (all_constant && elements <= kMaxFoldElements) {
-      Expected<std::vector<std::optional<Tensor>>> folded = Error("");
-      try {
-        folded = foldNode(*convert, node, opset, version, env, options.ops);
-      } catch (const MissingInput &e) {
-        folded = Error(nodeName(node) + ": " + e.what()).withCode(kErrOnnxMalformed);
-      }
-      if (!folded) {
-        const Error &e = folded.error();
-        return (e.code().empty() ? e.withCode(kErrOnnxUnsupportedAttr) : e).withContext(source);
-      }
-      for (int k = 0; k < node.output_size(); ++k)
-        if (!node.output(k).empty() && (*folded)[k])
-          env[node.output(k)] = OnnxValue{kNoValue, std::move(*(*folded)[k]), false};
-      continue;
-    }
-    Converter c(b, env, out.weights, node, opset, version, name);
-    Status converted = Status::ok();
-    try {
-      converted = (*convert)(c);
-    } catch (const MissingInput &e) {
-      converted = Error(nodeName(node) + ": " + e.what()).withCode(kErrOnnxMalformed);
-    }
-    if (!converted) {
-      const Error &e = converted.error();
-      return (e.code().empty() ? e.withCode(kErrOnnxUnsupportedAttr) : e).withContext(source);
-    }
-    if (!b.status())
-      return Error(where + ": " + b.status().message()).withCode(kErrOnnxUnsupportedAttr);
-    for (const std::string &o : node.output())
-      if (!o.empty() && !env.count(o))
-        return Error(where + ": output '" + o + "' is not supported by kiln's conversion")
-            .withCode(kErrOnnxUnsupportedAttr);
-  }
+  for (int index : order)
+    KILN_RETURN_IF_ERROR(
+        importNode(g.node(index), index, opset, env, out.weights, b, options, source));
 
   for (const auto &o : g.output()) {
     auto it = env.find(o.name());

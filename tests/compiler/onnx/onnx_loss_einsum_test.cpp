@@ -8,8 +8,12 @@
 #include <map>
 
 #include "compiler/autodiff/autodiff.h"
+#include "compiler/driver/compile.h"
+#include "compiler/driver/job.h"
+#include "compiler/driver/kernels.h"
 #include "compiler/frontend/onnx/onnx_errors.h"
 #include "ir/tensor_compare.h"
+#include "runtime/executor.h"
 #include "tests/compiler/onnx/onnx_test_model.h"
 #include "tests/support/random.h"
 
@@ -19,6 +23,23 @@ namespace {
 using testing::OnnxTestModel;
 constexpr int32_t kFloat = onnx::TensorProto::FLOAT;
 constexpr int32_t kInt64 = onnx::TensorProto::INT64;
+
+// `g` compiled for ascend910b (the job's passes, the kernels) and run on
+// them, as the conformance test does.
+Expected<ops::TensorMap> runCompiled(Graph g, const ops::TensorMap &inputs) {
+  KILN_ASSIGN_OR_RETURN(driver::ResolvedJob job,
+                        driver::resolveJob(std::nullopt, driver::JobSettings{}, DType::F32));
+  driver::KernelSettings settings;
+  settings.dir = std::string(KILN_BINARY_DIR) + "/onnx-conformance-cache";
+  settings.dump_dir = "";
+  std::string cache_dir;
+  auto cache = driver::openKernelCache(settings, cache_dir);
+  KILN_RETURN_IF_ERROR(driver::compileGraph(g, job, {}, false).status());
+  KILN_ASSIGN_OR_RETURN(auto kernels,
+                        driver::compileJobKernels(g, job, settings, nullptr, cache.get()));
+  KILN_ASSIGN_OR_RETURN(auto executor, runtime::Executor::create(g, std::move(kernels.kernels)));
+  return executor->run(inputs);
+}
 
 struct LossCase {
   std::string op;
@@ -70,6 +91,10 @@ void checkLossGradient(const LossCase &lc) {
   ASSERT_TRUE(out) << out.message();
   const Tensor &grad = out->at("grad");
   const std::string loss_name = g.outputs()[0].name;
+  auto compiled = runCompiled(g, in); // the training graph lowers to kernels
+  ASSERT_TRUE(compiled) << compiled.message();
+  EXPECT_EQ(firstMismatch(compiled->at("grad"), grad, 1e-4, 1e-6), "");
+  EXPECT_EQ(firstMismatch(compiled->at(loss_name), out->at(loss_name), 1e-4, 1e-6), "");
   const double eps = 1e-2;
   for (int64_t i = 0; i < 24; ++i) {
     ops::TensorMap plus = in, minus = in;

@@ -6,13 +6,13 @@
 #include <limits>
 #include <sstream>
 
-#include "support/file_names.h"
+#include "formats/safetensors.h"
 #include "ir/float16.h"
 #include "ir/float_status.h"
 #include "ir/graph_extract.h"
-#include "formats/safetensors.h"
 #include "passes/fusion/flash_attention_fusion.h"
 #include "runtime/executor.h"
+#include "support/file_names.h"
 
 namespace kiln::debug {
 
@@ -79,8 +79,9 @@ OverflowJob overflowJobOf(const driver::ResolvedJob &job) {
   const std::string pass = "AttentionFp32CastPass";
   if (const passes::Pass *p = job.registry->find(pass))
     o.attention_fp32_pass = job.context->decide(*p).enabled;
-  o.attention_fp32_layers.assign(precision.attention_fp32_layers.begin(),
-                                 precision.attention_fp32_layers.end());
+  const std::set<int64_t> layers =
+      job.context->options(passes::kAttentionFp32CastPassName).getInts("layers");
+  o.attention_fp32_layers.assign(layers.begin(), layers.end());
   o.flash_attention_available =
       job.target.hasFusedOp(passes::kFlashAttentionOp) && !passes::fusesAttention(*job.context);
   return o;

@@ -13,9 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "support/error.h"
 #include "ir/graph.h"
+#include "passes/pass_options.h"
 #include "passes/verdict.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 
@@ -41,9 +42,10 @@ struct PassInfo {
   int priority = 0;
   bool default_on = true;
   bool may_disable = true;
-  std::string required_because; // why it may not be disabled
-  std::string summary;          // one line
-  std::string description;      // what it matches, what it produces, its conditions
+  std::string required_because;        // why it may not be disabled
+  std::string summary;                 // one line
+  std::string description;             // what it matches, what it produces, its conditions
+  std::vector<PassOptionInfo> options; // what a job may set (pass_options.h)
 };
 
 // A candidate the pass looked at and left alone.

@@ -5,9 +5,10 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "ir/dtype.h"
-#include "passes/memory/recompute_settings.h"
+#include "passes/pass_options.h"
 #include "passes/precision/precision_settings.h"
 #include "target/target.h"
 
@@ -33,8 +34,17 @@ public:
   const PrecisionSettings &precision() const { return precision_; }
   void setPrecision(PrecisionSettings precision) { precision_ = std::move(precision); }
 
-  const RecomputeSettings &recompute() const { return recompute_; }
-  void setRecompute(RecomputeSettings recompute) { recompute_ = std::move(recompute); }
+  // The job's values of a pass's declared options (pass_options.h), set
+  // once when the job is resolved; a pass the job set nothing for has its
+  // declared defaults. By name: a built-in pass's.
+  PassOptions options(const Pass &pass) const;
+  PassOptions options(std::string_view pass) const;
+  void setOptions(std::map<std::string, PassOptions> options) { options_ = std::move(options); }
+  // The options the job resolved, by pass (resolvePassOptions).
+  const std::map<std::string, PassOptions> &optionValues() const { return options_; }
+  // Sets one option of a pass the context knows (a variant of a job).
+  Status setOption(const Pass &pass, std::string_view option, std::string_view value,
+                   std::string source);
 
   const target::Target &target() const { return target_; }
   // A pass the switches never mention keeps its built-in default.
@@ -57,7 +67,7 @@ public:
 private:
   target::Target target_;
   PrecisionSettings precision_;
-  RecomputeSettings recompute_;
+  std::map<std::string, PassOptions> options_; // by pass name
   std::map<std::string, bool> enabled_;
   std::map<std::string, std::string> decided_by_;
 };

@@ -28,8 +28,7 @@ Expected<passes::PipelineReport> compileGraph(Graph &graph, const ResolvedJob &j
                                               bool check_settings) {
   std::vector<passes::SettingMatch> settings;
   if (check_settings) {
-    KILN_ASSIGN_OR_RETURN(settings,
-                          passes::matchPrecisionSettings(graph, job.context->precision()));
+    KILN_ASSIGN_OR_RETURN(settings, passes::matchPrecisionSettings(graph, *job.context));
   }
   passes::PassManager manager(*job.registry, *job.context, instrumentation);
   KILN_ASSIGN_OR_RETURN(passes::PipelineReport report, manager.run(graph));

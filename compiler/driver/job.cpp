@@ -1,15 +1,17 @@
 #include "compiler/driver/job.h"
 
+#include <cassert>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "compiler/driver/job_pass_options.h"
 #include "compiler/frontend/custom_ops.h"
-#include "support/file_io.h"
-#include "support/json_reader.h"
 #include "passes/fusion/rules/embedded_rules.h"
 #include "passes/fusion/rules/rule_loader.h"
+#include "support/file_io.h"
+#include "support/json_reader.h"
 
 namespace kiln::driver {
 
@@ -193,7 +195,7 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
       r.checkKeys(doc, "$",
                   {"format", "version", "name", "target", "precision", "fusion_switch",
                    "enable_passes", "disable_passes", "fusion_rules", "custom_ops",
-                   "allow_unknown_passes", "recompute", "sequence_parallel"}));
+                   "allow_unknown_passes", "recompute", "sequence_parallel", "pass_options"}));
   JobSettings job;
   job.source = source;
   if (doc.contains("format")) {
@@ -209,6 +211,7 @@ Expected<JobSettings> parseJob(const json &doc, const std::string &source,
   }
   KILN_RETURN_IF_ERROR(parsePrecision(r, doc, source, base_dir, job));
   KILN_RETURN_IF_ERROR(parseRecompute(r, doc, job));
+  KILN_ASSIGN_OR_RETURN(job.pass_options, parsePassOptions(r, doc, source));
   KILN_RETURN_IF_ERROR(parseFusionSwitch(r, doc, source, base_dir, job));
   KILN_ASSIGN_OR_RETURN(job.enable_passes, passList(r, doc, "enable_passes"));
   KILN_ASSIGN_OR_RETURN(job.disable_passes, passList(r, doc, "disable_passes"));
@@ -297,12 +300,6 @@ Expected<passes::PrecisionSettings> resolvePrecision(const JobSettings &job,
   if (auto path = command_line.keep_dtype ? command_line.keep_dtype : job.keep_dtype) {
     KILN_ASSIGN_OR_RETURN(precision.keep_dtype, passes::readKeepDType(*path, ops));
   }
-  precision.attention_fp32_layers = command_line.attention_fp32_layers
-                                        ? *command_line.attention_fp32_layers
-                                        : job.attention_fp32_layers.value_or(std::set<int64_t>{});
-  precision.attention_fp32_layers_source = command_line.attention_fp32_layers
-                                               ? "--attention-fp32-layers"
-                                               : job.source + ": $.precision.attention_fp32_layers";
   return precision;
 }
 
@@ -375,12 +372,15 @@ JobSettings effectiveSettings(const JobSettings &job, const JobSettings &command
   effective.attention_fp32_layers = command_line.attention_fp32_layers
                                         ? command_line.attention_fp32_layers
                                         : job.attention_fp32_layers;
-  const passes::RecomputeSettings &recompute = resolved.context->recompute();
+  const passes::RecomputeSettings recompute = passes::recomputeSettings(*resolved.context);
   effective.recompute = recompute.mode;
   if (!recompute.layers.empty())
     effective.recompute_layers = recompute.layers;
   effective.sequence_parallel =
       command_line.sequence_parallel ? command_line.sequence_parallel : job.sequence_parallel;
+  effective.pass_options = job.pass_options;
+  effective.pass_options.insert(effective.pass_options.end(), command_line.pass_options.begin(),
+                                command_line.pass_options.end());
   effective.custom_op_dirs = resolved.spec.loaded_ops->dirs;
   effective.fusion_rule_dirs = rule_dirs;
   return effective;
@@ -464,12 +464,9 @@ Expected<ResolvedJob> resolveJob(const JobSpec &spec) {
   resolved.context = std::make_shared<passes::PassContext>(
       resolved.target, std::move(switches.enabled), std::move(switches.decided_by));
   resolved.context->setPrecision(std::move(precision));
-  passes::RecomputeSettings recompute;
-  recompute.mode = command_line.recompute.value_or(job.recompute.value_or(recompute.mode));
-  recompute.layers = command_line.recompute_layers
-                         ? *command_line.recompute_layers
-                         : job.recompute_layers.value_or(std::set<int64_t>{});
-  resolved.context->setRecompute(recompute);
+  KILN_ASSIGN_OR_RETURN(
+      auto options, passes::resolvePassOptions(*registry, passOptionSettings(job, command_line)));
+  resolved.context->setOptions(std::move(options));
   resolved.effective = effectiveSettings(job, command_line, target_name, resolved, mode, rule_dirs);
   return resolved;
 }
@@ -477,15 +474,18 @@ Expected<ResolvedJob> resolveJob(const JobSpec &spec) {
 std::string numericsSummary(const ResolvedJob &job) {
   return std::string(dtypeName(job.dtype)) + " model, precision " +
          std::string(passes::precisionModeName(job.context->precision().mode)) + ", recompute " +
-         job.context->recompute().toString();
+         passes::recomputeSettings(*job.context).toString();
 }
 
 ResolvedJob withRecompute(const ResolvedJob &job, passes::RecomputeMode mode) {
   ResolvedJob variant = job;
   variant.context = std::make_shared<passes::PassContext>(*job.context);
-  passes::RecomputeSettings recompute = job.context->recompute();
-  recompute.mode = mode;
-  variant.context->setRecompute(recompute);
+  if (const passes::Pass *pass = job.registry->find(passes::kRecomputePassName)) {
+    const Status set =
+        variant.context->setOption(*pass, "mode", passes::recomputeModeName(mode), "--recompute");
+    assert(set && "RecomputePass takes every recompute mode");
+    (void)set;
+  }
   variant.spec.flags.recompute = mode;
   variant.effective.recompute = mode;
   return variant;

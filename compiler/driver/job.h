@@ -13,12 +13,14 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "ir/dtype.h"
-#include "support/error.h"
 #include "ops/op_registry.h"
+#include "passes/memory/recompute_settings.h"
 #include "passes/pass_context.h"
+#include "passes/pass_options.h"
 #include "passes/pass_registry.h"
 #include "passes/pass_switches.h"
 #include "passes/precision/precision_settings.h"
+#include "support/error.h"
 #include "target/target.h"
 
 namespace kiln::driver {
@@ -61,6 +63,9 @@ struct JobSettings {
   std::vector<std::string> fusion_rule_dirs; // folders of fusion rules
   std::vector<std::string> custom_op_dirs;   // folders of custom ops (docs/custom-ops.md)
   bool allow_unknown_passes = false;
+  // Pass options (job file "pass_options", --pass-option PASS.OPTION=VALUE;
+  // job_pass_options.h), in the order written.
+  std::vector<passes::PassOptionSetting> pass_options;
 };
 
 // Reads a job file; relative paths in it are relative to the file's folder.

@@ -9,6 +9,7 @@ using nlohmann::json;
 json jobToJson(const ResolvedJob &job) {
   const passes::PassContext &ctx = *job.context;
   const passes::PrecisionSettings &precision = ctx.precision();
+  const passes::RecomputeSettings recompute = passes::recomputeSettings(ctx);
   json passes = json::array();
   for (const passes::Pass *p : job.registry->ordered()) {
     const passes::PassInfo &info = p->info();
@@ -28,20 +29,21 @@ json jobToJson(const ResolvedJob &job) {
     else if (list == passes::PrecisionList::Black)
       black.push_back(op);
   }
-  return {{"target", job.target.name},
-          {"dtype", std::string(dtypeName(job.dtype))},
-          {"overflow_mode", std::string(overflowModeName(job.overflow))},
-          {"precision_mode", std::string(passes::precisionModeName(precision.mode))},
-          {"attention_fp32_layers", precision.attention_fp32_layers},
-          {"recompute",
-           {{"mode", std::string(passes::recomputeModeName(ctx.recompute().mode))},
-            {"layers", ctx.recompute().layers}}},
-          {"keep_dtype",
-           {{"node_names", precision.keep_dtype.node_names},
-            {"op_types", precision.keep_dtype.op_types}}},
-          {"mixlist", {{"white", white}, {"black", black}}},
-          {"passes", std::move(passes)},
-          {"warnings", job.warnings}};
+  return {
+      {"target", job.target.name},
+      {"dtype", std::string(dtypeName(job.dtype))},
+      {"overflow_mode", std::string(overflowModeName(job.overflow))},
+      {"precision_mode", std::string(passes::precisionModeName(precision.mode))},
+      {"attention_fp32_layers", ctx.options(passes::kAttentionFp32CastPassName).getInts("layers")},
+      {"recompute",
+       {{"mode", std::string(passes::recomputeModeName(recompute.mode))},
+        {"layers", recompute.layers}}},
+      {"keep_dtype",
+       {{"node_names", precision.keep_dtype.node_names},
+        {"op_types", precision.keep_dtype.op_types}}},
+      {"mixlist", {{"white", white}, {"black", black}}},
+      {"passes", std::move(passes)},
+      {"warnings", job.warnings}};
 }
 
 artifact::Manifest makeManifest(const ResolvedJob &job, const codegen::ObjectOptions &codegen,

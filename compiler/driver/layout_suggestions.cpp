@@ -65,7 +65,7 @@ std::vector<LayoutSuggestion> suggestLayouts(const ModelRequest &model, const Re
                                              const KernelSettings &settings,
                                              const parallel::ParallelConfig &layout, int64_t peak,
                                              int64_t capacity) {
-  const Switches given{job.context->recompute().mode, layout};
+  const Switches given{passes::recomputeSettings(*job.context).mode, layout};
   int planned = 0;
   // The plan of `s`; nothing when the model or the batch cannot take it.
   auto plan = [&](const Switches &s) -> std::optional<LayoutSuggestion> {

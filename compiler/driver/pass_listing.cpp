@@ -11,6 +11,21 @@ using nlohmann::json;
 
 namespace {
 
+// Each declared option with its type, default, and this job's value and source.
+json optionEntries(const passes::PassInfo &info, const passes::PassOptions &values) {
+  json options = json::array();
+  for (const passes::PassOptionInfo &o : info.options) {
+    const auto &entry = values.entries().at(o.name);
+    options.push_back({{"name", o.name},
+                       {"type", o.typeText()},
+                       {"default", o.default_value},
+                       {"value", passes::passOptionText(entry.value)},
+                       {"set_by", entry.source},
+                       {"description", o.description}});
+  }
+  return options;
+}
+
 json passEntry(const passes::Pass &pass, const ResolvedJob &job) {
   const passes::PassInfo &info = pass.info();
   const passes::PassContext &ctx = *job.context;
@@ -29,6 +44,8 @@ json passEntry(const passes::Pass &pass, const ResolvedJob &job) {
     e["required_because"] = info.required_because;
   if (!decision.not_applicable.empty())
     e["reason"] = decision.not_applicable;
+  if (!info.options.empty())
+    e["options"] = optionEntries(info, ctx.options(pass));
   return e;
 }
 
@@ -95,6 +112,15 @@ std::string passesToMarkdown(const passes::PassRegistry &registry) {
        << info.description << "\n\n";
     if (!info.may_disable)
       os << "May not be disabled: " << info.required_because << ".\n\n";
+    if (!info.options.empty()) {
+      os << "Options (`--pass-option " << info.name << ".NAME=VALUE`, or the job's "
+         << "`pass_options`):\n\n";
+      for (const passes::PassOptionInfo &o : info.options)
+        os << "- `" << o.name << "` (" << o.typeText() << ", default `"
+           << (o.default_value.empty() ? "\"\"" : o.default_value) << "`): " << o.description
+           << "\n";
+      os << "\n";
+    }
     for (const target::Target &t : targets) {
       const std::string why = passes::PassContext(t, {}).decide(*p).not_applicable;
       os << "- " << t.name << ": " << (why.empty() ? "applies" : why) << "\n";
@@ -120,8 +146,14 @@ Expected<std::string> describePass(const ResolvedJob &job, const std::string &na
      << e["decided_by"].get<std::string>() << ")\n"
      << "  target:      " << job.target.name << ": "
      << (e["applicable"].get<bool>() ? "applies" : e["reason"].get<std::string>()) << "\n"
-     << "  summary:     " << e["summary"].get<std::string>() << "\n\n"
-     << e["description"].get<std::string>() << "\n";
+     << "  summary:     " << e["summary"].get<std::string>() << "\n";
+  if (e.contains("options"))
+    for (const json &o : e["options"])
+      os << "  option " << o["name"].get<std::string>() << " (" << o["type"].get<std::string>()
+         << "): " << o["value"].get<std::string>() << " (" << o["set_by"].get<std::string>()
+         << "; default \"" << o["default"].get<std::string>() << "\")\n      "
+         << o["description"].get<std::string>() << "\n";
+  os << "\n" << e["description"].get<std::string>() << "\n";
   return os.str();
 }
 

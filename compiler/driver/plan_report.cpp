@@ -62,7 +62,7 @@ std::string planReport(const ModelRequest &model, const ResolvedJob &job,
                        const frontend::DecoderConfig &config,
                        const parallel::TrainingProgram &program, int64_t capacity) {
   const parallel::DeviceMemoryEstimate &m = program.memory;
-  const passes::RecomputeMode recompute = job.context->recompute().mode;
+  const passes::RecomputeMode recompute = passes::recomputeSettings(*job.context).mode;
   std::ostringstream out;
   out << "kiln: compiled the training step for " << layout.toString() << ", global batch "
       << model.batch << " " << batchSplit(program) << ", seq " << program.seq << "; "

@@ -49,6 +49,15 @@ Status appendFolder(std::string &out, const std::string &dir) {
   return Status::ok();
 }
 
+// Every pass option's value and where it was set (a report names it).
+nlohmann::json passOptionsJson(const passes::PassContext &ctx) {
+  nlohmann::json all = nlohmann::json::object();
+  for (const auto &[pass, options] : ctx.optionValues())
+    for (const auto &[name, entry] : options.entries())
+      all[pass][name] = {passes::passOptionText(entry.value), entry.source};
+  return all;
+}
+
 // The settings of the job that reach the compiled program and are not in
 // jobToJson: where each list came from (reports name it) and the
 // folders read.
@@ -56,7 +65,7 @@ nlohmann::json jobPlaces(const ResolvedJob &job) {
   const JobSettings &e = job.effective;
   return {{"modify_mixlist", e.modify_mixlist.value_or("")},
           {"keep_dtype", e.keep_dtype.value_or("")},
-          {"attention_fp32_layers_source", job.context->precision().attention_fp32_layers_source},
+          {"pass_options", passOptionsJson(*job.context)},
           {"fusion_rule_dirs", e.fusion_rule_dirs},
           {"custom_op_dirs", e.custom_op_dirs}};
 }

@@ -62,7 +62,7 @@ Expected<parallel::PipelinePartition> cutPipeline(const Graph &graph,
 // lives on the devices of its model stage's pipeline rank.
 Status compilePipelineStages(parallel::TrainingProgram &program, Graph step, const ResolvedJob &job,
                              const KernelSettings &settings, cache::KernelCache *cache) {
-  KILN_RETURN_IF_ERROR(passes::matchPrecisionSettings(step, job.context->precision()).status());
+  KILN_RETURN_IF_ERROR(passes::matchPrecisionSettings(step, *job.context).status());
   KILN_RETURN_IF_ERROR(recomputeFirst(step, job));
   KILN_ASSIGN_OR_RETURN(parallel::PipelinePartition cut, cutPipeline(step, program.parallel));
   for (int s = 0; s < cut.stages; ++s) {
@@ -229,7 +229,7 @@ Expected<parallel::EvalProgram> compileEvalProgram(const ModelRequest &model,
     return program;
   }
   // The step's cut of the layers (a forward has no backward to place).
-  KILN_RETURN_IF_ERROR(passes::matchPrecisionSettings(forward, job.context->precision()).status());
+  KILN_RETURN_IF_ERROR(passes::matchPrecisionSettings(forward, *job.context).status());
   KILN_ASSIGN_OR_RETURN(parallel::PipelinePartition cut, cutPipeline(forward, config));
   for (int s = 0; s < cut.stages; ++s) {
     KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph stage,

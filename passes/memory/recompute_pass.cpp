@@ -251,18 +251,19 @@ const PassInfo &RecomputePass::info() const {
           "scale, mask, softmax, the s x s tensors) is recomputed. The copies are the same ops "
           "on the same inputs, so results are bit for bit those without recomputation; the "
           "memory plan sees the shorter live ranges. Does nothing under --recompute none or on "
-          "a graph without a backward."};
+          "a graph without a backward.",
+      .options = recomputeOptions()};
   return info;
 }
 
 Verdict RecomputePass::appliesTo(const PassContext &ctx) const {
-  if (ctx.recompute().mode == RecomputeMode::None)
+  if (recomputeSettings(ctx).mode == RecomputeMode::None)
     return Verdict::forbid("the job recomputes nothing (--recompute none)");
   return Verdict::allow();
 }
 
 Expected<PassResult> RecomputePass::run(Graph &graph, const PassContext &ctx) const {
-  return recomputeActivations(graph, ctx.recompute());
+  return recomputeActivations(graph, recomputeSettings(ctx));
 }
 
 KILN_REGISTER_PASS(RecomputePass);

@@ -1,5 +1,7 @@
 #include "passes/memory/recompute_settings.h"
 
+#include "passes/pass_context.h"
+
 namespace kiln::passes {
 
 std::string_view recomputeModeName(RecomputeMode mode) {
@@ -29,6 +31,28 @@ std::string RecomputeSettings::toString() const {
   for (int64_t l : layers)
     list += (list.empty() ? "" : ",") + std::to_string(l);
   return s + " (layers " + list + ")";
+}
+
+std::vector<PassOptionInfo> recomputeOptions() {
+  return {{.name = "mode",
+           .type = PassOptionType::Choice,
+           .default_value = "none",
+           .description = "none: keep every activation the backward reads; selective: recompute "
+                          "each attention core (the s x s tensors); full: keep each layer's "
+                          "input and run its forward again before its backward",
+           .choices = {"none", "selective", "full"}},
+          {.name = "layers",
+           .type = PassOptionType::IntSet,
+           .default_value = "",
+           .description = "the transformer layers it recomputes (empty: every layer)"}};
+}
+
+RecomputeSettings recomputeSettings(const PassContext &ctx) {
+  const PassOptions options = ctx.options(kRecomputePassName);
+  RecomputeSettings s;
+  s.mode = parseRecomputeMode(options.getChoice("mode")).value_or(RecomputeMode::None);
+  s.layers = options.getInts("layers");
+  return s;
 }
 
 } // namespace kiln::passes

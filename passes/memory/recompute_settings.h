@@ -7,6 +7,9 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "passes/pass_options.h"
 
 namespace kiln::passes {
 
@@ -28,5 +31,15 @@ struct RecomputeSettings {
   // "full", "selective (layers 0,1,5)"
   std::string toString() const;
 };
+
+inline constexpr const char *kRecomputePassName = "RecomputePass";
+
+// RecomputePass's options (PassInfo::options): "mode" (none, selective,
+// full; --recompute) and "layers" (--recompute-layers).
+std::vector<PassOptionInfo> recomputeOptions();
+
+class PassContext;
+// What the job recomputes: RecomputePass's options in `ctx`.
+RecomputeSettings recomputeSettings(const PassContext &ctx);
 
 } // namespace kiln::passes

@@ -16,7 +16,7 @@
 namespace kiln::passes {
 namespace {
 
-constexpr const char *kPassName = "AttentionFp32CastPass";
+constexpr const char *kPassName = kAttentionFp32CastPassName;
 constexpr const char *kWhy = "attention fp32";
 
 // Ops allowed between the scores matmul and the softmax, and on the
@@ -49,7 +49,13 @@ public:
             "to the dQ/dK BatchMatMuls run in f32 (those matmuls take low-precision inputs). "
             "Inserted casts are Cast nodes named after the value they cast "
             "(transformer.h.3.attn.softmax.to_f16). An attention already in f32 is left alone. "
-            "precision.attention_fp32_layers in the job limits it to chosen layers."};
+            "The option layers (--attention-fp32-layers, precision.attention_fp32_layers in the "
+            "job) limits it to chosen layers.",
+        .options = {{.name = "layers",
+                     .type = PassOptionType::IntSet,
+                     .default_value = "",
+                     .description = "the transformer layers whose attention it rewrites "
+                                    "(empty: every layer)"}}};
     return info;
   }
 
@@ -57,7 +63,7 @@ public:
     PassResult result;
     const FusionView view(graph);
     RetypePlan plan(graph.numNodes());
-    const std::set<int64_t> &layers = ctx.precision().attention_fp32_layers;
+    const std::set<int64_t> layers = ctx.options(*this).getInts("layers");
     for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
       const Node &softmax = graph.node(id);
       if (softmax.op == "FlashAttentionScore") { // says which pass handled the layer
@@ -70,7 +76,7 @@ public:
       ++result.match_times;
       if (!layers.empty() && !layers.count(modelLayerOf(softmax.name))) {
         result.reject(softmax, "layer " + std::to_string(modelLayerOf(softmax.name)) +
-                                   " is not in precision.attention_fp32_layers");
+                                   " is not in its layers option (--attention-fp32-layers)");
         continue;
       }
       // Back to the scores matmul.

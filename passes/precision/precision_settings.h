@@ -1,5 +1,6 @@
-// What a job decides about precision: the mode, the op lists, the nodes that
-// keep their dtype, and which layers' attention computes in fp32.
+// What a job decides about precision: the mode, the op lists and the nodes
+// that keep their dtype (which layers' attention computes in fp32 is an
+// option of AttentionFp32CastPass).
 #pragma once
 
 #include <set>
@@ -14,12 +15,10 @@ struct PrecisionSettings {
   PrecisionMode mode = PrecisionMode::MustKeepOriginDType;
   MixList mixlist = MixList::builtin();
   KeepDType keep_dtype;
-  // Layers (the i of transformer.h.i) whose attention AttentionFp32CastPass
-  // rewrites; empty: every layer.
-  std::set<int64_t> attention_fp32_layers;
-  // Where the layers came from, for messages: "--attention-fp32-layers" or
-  // "job.json: $.precision.attention_fp32_layers".
-  std::string attention_fp32_layers_source;
 };
+
+// The pass whose option "layers" (the i of transformer.h.i; empty: every
+// layer) --attention-fp32-layers and precision.attention_fp32_layers set.
+inline constexpr const char *kAttentionFp32CastPassName = "AttentionFp32CastPass";
 
 } // namespace kiln::passes

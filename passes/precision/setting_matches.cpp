@@ -1,5 +1,7 @@
 #include "passes/precision/setting_matches.h"
 
+#include "passes/pass_context.h"
+
 #include <algorithm>
 
 #include <cstdlib>
@@ -47,7 +49,16 @@ const Node *fusedInto(const Graph &graph, const std::string &name) {
 }
 
 Expected<std::vector<SettingMatch>> matchPrecisionSettings(const Graph &graph,
-                                                           const PrecisionSettings &settings) {
+                                                           const PassContext &ctx) {
+  const PassOptions attention = ctx.options(kAttentionFp32CastPassName);
+  return matchPrecisionSettings(graph, ctx.precision(), attention.getInts("layers"),
+                                attention.source("layers"));
+}
+
+Expected<std::vector<SettingMatch>>
+matchPrecisionSettings(const Graph &graph, const PrecisionSettings &settings,
+                       const std::set<int64_t> &attention_layers,
+                       const std::string &attention_source) {
   std::map<std::string, int64_t, std::less<>> per_op;
   std::set<std::string, std::less<>> names;
   std::map<int64_t, int64_t> softmax_per_layer;
@@ -106,10 +117,10 @@ Expected<std::vector<SettingMatch>> matchPrecisionSettings(const Graph &graph,
         {"modify_mixlist", e.source, action + " " + e.written, e.ops, nodesOf(e.ops)});
   }
 
-  const std::string &where = settings.attention_fp32_layers_source.empty()
-                                 ? std::string("attention_fp32_layers")
-                                 : settings.attention_fp32_layers_source;
-  for (int64_t layer : settings.attention_fp32_layers) {
+  const std::string where = attention_source.empty() || attention_source == "built-in default"
+                                ? std::string("attention_fp32_layers")
+                                : attention_source;
+  for (int64_t layer : attention_layers) {
     if (!layers.count(layer)) {
       std::string hint;
       if (!layers.empty()) {

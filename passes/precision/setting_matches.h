@@ -6,13 +6,15 @@
 // refused: the same mixlist serves the forward and the training graph.
 #pragma once
 
+#include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "passes/precision/precision_settings.h"
 #include "passes/setting_match.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 
@@ -20,7 +22,16 @@ namespace kiln::passes {
 // or -1 (ir/layer_scope.h).
 int64_t modelLayerOf(std::string_view node_name);
 
+class PassContext;
+
+// The job's settings: its precision and AttentionFp32CastPass's "layers".
 Expected<std::vector<SettingMatch>> matchPrecisionSettings(const Graph &graph,
-                                                           const PrecisionSettings &settings);
+                                                           const PassContext &ctx);
+// The same for `settings`, and `attention_layers` as written at
+// `attention_source` ("--attention-fp32-layers").
+Expected<std::vector<SettingMatch>>
+matchPrecisionSettings(const Graph &graph, const PrecisionSettings &settings,
+                       const std::set<int64_t> &attention_layers = {},
+                       const std::string &attention_source = "");
 
 } // namespace kiln::passes

@@ -162,26 +162,72 @@ TEST_F(JobTest, RecomputeFromTheJobFileAndTheCommandLine) {
   ASSERT_TRUE(list) << list.message();
   auto r = resolveJob(*list, JobSettings{}, DType::F16);
   ASSERT_TRUE(r) << r.message();
-  EXPECT_EQ(r->context->recompute().mode, passes::RecomputeMode::Full);
-  EXPECT_EQ(r->context->recompute().layers, (std::set<int64_t>{1, 3}));
-  EXPECT_EQ(r->context->recompute().toString(), "full (layers 1,3)");
+  EXPECT_EQ(passes::recomputeSettings(*r->context).mode, passes::RecomputeMode::Full);
+  EXPECT_EQ(passes::recomputeSettings(*r->context).layers, (std::set<int64_t>{1, 3}));
+  EXPECT_EQ(passes::recomputeSettings(*r->context).toString(), "full (layers 1,3)");
 
   JobSettings cli;
   cli.recompute = passes::RecomputeMode::Selective;
   r = resolveJob(*list, cli, DType::F16);
   ASSERT_TRUE(r) << r.message();
-  EXPECT_EQ(r->context->recompute().mode, passes::RecomputeMode::Selective);
-  EXPECT_EQ(r->context->recompute().layers, (std::set<int64_t>{1, 3}));
+  EXPECT_EQ(passes::recomputeSettings(*r->context).mode, passes::RecomputeMode::Selective);
+  EXPECT_EQ(passes::recomputeSettings(*r->context).layers, (std::set<int64_t>{1, 3}));
 
   auto mode = job(R"({"recompute": "selective"})");
   ASSERT_TRUE(mode) << mode.message();
   r = resolveJob(*mode, JobSettings{}, DType::F16);
   ASSERT_TRUE(r) << r.message();
-  EXPECT_EQ(r->context->recompute().mode, passes::RecomputeMode::Selective);
-  EXPECT_TRUE(r->context->recompute().layers.empty());
+  EXPECT_EQ(passes::recomputeSettings(*r->context).mode, passes::RecomputeMode::Selective);
+  EXPECT_TRUE(passes::recomputeSettings(*r->context).layers.empty());
   r = resolveJob(std::nullopt, JobSettings{}, DType::F16);
   ASSERT_TRUE(r) << r.message();
-  EXPECT_EQ(r->context->recompute().mode, passes::RecomputeMode::None);
+  EXPECT_EQ(passes::recomputeSettings(*r->context).mode, passes::RecomputeMode::None);
+}
+
+// Pass options: the job file's pass_options, the flags that are one pass's
+// option, and --pass-option, the command line last; names and values checked
+// with codes when the job is resolved.
+TEST_F(JobTest, PassOptionsFromTheJobFileAndTheCommandLine) {
+  auto file = job(R"({"recompute": "selective",
+                      "pass_options": {"RecomputePass": {"mode": "full", "layers": [0, 1]}}})");
+  ASSERT_TRUE(file) << file.message();
+  auto r = resolveJob(*file, JobSettings{}, DType::F16);
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(passes::recomputeSettings(*r->context).toString(), "full (layers 0,1)")
+      << "pass_options beats the file's own recompute field";
+  const passes::PassOptions recompute = r->context->options(passes::kRecomputePassName);
+  EXPECT_NE(recompute.source("mode").find("$.pass_options.RecomputePass.mode"), std::string::npos)
+      << recompute.source("mode");
+
+  JobSettings cli;
+  cli.attention_fp32_layers = std::set<int64_t>{2};
+  cli.pass_options = {{"RecomputePass", "layers", "3", "--pass-option"}};
+  r = resolveJob(*file, cli, DType::F16);
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(passes::recomputeSettings(*r->context).layers, (std::set<int64_t>{3}));
+  const passes::PassOptions attention = r->context->options(passes::kAttentionFp32CastPassName);
+  EXPECT_EQ(attention.getInts("layers"), (std::set<int64_t>{2}));
+  EXPECT_EQ(attention.source("layers"), "--attention-fp32-layers");
+}
+
+TEST_F(JobTest, AnUnknownPassOptionOrABadValueIsCoded) {
+  auto unknown = job(R"({"pass_options": {"RecomputePass": {"mod": "full"}}})");
+  ASSERT_TRUE(unknown) << unknown.message();
+  auto r = resolveJob(*unknown, JobSettings{}, DType::F16);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), passes::kErrUnknownPassOption);
+  EXPECT_NE(r.message().find("$.pass_options.RecomputePass.mod"), std::string::npos) << r.message();
+
+  auto bad = job(R"({"pass_options": {"RecomputePass": {"layers": "0,x"}}})");
+  ASSERT_TRUE(bad) << bad.message();
+  r = resolveJob(*bad, JobSettings{}, DType::F16);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), passes::kErrBadPassOptionValue);
+
+  EXPECT_FALSE(job(R"({"pass_options": {"RecomputePass": "full"}})"))
+      << "a pass's options are an object";
+  EXPECT_FALSE(job(R"({"pass_options": {"RecomputePass": {"mode": {"x": 1}}}})"))
+      << "a value is a string, an integer, a boolean or an array of integers";
 }
 
 } // namespace

@@ -157,6 +157,39 @@ TEST_F(CompileCli, FusionRuleFoldersFromTheCommandLine) {
   expectRunError(run("compile " + kTiny + " --fusion-rules " + path("absent")), {"absent"});
 }
 
+// Pass options: the listing gives each declared option with this job's
+// value and who set it; --pass-option and the flag of the same option agree.
+TEST_F(CompileCli, PassOptionsAreListedWithTheirValues) {
+  const auto option = [](const json &list, const std::string &pass, const std::string &name) {
+    for (const json &p : list)
+      if (p["name"] == pass)
+        for (const json &o : p.value("options", json::array()))
+          if (o["name"] == name)
+            return o;
+    return json();
+  };
+  Result flag = run("passes list --format json --recompute full");
+  ASSERT_EQ(flag.exit_code, 0) << flag.err;
+  const json by_flag = option(json::parse(flag.out), "RecomputePass", "mode");
+  ASSERT_FALSE(by_flag.is_null());
+  EXPECT_EQ(by_flag["value"], "full");
+  EXPECT_EQ(by_flag["default"], "none");
+  EXPECT_EQ(by_flag["set_by"], "--recompute");
+
+  Result generic = run("passes list --format json --pass-option RecomputePass.mode=full "
+                       "--pass-option AttentionFp32CastPass.layers=1");
+  ASSERT_EQ(generic.exit_code, 0) << generic.err;
+  const json list = json::parse(generic.out);
+  EXPECT_EQ(option(list, "RecomputePass", "mode")["value"], "full");
+  EXPECT_EQ(option(list, "AttentionFp32CastPass", "layers")["value"], "1");
+
+  // A name or value the pass refuses fails the job; a malformed setting is
+  // a usage error.
+  EXPECT_EQ(run("passes list --pass-option RecomputePass.depth=2").exit_code, 1);
+  EXPECT_EQ(run("passes list --pass-option RecomputePass.mode=fulll").exit_code, 1);
+  EXPECT_EQ(run("passes list --pass-option RecomputePass").exit_code, 2);
+}
+
 TEST_F(CompileCli, PassesListAndShow) {
   Result table = run("passes list --target ascend910");
   ASSERT_EQ(table.exit_code, 0) << table.err;

@@ -128,6 +128,18 @@ void addJobFlags(CLI::App &cmd, JobFlags &flags) {
   cmd.add_option("--disable-pass", s.disable_passes, "turn a pass off (repeatable, or A,B)")
       ->delimiter(',')
       ->group("Job");
+  cmd.add_option_function<std::vector<std::string>>(
+         "--pass-option",
+         [&s](const std::vector<std::string> &settings) {
+           for (const std::string &text : settings) {
+             auto setting = passes::parsePassOptionSetting(text, "--pass-option " + text);
+             if (!setting)
+               throw CLI::ValidationError("--pass-option", setting.message());
+             s.pass_options.push_back(std::move(*setting));
+           }
+         },
+         "PASS.OPTION=VALUE: an option the pass declares (repeatable; kiln passes show PASS)")
+      ->group("Job");
   cmd.add_option("--fusion-rules", s.fusion_rule_dirs, "a folder of fusion rules (repeatable)")
       ->group("Job");
   cmd.add_option("--custom-ops", s.custom_op_dirs,

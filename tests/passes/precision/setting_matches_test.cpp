@@ -57,16 +57,13 @@ TEST(SettingMatches, AKeepDTypeNameNoNodeHasIsAnError) {
 TEST(SettingMatches, AttentionLayersTheModelLacksAreAnError) {
   const Graph graph = kiln::testing::tinyTrainingStep(DType::F16).graph;
   PrecisionSettings s;
-  s.attention_fp32_layers = {1};
-  s.attention_fp32_layers_source = "--attention-fp32-layers";
-  auto ok = matchPrecisionSettings(graph, s);
+  auto ok = matchPrecisionSettings(graph, s, {1}, "--attention-fp32-layers");
   ASSERT_TRUE(ok) << ok.message();
   ASSERT_EQ(ok->size(), 1u);
   EXPECT_EQ((*ok)[0].entry, "1");
   EXPECT_EQ((*ok)[0].nodes, 1) << "layer 1's softmax";
 
-  s.attention_fp32_layers = {1, 5};
-  auto bad = matchPrecisionSettings(graph, s);
+  auto bad = matchPrecisionSettings(graph, s, {1, 5}, "--attention-fp32-layers");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.message().find("--attention-fp32-layers: layer 5 is not in graph"),
             std::string::npos)

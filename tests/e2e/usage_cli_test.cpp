@@ -96,6 +96,7 @@ const std::map<std::string, std::string> kBadValues = {
     {"--nodes", "0"},
     {"--on-compile-error", "bogus"},
     {"--overflow-mode", "bogus"},
+    {"--pass-option", "RecomputePass"},
     {"--pp", "0"},
     {"--pp-layers", "9,,10"},
     {"--precision-mode", "bogus"},

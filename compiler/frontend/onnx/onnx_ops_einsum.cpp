@@ -45,6 +45,8 @@ Expected<Equation> parseEquation(const std::string &text, const std::vector<int6
   auto expand = [&](std::string &term, int64_t rank) -> Status {
     const size_t dots = term.find("...");
     const int64_t named = static_cast<int64_t>(term.size()) - (dots == std::string::npos ? 0 : 3);
+    if (std::count(term.begin(), term.end(), '.') != (dots == std::string::npos ? 0 : 3))
+      return Error("'.' appears outside one \"...\"");
     for (char ch : term)
       if (ch != '.' && !std::islower(static_cast<unsigned char>(ch)) &&
           !std::isupper(static_cast<unsigned char>(ch)))

@@ -209,7 +209,11 @@ TEST(OnnxEinsum, MatmulShapedEquationsAgreeWithTheDefinition) {
 
 TEST(OnnxEinsum, OtherEquationsAreE12011NamingTheEquation) {
   for (auto [equation, shapes] : std::vector<std::pair<std::string, std::vector<Shape>>>{
-           {"ii->i", {{3, 3}}}, {"ij,jk,kl->il", {{2, 2}, {2, 2}, {2, 2}}}}) {
+           {"ii->i", {{3, 3}}},
+           {"ij,jk,kl->il", {{2, 2}, {2, 2}, {2, 2}}},
+           {"i.j,jk->ik", {{2, 2, 2}, {2, 2}}},
+           {"ij,jk->iz", {{2, 2}, {2, 2}}},
+           {"ij,jk->ik->i", {{2, 2}, {2, 2}}}}) {
     std::vector<Tensor> xs;
     auto out = runEinsum(equation, shapes, xs);
     ASSERT_FALSE(out) << equation;

@@ -16,10 +16,12 @@ constexpr PipelineEntry kPipeline[] = {
     // A Cast after a Reshape moves above it, next to the kernel that can take it.
     {PassGroup::Precision, "CastBeforeReshapePass", 400},
     // StepRewrite: rewrites of the step the job asked for by their own flag
-    // (--recompute). After the cleanup, which would merge recomputed copies
-    // back into the forward; before fusion, so the copies fuse like the
-    // originals. No group switch turns them off.
+    // (--recompute, --sequence-parallel). After the cleanup, which would
+    // merge recomputed copies back into the forward; before fusion, so the
+    // copies fuse like the originals. No group switch turns them off.
     {PassGroup::StepRewrite, "RecomputePass", 1000},
+    // After RecomputePass: a layer recomputed whole gathers again already.
+    {PassGroup::StepRewrite, "SequenceRegatherPass", 1100},
     // GraphFusion: whole subgraphs into one op. Attention fuses on the
     // forward before autodiff too (the report counts those here).
     {PassGroup::GraphFusion, "FlashAttentionFusionPass", 50},
@@ -32,6 +34,8 @@ constexpr PipelineEntry kPipeline[] = {
     {PassGroup::UBFusion, "TbeEltwiseFusionPass", 5940},
     // Last: the Casts every other pass left alone join their producer's kernel.
     {PassGroup::UBFusion, "CastFusionPass", 5950},
+    // The update's gradient scale and cast into the AdamW kernel.
+    {PassGroup::UBFusion, "AdamWPrologueFusionPass", 5960},
 };
 
 } // namespace

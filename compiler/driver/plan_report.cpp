@@ -7,8 +7,8 @@
 #include "compiler/driver/layout_suggestions.h"
 #include "compiler/parallel/memory_formula.h"
 #include "compiler/parallel/step_time.h"
-#include "support/byte_size.h"
 #include "passes/fusion/flash_attention_fusion.h"
+#include "support/byte_size.h"
 
 namespace kiln::driver {
 
@@ -71,8 +71,9 @@ std::string planReport(const ModelRequest &model, const ResolvedJob &job,
       << "; update buckets: " << program.optimizers.size() << "\n"
       << "  " << m.toText() << "\n  at the peak ("
       << (m.breakdown.update ? "the update" : "the step") << "): " << m.breakdown.toText()
+      << (m.breakdown.update ? "\n  the step at its peak: " + m.step_breakdown.toText() : "")
       << "\n  the formula for this layout (ZeRO's model states, Korthikanti et al.'s "
-         "activations, recompute "
+         "activations for kiln's layer, recompute "
       << passes::recomputeModeName(recompute) << "; logits not counted): "
       << parallel::memoryFormula(config, model.lora, layout, program.micro_batch, program.seq,
                                  job.dtype, recompute, passes::fusesAttention(*job.context))

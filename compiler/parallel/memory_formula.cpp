@@ -73,14 +73,23 @@ MemoryFormula memoryFormula(const frontend::DecoderConfig &config, const fronten
   // than t.
   const double kv_per_rank = std::max(static_cast<double>(config.kvHeads()) / tp, 1.0);
   const double split_per_rank = 20 / tp + 4 * kv_per_rank / heads;
-  // Sequence parallelism splits the 10 the ranks held whole (the norms'
-  // and residuals' inputs, the dropout masks) over them too:
-  // sbh(34 + 5as/h)/t, and full recomputation's kept input 2sbh/t.
-  const double whole = layout.sequenceParallel() ? 10 / tp : 10;
+  // Outside the tensor-parallel regions the paper's GPT layer keeps 10sbh:
+  // two LayerNorm inputs (4), two dropout masks (2) and the two column-
+  // parallel projections' inputs (4). The decoder layer kiln builds (Hugging
+  // Face's) has no dropout (a config with it is refused) and computes each
+  // RMSNorm in f32, keeping its input at 4 bytes an element and its
+  // normalised output for the weight's gradient: 2(4 + w) + 2w bytes, 16sbh
+  // at 16 bits. Sequence parallelism splits all of it over the ranks (the
+  // projections' inputs too: SequenceRegatherPass gathers them again for
+  // the backward), as it splits the paper's 10: sbh(40 + 5as/h)/t.
+  const double outside = 2 * (4 + w) + 2 * w;
+  const double whole = layout.sequenceParallel() ? outside / tp : outside;
+  // Full recomputation keeps the layer's input, 2sbh at 16 bits (/t under
+  // sequence parallelism).
   const double kept = recompute == passes::RecomputeMode::Full
-                          ? (layout.sequenceParallel() ? 2 / tp : 2)
-                          : whole + split_per_rank + attention_core;
-  double per_layer = s * b * h * kept * (w / 2);
+                          ? (layout.sequenceParallel() ? w / tp : w)
+                          : whole + (split_per_rank + attention_core) * (w / 2);
+  double per_layer = s * b * h * kept;
   if (fused_attention && recompute != passes::RecomputeMode::Full)
     per_layer += 8 * s * b * heads / tp; // softmax_max and softmax_sum, f32
 

@@ -30,12 +30,16 @@ struct MemoryFormula {
 // with f32 weights 4 + 4 + 8 (no master); ZeRO-2 also shards the gradient
 // (2 + 14/N), ZeRO-3 the weight too (16/N). With LoRA the base is 2 (or 4)
 // bytes per parameter and only the adapters count the rest. Activations per
-// layer: sbh(34 + 5as/h) bytes at 16 bits, sbh(10 + 24/t + 5as/(ht)) with
-// tensor parallelism (sequence s, micro-batch b, hidden h, heads a); with
+// layer: the paper's sbh(34 + 5as/h) bytes at 16 bits, sbh(10 + 24/t +
+// 5as/(ht)) with tensor parallelism (sequence s, micro-batch b, hidden h,
+// heads a), for the layer kiln builds: its norms compute in f32 and keep
+// their normalised output, and it has no dropout, so the 10 outside the
+// tensor-parallel regions is 16 (memory_formula.cpp says how); with
 // grouped-query attention K and V (4 of the 24) shrink by kv_heads / a, so
 // 24 becomes 20 + 4 kv_heads / a (with fewer kv_heads than t, each rank
-// holds one replicated head: 24/t becomes 20/t + 4/a); with sequence parallelism the 10 is split
-// too, sbh(34 + 5as/h)/t, and full recomputation keeps 2sbh/t;
+// holds one replicated head: 24/t becomes 20/t + 4/a); with sequence
+// parallelism the 16 is split too, sbh(40 + 5as/h)/t, and full
+// recomputation keeps 2sbh/t;
 // selective recomputation drops the 5as/(ht) term, full recomputation keeps
 // only the layer's input, 2sbh; twice that in f32. The embedding, the logits
 // and the loss are not counted. P pipeline stages divide the model states

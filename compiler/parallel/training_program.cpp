@@ -275,14 +275,11 @@ DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int s, const
   e.peak = std::max(
       saturatingAdd(saturatingAdd(e.step_peak, e.accumulated_gradients), e.optimizer_state),
       e.update_peak);
-  if (e.update_peak >= e.peak) {
-    e.breakdown = in_update;
-  } else {
-    e.breakdown = step.breakdown;
-    e.breakdown.weights = e.trainable_weights;
-    e.breakdown.frozen_weights = e.frozen_weights;
-    e.breakdown.optimizer_state = e.optimizer_state;
-  }
+  e.step_breakdown = step.breakdown;
+  e.step_breakdown.weights = e.trainable_weights;
+  e.step_breakdown.frozen_weights = e.frozen_weights;
+  e.step_breakdown.optimizer_state = e.optimizer_state;
+  e.breakdown = e.update_peak >= e.peak ? in_update : e.step_breakdown;
   return e;
 }
 

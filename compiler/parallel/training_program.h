@@ -54,9 +54,10 @@ struct DeviceMemoryEstimate {
   int64_t optimizer_state = 0;       // AdamW moments the device keeps between steps
   int64_t accumulated_gradients = 0; // f32 sums held over the micro-batches (grad_accum > 1)
   int in_flight = 0; // pipeline: the micro-batches whose activations the stage holds at its peak
-  int64_t update_peak = 0;   // during its update, with the weights and gradients it holds
-  int64_t peak = 0;          // the larger of step_peak + optimizer_state and update_peak
-  MemoryBreakdown breakdown; // of `peak`
+  int64_t update_peak = 0;        // during its update, with the weights and gradients it holds
+  int64_t peak = 0;               // the larger of step_peak + optimizer_state and update_peak
+  MemoryBreakdown breakdown;      // of `peak`
+  MemoryBreakdown step_breakdown; // of the step's own peak, whichever phase sets `peak`
   std::vector<std::pair<std::string, int64_t>> largest; // the step's largest buffers
   // "per device: peak 1.20 GiB (step 0.90 GiB + optimizer state 0.30 GiB; update 0.70 GiB)",
   // with LoRA also what of the step is frozen base and trainable weights.

@@ -236,6 +236,45 @@ PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings)
   return result;
 }
 
+PassResult regatherSequenceSlices(Graph &graph) {
+  PassResult result;
+  Nodes nodes;
+  nodes.forward = forwardNodes(graph);
+  if (std::none_of(nodes.forward.begin(), nodes.forward.end(), [](bool f) { return f; }) ||
+      std::none_of(nodes.forward.begin(), nodes.forward.end(), [](bool f) { return !f; }))
+    return result;
+  nodes.users = graph.computeUsers();
+  std::vector<NodeId> gathers;
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
+    const bool live = nodes.forward[id] && !graph.isErased(id);
+    nodes.layer.push_back(live ? layerOf(graph.node(id).name) : -1);
+    if (live && graph.node(id).op == "TensorParallelAllGather")
+      gathers.push_back(id);
+  }
+  // Last first, as recomputeActivations appends its copies. A region is the
+  // gather and the reshapes that view its output (the projections read the
+  // sequence flattened), in graph order.
+  for (auto it = gathers.rbegin(); it != gathers.rend(); ++it) {
+    ++result.match_times;
+    std::vector<NodeId> region{*it};
+    for (size_t k = 0; k < region.size(); ++k)
+      for (ValueId out : graph.node(region[k]).outputs)
+        for (NodeId u : nodes.users[out])
+          if (nodes.forward[u] && graph.node(u).op == "Reshape" &&
+              std::find(region.begin(), region.end(), u) == region.end())
+            region.push_back(u);
+    std::sort(region.begin(), region.end());
+    if (recomputeRegion(graph, region, nodes.layer[*it], nodes) == 0) {
+      result.rejections.push_back(
+          {graph.node(*it).name, "the backward reads nothing of the gathered sequence"});
+      continue;
+    }
+    ++result.effect_times;
+  }
+  result.statistics["regathered"] = result.effect_times;
+  return result;
+}
+
 const PassInfo &RecomputePass::info() const {
   static const PassInfo info{
       .name = kPassName,

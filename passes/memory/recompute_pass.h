@@ -21,6 +21,15 @@ namespace kiln::passes {
 // backward; forward nodes nothing reads any more are erased.
 PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings);
 
+// Sequence parallelism's all-gathers done again for the backward, as
+// Megatron does (Korthikanti et al. 2022, section 4.2.2): the projection
+// that reads the gathered sequence needs it again for its weight's
+// gradient, and keeping the rank's slice (1/t of it) until then and
+// gathering it a second time costs one all-gather instead of t times the
+// bytes. Each forward TensorParallelAllGather the backward reads is copied
+// for the backward ("recompute.<node>"), as recomputeActivations copies.
+PassResult regatherSequenceSlices(Graph &graph);
+
 // The model's forward: every node the outputs "loss" and "logits" depend on.
 std::vector<bool> forwardNodes(const Graph &graph);
 // The decoder layer of a node or weight named "transformer.h.<i>.<...>" or

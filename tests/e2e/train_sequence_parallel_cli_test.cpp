@@ -121,13 +121,13 @@ TEST_F(SequenceParallelCli, TwoMpiProcessesMatchOne) {
 }
 
 // Qwen-14B on 8 x ascend910b (planned as if it had 256 GiB, which the
-// unfused attention at seq 8192 needs), tp 8, f16, no recomputation: what sequence
-// parallelism takes off the plan's activations is what it takes off the
-// formula's (10sbh a layer split 8 ways), within 25 %. kiln's graph holds
-// more than the paper's 10sbh outside the tensor-parallel region (each
-// RMSNorm's input in f32, as Hugging Face's modeling computes it, and its
-// normalised output for the weight's gradient; no dropout masks), so its
-// plan falls by about a fifth more than the formula (docs/training.md).
+// unfused attention at seq 8192 needs), tp 8, f16, no recomputation: what
+// sequence parallelism takes off the plan's activations is what it takes off
+// the formula's, within 15 %: the 16sbh a layer outside the tensor-parallel
+// regions of kiln's layer (the paper's 10sbh, with each RMSNorm's input in
+// f32 and its normalised output kept, no dropout), split 8 ways, the
+// projections' inputs too (SequenceRegatherPass gathers them again for the
+// backward, docs/training.md).
 TEST_F(SequenceParallelCli, Qwen14BActivationsFallAsTheFormulaSays) {
   for (const char *seq : {"2048", "8192"}) {
     double plan[2] = {}, formula[2] = {};
@@ -140,18 +140,20 @@ TEST_F(SequenceParallelCli, Qwen14BActivationsFallAsTheFormulaSays) {
               " --disable-pass FlashAttentionFusionPass" + (sp ? " --sequence-parallel" : ""));
       ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
       std::smatch step, paper;
-      ASSERT_TRUE(std::regex_search(r.out, step,
-                                    std::regex("at the peak \\(the step\\):.* activations "
-                                               "([0-9.]+ GiB)")))
+      // The step's activations, at the device's peak or beside the update's.
+      ASSERT_TRUE(std::regex_search(
+          r.out, step,
+          std::regex("(at the peak \\(the step\\)|the step at its peak):.* activations "
+                     "([0-9.]+ GiB)")))
           << r.out;
       ASSERT_TRUE(std::regex_search(r.out, paper, std::regex("\\+ activations ([0-9.]+ GiB) =")))
           << r.out;
-      plan[sp] = formattedBytes(step[1]);
+      plan[sp] = formattedBytes(step[2]);
       formula[sp] = formattedBytes(paper[1]);
     }
     const double planned = plan[0] - plan[1], expected = formula[0] - formula[1];
     EXPECT_GT(planned, 0) << seq;
-    EXPECT_LT(std::abs(planned - expected), 0.25 * expected)
+    EXPECT_LT(std::abs(planned - expected), 0.15 * expected)
         << "seq " << seq << ": the plan's activations fall by " << planned / (1 << 30)
         << " GiB, the formula's by " << expected / (1 << 30) << " GiB";
   }

@@ -5,13 +5,15 @@
 #include "compiler/autodiff/training_step.h"
 #include "compiler/driver/graph_stats.h"
 #include "compiler/driver/job.h"
+#include "compiler/driver/training_loss.h"
 #include "compiler/frontend/custom_ops.h"
 #include "compiler/frontend/model_loader.h"
-#include "support/file_io.h"
 #include "formats/graph_json.h"
 #include "ir/printer.h"
+#include "support/file_io.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
+#include "tools/kiln/loss_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -19,6 +21,7 @@ namespace {
 struct GraphOptions {
   std::string model;
   bool training = false;
+  std::string loss; // an ONNX model's, with --training
   int64_t batch = 1;
   int64_t seq = 0;
   DType dtype = driver::kDefaultModelDType;
@@ -30,6 +33,8 @@ struct GraphOptions {
 };
 
 int runGraph(const GraphOptions &opts) {
+  if (Status loss = checkLossFlag(opts.model, opts.training, opts.loss); !loss)
+    return fail(loss.error());
   frontend::ModelOptions model_options;
   model_options.batch = opts.batch;
   model_options.seq = opts.seq;
@@ -42,13 +47,18 @@ int runGraph(const GraphOptions &opts) {
   auto model = frontend::loadModel(opts.model, model_options);
   if (!model)
     return fail(model.error());
-  Graph graph = std::move(model->graph);
   if (opts.training) {
-    auto train = autodiff::buildTrainingStep(graph, autodiff::TrainingStepOptions{});
+    autodiff::TrainingStepOptions step;
+    auto loss = driver::trainingLoss(*model, opts.model, opts.loss);
+    if (!loss)
+      return fail(loss.error());
+    step.loss = *loss;
+    auto train = autodiff::buildTrainingStep(model->graph, step);
     if (!train)
       return fail(train.error());
-    graph = std::move(*train);
+    model->graph = std::move(*train);
   }
+  const Graph &graph = model->graph;
   std::string text;
   if (opts.format == "text")
     text = graphToText(graph, PrintOptions{opts.provenance});
@@ -72,6 +82,7 @@ void registerGraphCommand(CLI::App &app, Action &action) {
   addModelArgument(*cmd, opts->model, ModelArgument::AnyModel);
   cmd->add_flag("--training", opts->training,
                 "the whole training step: forward, loss, backward, AdamW");
+  addLossFlag(*cmd, opts->loss);
   cmd->add_option("--batch", opts->batch, "batch size")->check(PositiveInteger);
   cmd->add_option("--seq", opts->seq, "sequence length (default: the config's seq_length)")
       ->check(PositiveInteger);

@@ -136,13 +136,22 @@ Status convertDiv(Converter &c) {
 }
 
 // Pow: the exponent is cast to the base's type; x^2 is x*x and x^1 is x,
-// as the norms' patterns expect.
+// as the norms' patterns expect. Integer bases are raised in f32.
 Status convertPow(Converter &c) {
   KILN_ASSIGN_OR_RETURN(ValueId x, c.value(0));
   const DType dt = c.builder().dtype(x);
-  if (!isFloat(dt))
-    return c.unsupportedType("Pow of " + std::string(dtypeName(dt)) +
-                             " bases is not supported (float bases are)");
+  if (dt == DType::Bool)
+    return c.unsupportedType("Pow of bool bases is not defined");
+  if (!isFloat(dt)) { // in f32, rounded to the nearest integer (exact below 2^24)
+    KILN_ASSIGN_OR_RETURN(ValueId y, c.value(1));
+    ValueId p = c.create("Pow", {c.cast(x, DType::F32), c.cast(y, DType::F32)}, {}, "f32");
+    ValueId half = c.create("Where",
+                            {c.create("Less", {p, c.constantOf(0, DType::F32)}, {}, "negative"),
+                             c.constantOf(-0.5, DType::F32), c.constantOf(0.5, DType::F32)},
+                            {}, "half");
+    c.setOutput(0, c.cast(c.create("Add", {p, half}, {}, "rounded"), dt));
+    return Status::ok();
+  }
   if (const Tensor *e = c.constant(1); e && e->numElements() == 1 && e->shape().size() <= 1 &&
                                        c.builder().shape(x).size() >= e->shape().size()) {
     const double p = isFloat(e->dtype()) ? double(e->getFloat(0)) : double(e->getInt(0));

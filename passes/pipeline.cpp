@@ -31,6 +31,9 @@ constexpr PipelineEntry kPipeline[] = {
     {PassGroup::UBFusion, "SoftmaxFusionPass", 4292},
     {PassGroup::UBFusion, "TbeMatmulFixPipeFusionPass", 4295},
     {PassGroup::UBFusion, "ATbeMatmulElemwiseFusionPass", 4300},
+    // The update's gradient scale and cast into the AdamW kernel, before the
+    // eltwise pass would group the two on their own.
+    {PassGroup::UBFusion, "AdamWPrologueFusionPass", 5930},
     {PassGroup::UBFusion, "TbeEltwiseFusionPass", 5940},
     // Last: the Casts every other pass left alone join their producer's kernel.
     {PassGroup::UBFusion, "CastFusionPass", 5950},

@@ -67,6 +67,11 @@ TEST_P(DefaultPipeline, FusedAgreesWithUnfused) {
     if (dtype == DType::F32 &&
         (r.name == "TbeMatmulFixPipeFusionPass" || r.name == "CastFusionPass"))
       continue;
+    // The gradient scale AdamWPrologueFusionPass folds is the update
+    // program's (adamw_prologue_codegen_test); this step's AdamW reads the
+    // gradient as it is made.
+    if (r.name == "AdamWPrologueFusionPass")
+      continue;
     EXPECT_GT(r.result.effect_times, 0) << r.name << " on " << target;
   }
   EXPECT_TRUE(kiln::testing::fusedMatchesUnfused(fused, unfused, step.feed, dtype));

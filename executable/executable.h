@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,15 @@ struct Executable {
   OverflowMode overflow = OverflowMode::InfNan; // the rounding built into every kernel
   std::vector<CompiledKernel> kernels;          // in execution order
   std::vector<std::string> objects;             // one object per distinct kernel
+
+  // Distinct kernels (identical layers share one), objects made or not.
+  int64_t distinctKernels() const {
+    std::set<int> distinct;
+    for (const CompiledKernel &k : kernels)
+      if (!k.host)
+        distinct.insert(k.object);
+    return static_cast<int64_t>(distinct.size());
+  }
 };
 
 } // namespace kiln::executable

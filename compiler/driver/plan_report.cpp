@@ -26,8 +26,8 @@ namespace {
 std::string stepKernels(const parallel::TrainingProgram &program) {
   int64_t total = 0, unique = 0;
   for (const parallel::CompiledGraph *g : program.stepPrograms()) {
-    total += g->kernels.stats.total;
-    unique += g->kernels.stats.unique;
+    total += static_cast<int64_t>(g->kernels.kernels.size());
+    unique += g->kernels.distinctKernels();
   }
   const int stages = program.parallel.pp, chunks = program.parallel.virtual_stages;
   return std::to_string(total) + " (" + std::to_string(unique) + " unique" +

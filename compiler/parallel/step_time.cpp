@@ -70,7 +70,7 @@ public:
   }
 
   // max(cube time, vector time, memory time) of one kernel.
-  Expected<double> seconds(const Graph &graph, const codegen::KernelSpec &kernel) const {
+  Expected<double> seconds(const Graph &graph, const executable::KernelSpec &kernel) const {
     double cube = 0, vector = 0;
     for (NodeId id : kernel.members) {
       const Node &node = graph.node(id);
@@ -114,7 +114,7 @@ struct GraphTime {
 Expected<GraphTime> graphTime(const CompiledGraph &compiled, const Roofline &roofline, int64_t tp,
                               const Link &tp_link) {
   GraphTime t;
-  for (const codegen::CompiledKernel &k : compiled.kernels.kernels) {
+  for (const executable::CompiledKernel &k : compiled.kernels.kernels) {
     if (k.collective) {
       // TensorParallelCopy hands every rank the value it already has;
       // ZeRO-3's gathers are the data-parallel term's (predictStepTime).
@@ -138,7 +138,7 @@ Expected<GraphTime> graphTime(const CompiledGraph &compiled, const Roofline &roo
       }
       continue;
     }
-    if (codegen::isReshapeView(compiled.graph, k.spec))
+    if (executable::isReshapeView(compiled.graph, k.spec))
       continue; // a view: nothing runs
     KILN_ASSIGN_OR_RETURN(double s, roofline.seconds(compiled.graph, k.spec));
     t.kernels += s;

@@ -25,8 +25,8 @@ int64_t bytesOf(const TensorType &t) {
 // gradients, ParallelConfig::gradientsLeaveWhenMade).
 executable::MemoryPlan runPlan(const CompiledGraph &g, const std::set<std::string> &held,
                                const std::set<std::string> *leaving = nullptr) {
-  std::vector<codegen::KernelSpec> specs;
-  for (const codegen::CompiledKernel &k : g.kernels.kernels)
+  std::vector<executable::KernelSpec> specs;
+  for (const executable::CompiledKernel &k : g.kernels.kernels)
     specs.push_back(k.spec);
   executable::Lifetimes lifetimes;
   lifetimes.input_outside = [&held](const GraphInput &in) { return held.count(in.name) > 0; };

@@ -11,17 +11,19 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/codegen/compiled_kernels.h"
 #include "compiler/parallel/parallel_config.h"
 #include "compiler/parallel/pipeline_partition.h"
+#include "executable/executable.h"
 #include "ir/graph.h"
 #include "ir/tensor_split.h"
 
 namespace kiln::parallel {
 
+// A graph and its kernels as the runtime runs them (the compile's own record,
+// its keys and fallbacks, stays with the compiler).
 struct CompiledGraph {
   Graph graph;
-  codegen::CompiledKernels kernels;
+  executable::Executable kernels;
 };
 
 // Where a device's bytes are at its peak. In the step: the bytes live at its

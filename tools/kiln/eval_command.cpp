@@ -1,10 +1,9 @@
 // `kiln eval`: a model's held-out loss and perplexity on a token file, its
-// forward compiled once for the job (driver/evaluation.h) and run over
-// consecutive windows (runtime/evaluation.h).
+// forward compiled once for the job and run over consecutive windows
+// (session/held_out_eval.h).
 #include <iostream>
 
-#include "compiler/driver/evaluation.h"
-#include "runtime/evaluation.h"
+#include "session/held_out_eval.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 
@@ -37,17 +36,13 @@ int runEval(EvalOptions opts) {
                  std::to_string(model.batch) + " windows of " + std::to_string(model.seq) +
                  " tokens (" + std::to_string(model.seq * model.batch) +
                  "): raise it, or lower --batch or --seq");
-  auto data = runtime::TokenData::open(opts.data, *data_dtype, config->vocab_size, model.seq);
-  if (!data)
-    return fail(data.error());
-  auto windows = runtime::evalWindows(*data, opts.data, model.batch, opts.max_tokens);
-  if (!windows)
-    return fail(windows.error());
-  auto prepared = driver::prepareEvaluation(opts.request, *config, *job, opts.kernels);
-  if (!prepared)
-    return fail(prepared.error());
-  auto record = runtime::evaluate(prepared->program, prepared->weights, opts.request.weights_path,
-                                  *data, *windows);
+  session::HeldOutEval eval;
+  eval.request = opts.request;
+  eval.data = opts.data;
+  eval.data_dtype = *data_dtype;
+  eval.max_tokens = opts.max_tokens;
+  eval.kernels = opts.kernels;
+  auto record = session::evaluateHeldOut(eval, *config, *job);
   if (!record)
     return fail(record.error());
   if (opts.format == "json") {

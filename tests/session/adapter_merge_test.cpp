@@ -15,21 +15,18 @@
 #include "session/adapter_merge.h"
 #include "support/file_io.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/tiny_qwen.h"
 
 namespace kiln::session {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kTiny = KILN_SOURCE_DIR "/examples/qwen-tiny/config.json";
-
 class AdapterMergeTest : public ::testing::Test {
 protected:
   void SetUp() override {
     dir_ = testing::freshTestDir("kiln_merge_");
-    auto config = frontend::readDecoderConfig(kTiny);
-    ASSERT_TRUE(config.isOk()) << config.message();
-    config_ = *config;
+    config_ = testing::tinyQwenConfig();
     base_ = frontend::initDecoderWeights(config_, 0);
     SafetensorsFile file;
     file.tensors = base_;
@@ -50,7 +47,7 @@ protected:
   MergeRequest request() const {
     MergeRequest r;
     r.config = config_;
-    r.config_path = kTiny;
+    r.config_path = testing::kTinyQwen;
     r.weights = (dir_ / "base.safetensors").string();
     r.adapter = (dir_ / "adapter").string();
     r.output = (dir_ / "merged").string();
@@ -71,7 +68,8 @@ TEST_F(AdapterMergeTest, TheFolderHoldsTheMergedWeightsAndTheBaseConfig) {
   EXPECT_EQ(summary->adapted_layers, adapter_.tensors.size() / 2);
   EXPECT_EQ(summary->unused, std::vector<std::string>{"adam.m.extra"});
   EXPECT_EQ(summary->tensors, base_.size());
-  EXPECT_EQ(readFile((dir_ / "merged" / "config.json").string()).value(), readFile(kTiny).value());
+  EXPECT_EQ(readFile((dir_ / "merged" / "config.json").string()).value(),
+            readFile(testing::kTinyQwen).value());
   auto written = readHfWeights((dir_ / "merged").string());
   ASSERT_TRUE(written.isOk()) << written.message();
   auto want = frontend::mergeLoraAdapter(config_, base_, adapter_, "base");
@@ -83,7 +81,7 @@ TEST_F(AdapterMergeTest, TheFolderHoldsTheMergedWeightsAndTheBaseConfig) {
 
 TEST_F(AdapterMergeTest, NothingIsWrittenIntoTheBaseFolderOrFromNonFiniteValues) {
   MergeRequest into_base = request();
-  into_base.output = fs::path(kTiny).parent_path().string();
+  into_base.output = fs::path(testing::kTinyQwen).parent_path().string();
   ASSERT_TRUE(frontend::writeLoraAdapter((dir_ / "adapter").string(), adapter_).isOk());
   EXPECT_FALSE(mergeAdapter(into_base).isOk());
   EXPECT_FALSE(fs::exists(fs::path(into_base.output) / "model.safetensors"));

@@ -6,45 +6,37 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include <gtest/gtest.h>
 
 #include "compiler/frontend/decoder_init.h"
 #include "formats/safetensors.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/tiny_qwen.h"
 
 namespace kiln::session {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kTiny = KILN_SOURCE_DIR "/examples/qwen-tiny/config.json";
-
 class HeldOutEvalTest : public ::testing::Test {
 protected:
   void SetUp() override {
     dir_ = testing::freshTestDir("kiln_eval_");
-    auto config = frontend::readDecoderConfig(kTiny);
-    ASSERT_TRUE(config.isOk()) << config.message();
-    config_ = *config;
+    config_ = testing::tinyQwenConfig();
     SafetensorsFile weights;
     weights.tensors = frontend::initDecoderWeights(config_, 0);
     ASSERT_TRUE(writeSafetensors((dir_ / "w.safetensors").string(), weights).isOk());
     std::vector<uint16_t> tokens(1000);
     for (size_t i = 0; i < tokens.size(); ++i)
       tokens[i] = static_cast<uint16_t>((i * 5 + 3) % 512);
-    std::ofstream(dir_ / "eval.bin", std::ios::binary)
-        .write(reinterpret_cast<const char *>(tokens.data()),
-               static_cast<std::streamsize>(tokens.size() * sizeof(uint16_t)));
-    auto job = driver::resolveJob(std::nullopt, driver::JobSettings{}, driver::kDefaultModelDType);
-    ASSERT_TRUE(job.isOk()) << job.message();
-    job_.emplace(std::move(*job));
+    testing::writeTokenFile(dir_ / "eval.bin", tokens);
+    job_.emplace(testing::defaultJob());
   }
 
   HeldOutEval eval(int64_t max_tokens) const {
     HeldOutEval e;
-    e.request.model.model = kTiny;
+    e.request.model.model = testing::kTinyQwen;
     e.request.model.batch = 2;
     e.request.model.seq = 16;
     e.request.weights_path = (dir_ / "w.safetensors").string();

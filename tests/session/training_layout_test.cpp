@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/tiny_qwen.h"
+
 namespace kiln::session {
 namespace {
 
@@ -14,9 +16,7 @@ driver::ResolvedJob job(bool sequence_parallel = false) {
   driver::JobSettings settings;
   if (sequence_parallel)
     settings.sequence_parallel = true;
-  auto resolved = driver::resolveJob(std::nullopt, settings, driver::kDefaultModelDType);
-  EXPECT_TRUE(resolved.isOk()) << resolved.message();
-  return std::move(resolved).value();
+  return testing::defaultJob(settings);
 }
 
 TEST(TrainingLayout, TheReplicasAndTheBatchFollowFromTheDevices) {

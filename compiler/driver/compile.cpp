@@ -1,6 +1,7 @@
 #include "compiler/driver/compile.h"
 
 #include "compiler/autodiff/training_step.h"
+#include "compiler/driver/training_loss.h"
 #include "compiler/frontend/model_loader.h"
 #include "passes/fusion/flash_attention_fusion.h"
 #include "passes/precision/setting_matches.h"
@@ -16,11 +17,15 @@ Expected<Graph> buildModelGraph(const ModelRequest &request, const ResolvedJob &
   options.ops = job.ops;
   options.input_shapes = request.input_shapes;
   KILN_ASSIGN_OR_RETURN(frontend::LoadedModel model, frontend::loadModel(request.model, options));
+  autodiff::TrainingStepOptions step;
+  if (request.training) {
+    KILN_ASSIGN_OR_RETURN(step.loss, trainingLoss(model, request.model, request.loss));
+  }
   // Attention fuses before autodiff: its backward is then the fused op's.
   KILN_RETURN_IF_ERROR(passes::fuseAttentionBeforeAutodiff(model.graph, *job.context).status());
   if (!request.training)
     return std::move(model.graph);
-  return autodiff::buildTrainingStep(model.graph, autodiff::TrainingStepOptions{});
+  return autodiff::buildTrainingStep(model.graph, step);
 }
 
 Expected<passes::PipelineReport> compileGraph(Graph &graph, const ResolvedJob &job,

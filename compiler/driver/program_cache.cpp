@@ -85,7 +85,11 @@ Expected<cache::CacheKey> programKey(const ModelRequest &model, const ResolvedJo
   KILN_ASSIGN_OR_RETURN(in.model, readFile(file, kMaxKeyedFileBytes));
   in.request = "training=" + std::to_string(model.training) +
                ";batch=" + std::to_string(model.batch) + ";seq=" + std::to_string(model.seq) +
-               (model.lora.enabled() ? ";lora=" + model.lora.toString() : "");
+               (model.lora.enabled() ? ";lora=" + model.lora.toString() : "") +
+               (model.loss.empty() ? "" : ";loss=" + model.loss);
+  // An ONNX model's shapes are the request's, not its file's.
+  for (const auto &[input, shape] : model.input_shapes)
+    in.request += ";shape." + input + "=" + shapeToString(shape);
   KILN_ASSIGN_OR_RETURN(in.job,
                         jsonText({{"job", jobToJson(job)}, {"places", jobPlaces(job)}}, "the job"));
   const JobSettings &e = job.effective;

@@ -6,6 +6,7 @@
 
 #include "compiler/parallel/pipeline_schedule.h"
 #include "executable/kernel_cost.h"
+#include "passes/memory/recompute_pass.h"
 
 namespace kiln::parallel {
 
@@ -111,38 +112,84 @@ struct GraphTime {
   std::map<std::string, double> kinds;
 };
 
+// The input-gradient matmuls beside the weight-gradient matmuls that read
+// `gather`'s output (through reshapes): those whose output gradient is
+// theirs, and that read not the gathered sequence.
+std::vector<NodeId> inputGradientMatmuls(const Graph &graph, NodeId gather,
+                                         const std::vector<std::vector<NodeId>> &users) {
+  std::vector<ValueId> gathered{graph.node(gather).outputs[0]};
+  std::vector<NodeId> found;
+  for (size_t k = 0; k < gathered.size(); ++k)
+    for (NodeId u : users[gathered[k]]) {
+      const Node &node = graph.node(u);
+      if (node.op == "Reshape") {
+        gathered.push_back(node.outputs[0]);
+        continue;
+      }
+      if (node.op != "MatMul")
+        continue;
+      for (ValueId dy : node.inputs) {
+        if (std::find(gathered.begin(), gathered.end(), dy) != gathered.end())
+          continue;
+        for (NodeId v : users[dy])
+          if (v != u && graph.node(v).op == "MatMul" &&
+              std::find(found.begin(), found.end(), v) == found.end())
+            found.push_back(v);
+      }
+    }
+  return found;
+}
+
 Expected<GraphTime> graphTime(const CompiledGraph &compiled, const Roofline &roofline, int64_t tp,
                               const Link &tp_link) {
   GraphTime t;
+  const Graph &graph = compiled.graph;
+  std::vector<double> kernel_seconds(graph.numNodes(), 0); // of the kernel a node runs in
   for (const executable::CompiledKernel &k : compiled.kernels.kernels) {
-    if (k.collective) {
-      // TensorParallelCopy hands every rank the value it already has;
-      // ZeRO-3's gathers are the data-parallel term's (predictStepTime).
-      // Sequence parallelism's all-gather and reduce-scatter move the whole
-      // sequence's tensor (the gather's output, the scatter's input) in
-      // half an all-reduce's steps.
-      const Node &node = compiled.graph.node(k.spec.members[0]);
-      if (node.op == "TensorParallelAllGather")
-        t.collectives +=
-            ringAllGatherSeconds(tensorBytes(compiled.graph.type(node.outputs[0])), tp, tp_link);
-      else if (node.op == "TensorParallelReduceScatter")
-        t.collectives +=
-            ringReduceScatterSeconds(tensorBytes(compiled.graph.type(node.inputs[0])), tp, tp_link);
-      else if (node.op != "TensorParallelCopy" && node.op != "DataParallelGather") {
-        // A reduce in groups (a key/value head replicated over the ranks
-        // that share it) runs over each group's ranks.
-        const int64_t groups = node.attrs.has("groups") ? node.attrs.getInt("groups") : 1;
-        for (ValueId v : node.outputs)
-          t.collectives +=
-              ringAllReduceSeconds(tensorBytes(compiled.graph.type(v)), tp / groups, tp_link);
-      }
-      continue;
-    }
-    if (executable::isReshapeView(compiled.graph, k.spec))
+    if (k.collective || executable::isReshapeView(graph, k.spec))
       continue; // a view: nothing runs
-    KILN_ASSIGN_OR_RETURN(double s, roofline.seconds(compiled.graph, k.spec));
+    KILN_ASSIGN_OR_RETURN(double s, roofline.seconds(graph, k.spec));
     t.kernels += s;
     t.kinds[k.spec.kind] += s;
+    for (NodeId id : k.spec.members)
+      kernel_seconds[id] = s;
+  }
+  std::vector<std::vector<NodeId>> users;
+  for (const executable::CompiledKernel &k : compiled.kernels.kernels) {
+    if (!k.collective)
+      continue;
+    // TensorParallelCopy hands every rank the value it already has;
+    // ZeRO-3's gathers are the data-parallel term's (predictStepTime).
+    // Sequence parallelism's all-gather and reduce-scatter move the whole
+    // sequence's tensor (the gather's output, the scatter's input) in
+    // half an all-reduce's steps.
+    const NodeId id = k.spec.members[0];
+    const Node &node = graph.node(id);
+    if (node.op == "TensorParallelAllGather") {
+      double seconds = ringAllGatherSeconds(tensorBytes(graph.type(node.outputs[0])), tp, tp_link);
+      // The backward's gather again of a slice (SequenceRegatherPass) runs
+      // beside the projection's input-gradient matmul, which needs only
+      // the output gradient and the weight, as Megatron overlaps them: it
+      // costs what that matmul does not hide.
+      if (node.provenance.pass == passes::kSequenceRegatherPassName) {
+        if (users.empty())
+          users = graph.computeUsers();
+        double hidden = 0;
+        for (NodeId dx : inputGradientMatmuls(graph, id, users))
+          hidden += kernel_seconds[dx];
+        seconds = std::max(0.0, seconds - hidden);
+      }
+      t.collectives += seconds;
+    } else if (node.op == "TensorParallelReduceScatter") {
+      t.collectives +=
+          ringReduceScatterSeconds(tensorBytes(graph.type(node.inputs[0])), tp, tp_link);
+    } else if (node.op != "TensorParallelCopy" && node.op != "DataParallelGather") {
+      // A reduce in groups (a key/value head replicated over the ranks
+      // that share it) runs over each group's ranks.
+      const int64_t groups = node.attrs.has("groups") ? node.attrs.getInt("groups") : 1;
+      for (ValueId v : node.outputs)
+        t.collectives += ringAllReduceSeconds(tensorBytes(graph.type(v)), tp / groups, tp_link);
+    }
   }
   return t;
 }

@@ -113,10 +113,10 @@ bool recomputable(ValueId v, int64_t layer, const Nodes &nodes) {
 }
 
 // Copies what the backward reads of `region` (forward nodes of `layer` in
-// graph order) and points the backward at the copies; returns the nodes
-// copied.
+// graph order) and points the backward at the copies, which name `pass` as
+// their provenance; returns the nodes copied.
 int64_t recomputeRegion(Graph &graph, const std::vector<NodeId> &region, int64_t layer,
-                        const Nodes &nodes) {
+                        const Nodes &nodes, const char *pass) {
   const std::vector<bool> &forward = nodes.forward;
   const std::vector<std::vector<NodeId>> &users = nodes.users;
   std::vector<bool> in_region(graph.numNodes(), false), copy(graph.numNodes(), false);
@@ -157,7 +157,7 @@ int64_t recomputeRegion(Graph &graph, const std::vector<NodeId> &region, int64_t
     for (ValueId out : node.outputs)
       types.push_back(graph.type(out));
     const NodeId clone = graph.addNode(node.op, "recompute." + node.name, std::move(inputs), types,
-                                       node.attrs, Provenance{kPassName, {node.name}});
+                                       node.attrs, Provenance{pass, {node.name}});
     for (size_t k = 0; k < node.outputs.size(); ++k)
       copied[node.outputs[k]] = graph.node(clone).outputs[k];
     ++count;
@@ -220,7 +220,7 @@ PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings)
     const std::vector<NodeId> region =
         settings.mode == RecomputeMode::Full ? members : attentionCore(graph, members, nodes.users);
     ++result.match_times;
-    const int64_t copies = recomputeRegion(graph, region, layer, nodes);
+    const int64_t copies = recomputeRegion(graph, region, layer, nodes, kPassName);
     if (copies == 0) {
       result.rejections.push_back(
           {graph.node(members.front()).name,
@@ -264,7 +264,7 @@ PassResult regatherSequenceSlices(Graph &graph) {
               std::find(region.begin(), region.end(), u) == region.end())
             region.push_back(u);
     std::sort(region.begin(), region.end());
-    if (recomputeRegion(graph, region, nodes.layer[*it], nodes) == 0) {
+    if (recomputeRegion(graph, region, nodes.layer[*it], nodes, kSequenceRegatherPassName) == 0) {
       result.rejections.push_back(
           {graph.node(*it).name, "the backward reads nothing of the gathered sequence"});
       continue;

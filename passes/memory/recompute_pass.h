@@ -27,7 +27,9 @@ PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings)
 // gradient, and keeping the rank's slice (1/t of it) until then and
 // gathering it a second time costs one all-gather instead of t times the
 // bytes. Each forward TensorParallelAllGather the backward reads is copied
-// for the backward ("recompute.<node>"), as recomputeActivations copies.
+// for the backward ("recompute.<node>", its provenance the pass's name), as
+// recomputeActivations copies.
+inline constexpr const char *kSequenceRegatherPassName = "SequenceRegatherPass";
 PassResult regatherSequenceSlices(Graph &graph);
 
 // The model's forward: every node the outputs "loss" and "logits" depend on.

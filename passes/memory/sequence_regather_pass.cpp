@@ -8,7 +8,7 @@ namespace kiln::passes {
 
 const PassInfo &SequenceRegatherPass::info() const {
   static const PassInfo info{
-      .name = "SequenceRegatherPass",
+      .name = kSequenceRegatherPassName,
       .group = PassGroup::StepRewrite,
       .default_on = true,
       .may_disable = true,

@@ -171,7 +171,7 @@ TEST_F(LayoutPlanner, TheCommandNamesItsPlaceholdersAndEchoesTheSize) {
 
 TEST_F(LayoutPlanner, WhenNothingFitsItSaysWhatWould) {
   // Below the smallest 4-device plan; 8 devices hold a smaller share each.
-  request_.device_memory = 600 << 10;
+  request_.device_memory = 560 << 10;
   auto plan = planLayouts(request_, *job_, kernels_);
   ASSERT_TRUE(plan) << plan.message();
   EXPECT_EQ(plan->recommended(), nullptr);

@@ -165,10 +165,13 @@ TEST_F(TinyStepTime, SequenceParallelCountsItsGathersAndScatters) {
     const TensorType &type = p.step.graph.type(v);
     return static_cast<double>(numElements(type.shape) * dtypeSize(type.dtype));
   };
-  double tp = 0;
+  double tp = 0, regathered = 0;
   int gathers = 0, scatters = 0, regathers = 0;
   for (const Node &node : p.step.graph.nodes()) {
-    regathers += node.op == "TensorParallelAllGather" && node.name.starts_with("recompute.");
+    if (node.op == "TensorParallelAllGather" && node.name.starts_with("recompute.")) {
+      ++regathers;
+      regathered += ringAllGatherSeconds(bytes(node.outputs[0]), 2, intra);
+    }
     if (node.op == "TensorParallelReduce" || node.op == "TensorParallelMax")
       tp += ringAllReduceSeconds(bytes(node.outputs[0]), 2, intra);
     if (node.op == "TensorParallelAllGather") {
@@ -185,7 +188,11 @@ TEST_F(TinyStepTime, SequenceParallelCountsItsGathersAndScatters) {
   // the backward reads, counted like the others.
   EXPECT_GT(regathers, 0);
   EXPECT_EQ(gathers, scatters + regathers);
-  EXPECT_NEAR(time->tensor_parallel, tp, 1e-15);
+  // The backward's gathers again hide behind the input-gradient matmuls
+  // beside them, as far as those take: each costs between nothing and a
+  // whole all-gather, and the matmuls here take long enough to hide some.
+  EXPECT_LT(time->tensor_parallel, tp - 1e-12);
+  EXPECT_GE(time->tensor_parallel, tp - regathered - 1e-15);
 }
 
 // Two stages over four micro-batches: the busiest stage's kernels run four

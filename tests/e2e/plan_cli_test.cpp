@@ -134,9 +134,9 @@ TEST_F(PlanCli, TheCommandTrainsWhenItsBlanksAreFilledIn) {
 }
 
 TEST_F(PlanCli, NothingFitsExitsFourAndSaysWhatWould) {
-  Result r = run(kTinyPlan + " --device-memory 600KiB");
+  Result r = run(kTinyPlan + " --device-memory 560KiB");
   EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
-  EXPECT_NE(r.out.find("nothing fits 4 x 600.0 KiB; what would:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nothing fits 4 x 560.0 KiB; what would:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("8 devices: --devices 8"), std::string::npos) << r.out;
 }
 

@@ -159,6 +159,96 @@ int runTrain(TrainOptions opts) {
   return kExitOk;
 }
 
+// The devices and how the step is split over them.
+void addLayoutFlags(CLI::App &cmd, TrainOptions &opts) {
+  cmd.add_option("--devices", opts.layout.devices,
+                 "simulated devices (default 8; at most 65536, 1024 in one process)")
+      ->check(PositiveInteger); // the layout's check names the limit
+  cmd.add_option("--dp", opts.layout.dp, "data-parallel replicas (default devices / (tp x pp))")
+      ->check(PositiveInteger);
+  cmd.add_option("--tp", opts.layout.tp, "tensor-parallel shards (default 1)")
+      ->check(PositiveInteger);
+  cmd.add_flag("--sequence-parallel", opts.layout.sequence_parallel,
+               "with --tp: norms and residuals on each rank's slice of the sequence, the "
+               "tensor-parallel all-reduces as all-gather and reduce-scatter (Megatron's "
+               "sequence parallelism; job file: sequence_parallel)");
+  cmd.add_option("--pp", opts.layout.pp,
+                 "pipeline stages: the layers split into this many balanced stages run in a "
+                 "1F1B schedule (default 1)")
+      ->check(PositiveInteger);
+  cmd.add_option("--virtual-stages", opts.layout.virtual_stages,
+                 "with --pp: each device holds this many non-adjacent model stages, run in "
+                 "Megatron's interleaved 1F1B schedule (a bubble V times smaller; the layers "
+                 "must divide by pp x V and --micro-batches by pp; default 1)")
+      ->check(PositiveInteger);
+  cmd.add_option("--pp-layers", opts.layout.pp_layers,
+                 "with --pp: each model stage's transformer layers in model order, e.g. "
+                 "9,10,10,11 (pp x virtual-stages counts adding up to the model's layers; "
+                 "default: balanced)")
+      ->check(parsedBy(parallel::parseStageLayers, "COUNTS"));
+  cmd.add_option("--micro-batches", opts.layout.micro_batches,
+                 "micro-batches per step through the pipeline (the same count as --grad-accum)")
+      ->check(PositiveInteger);
+  cmd.add_option("--zero", opts.layout.zero,
+                 "0; 1: shard the optimizer state over the replicas in equal slices; 2: and "
+                 "the gradients; 3: and the weights, gathered before each use")
+      ->check(IntegerIn(0, 3));
+  cmd.add_option("--grad-accum", opts.layout.grad_accum,
+                 "micro-batches per step: each replica's share of --batch runs in this many "
+                 "pieces whose gradients are summed before the update (default 1)")
+      ->check(PositiveInteger);
+  cmd.add_option("--devices-per-process", opts.devices_per_process,
+                 "under mpirun: the devices each process drives (processes x this = --devices)")
+      ->check(PositiveInteger);
+  cmd.add_option("--device-memory", opts.device_memory,
+                 "memory of each device, e.g. 2GiB (default: the target's HBM)")
+      ->check(ByteSize);
+}
+
+// Checkpoints, resuming, initial weights, logs, validation and profiles.
+void addCheckpointAndEvalFlags(CLI::App &cmd, TrainOptions &opts) {
+  cmd.add_option("--checkpoint-dir", opts.trainer.checkpoint_dir,
+                 "write checkpoints here (step-N.safetensors); one run at a time per folder");
+  cmd.add_option("--checkpoint-every", opts.trainer.checkpoint_every,
+                 "steps between checkpoints (0: only the last)")
+      ->check(NonNegativeInteger);
+  cmd.add_option("--keep-checkpoints", opts.trainer.keep_checkpoints,
+                 "keep only the N newest checkpoints in --checkpoint-dir (default: all)")
+      ->check(PositiveInteger);
+  cmd.add_flag("--resume", opts.trainer.resume,
+               "continue from the latest checkpoint in --checkpoint-dir (an error when there "
+               "is none)");
+  cmd.add_flag("--resume-if-exists", opts.trainer.resume_if_exists,
+               "continue from the latest checkpoint in --checkpoint-dir, or start afresh when "
+               "there is none");
+  cmd.add_flag("--resume-any-settings", opts.trainer.resume_any_settings,
+               "resume even from a checkpoint of another model, layout, batch, dtype or data");
+  cmd.add_option("--weights", opts.weights,
+                 "initial weights by HF names: a safetensors file, a sharded checkpoint's index, "
+                 "or the model folder; default: initialised from --seed");
+  cmd.add_option("--seed", opts.trainer.seed, "initialisation and data seed (default 0)")
+      ->check(NonNegativeInteger);
+  cmd.add_option("--log-json", opts.log_json, "one JSON line per step");
+  cmd.add_option("--eval-data", opts.eval_data,
+                 "held-out tokens (a file as --data takes) to validate on: the loss and "
+                 "perplexity of the model's forward over their consecutive windows, after every "
+                 "--eval-every steps and after the last");
+  cmd.add_option("--eval-every", opts.trainer.eval_every,
+                 "steps between validations (needs --eval-data; default: after the last step "
+                 "only)")
+      ->check(PositiveInteger);
+  cmd.add_option("--eval-tokens", opts.trainer.eval_tokens,
+                 "validate on at most this many tokens from the start of --eval-data (default: "
+                 "all of it, in whole global batches of windows)")
+      ->check(PositiveInteger);
+  cmd.add_option("--trace", opts.trainer.trace_path,
+                 "write a Chrome/Perfetto trace, one track per device");
+  cmd.add_option("--profile", opts.trainer.profile_dir,
+                 "time every kernel of every step and device into DIR: op_summary.csv, "
+                 "op_statistic.csv, fusion_op.csv, step_trace.csv, trace.json (as msprof "
+                 "writes them)");
+}
+
 } // namespace
 
 void registerTrainCommand(CLI::App &app, Action &action) {
@@ -197,88 +287,8 @@ void registerTrainCommand(CLI::App &app, Action &action) {
   cmd->add_option("--clip-grad-norm", opts->trainer.clip_grad_norm,
                   "clip the global gradient norm to this (0: off)")
       ->check(FiniteNonNegative);
-  cmd->add_option("--devices", opts->layout.devices,
-                  "simulated devices (default 8; at most 65536, 1024 in one process)")
-      ->check(PositiveInteger); // the layout's check names the limit
-  cmd->add_option("--dp", opts->layout.dp, "data-parallel replicas (default devices / (tp x pp))")
-      ->check(PositiveInteger);
-  cmd->add_option("--tp", opts->layout.tp, "tensor-parallel shards (default 1)")
-      ->check(PositiveInteger);
-  cmd->add_flag("--sequence-parallel", opts->layout.sequence_parallel,
-                "with --tp: norms and residuals on each rank's slice of the sequence, the "
-                "tensor-parallel all-reduces as all-gather and reduce-scatter (Megatron's "
-                "sequence parallelism; job file: sequence_parallel)");
-  cmd->add_option("--pp", opts->layout.pp,
-                  "pipeline stages: the layers split into this many balanced stages run in a "
-                  "1F1B schedule (default 1)")
-      ->check(PositiveInteger);
-  cmd->add_option("--virtual-stages", opts->layout.virtual_stages,
-                  "with --pp: each device holds this many non-adjacent model stages, run in "
-                  "Megatron's interleaved 1F1B schedule (a bubble V times smaller; the layers "
-                  "must divide by pp x V and --micro-batches by pp; default 1)")
-      ->check(PositiveInteger);
-  cmd->add_option("--pp-layers", opts->layout.pp_layers,
-                  "with --pp: each model stage's transformer layers in model order, e.g. "
-                  "9,10,10,11 (pp x virtual-stages counts adding up to the model's layers; "
-                  "default: balanced)")
-      ->check(parsedBy(parallel::parseStageLayers, "COUNTS"));
-  cmd->add_option("--micro-batches", opts->layout.micro_batches,
-                  "micro-batches per step through the pipeline (the same count as --grad-accum)")
-      ->check(PositiveInteger);
-  cmd->add_option("--zero", opts->layout.zero,
-                  "0; 1: shard the optimizer state over the replicas in equal slices; 2: and "
-                  "the gradients; 3: and the weights, gathered before each use")
-      ->check(IntegerIn(0, 3));
-  cmd->add_option("--grad-accum", opts->layout.grad_accum,
-                  "micro-batches per step: each replica's share of --batch runs in this many "
-                  "pieces whose gradients are summed before the update (default 1)")
-      ->check(PositiveInteger);
-  cmd->add_option("--devices-per-process", opts->devices_per_process,
-                  "under mpirun: the devices each process drives (processes x this = --devices)")
-      ->check(PositiveInteger);
-  cmd->add_option("--device-memory", opts->device_memory,
-                  "memory of each device, e.g. 2GiB (default: the target's HBM)")
-      ->check(ByteSize);
-  cmd->add_option("--checkpoint-dir", opts->trainer.checkpoint_dir,
-                  "write checkpoints here (step-N.safetensors); one run at a time per folder");
-  cmd->add_option("--checkpoint-every", opts->trainer.checkpoint_every,
-                  "steps between checkpoints (0: only the last)")
-      ->check(NonNegativeInteger);
-  cmd->add_option("--keep-checkpoints", opts->trainer.keep_checkpoints,
-                  "keep only the N newest checkpoints in --checkpoint-dir (default: all)")
-      ->check(PositiveInteger);
-  cmd->add_flag("--resume", opts->trainer.resume,
-                "continue from the latest checkpoint in --checkpoint-dir (an error when there "
-                "is none)");
-  cmd->add_flag("--resume-if-exists", opts->trainer.resume_if_exists,
-                "continue from the latest checkpoint in --checkpoint-dir, or start afresh when "
-                "there is none");
-  cmd->add_flag("--resume-any-settings", opts->trainer.resume_any_settings,
-                "resume even from a checkpoint of another model, layout, batch, dtype or data");
-  cmd->add_option("--weights", opts->weights,
-                  "initial weights by HF names: a safetensors file, a sharded checkpoint's index, "
-                  "or the model folder; default: initialised from --seed");
-  cmd->add_option("--seed", opts->trainer.seed, "initialisation and data seed (default 0)")
-      ->check(NonNegativeInteger);
-  cmd->add_option("--log-json", opts->log_json, "one JSON line per step");
-  cmd->add_option("--eval-data", opts->eval_data,
-                  "held-out tokens (a file as --data takes) to validate on: the loss and "
-                  "perplexity of the model's forward over their consecutive windows, after every "
-                  "--eval-every steps and after the last");
-  cmd->add_option("--eval-every", opts->trainer.eval_every,
-                  "steps between validations (needs --eval-data; default: after the last step "
-                  "only)")
-      ->check(PositiveInteger);
-  cmd->add_option("--eval-tokens", opts->trainer.eval_tokens,
-                  "validate on at most this many tokens from the start of --eval-data (default: "
-                  "all of it, in whole global batches of windows)")
-      ->check(PositiveInteger);
-  cmd->add_option("--trace", opts->trainer.trace_path,
-                  "write a Chrome/Perfetto trace, one track per device");
-  cmd->add_option("--profile", opts->trainer.profile_dir,
-                  "time every kernel of every step and device into DIR: op_summary.csv, "
-                  "op_statistic.csv, fusion_op.csv, step_trace.csv, trace.json (as msprof "
-                  "writes them)");
+  addLayoutFlags(*cmd, *opts);
+  addCheckpointAndEvalFlags(*cmd, *opts);
   cmd->add_option("--inject-overflow-at", opts->trainer.inject_overflow_step,
                   "testing: make one replica's gradient inf at this 0-based step")
       ->group("");

@@ -37,8 +37,6 @@ constexpr PipelineEntry kPipeline[] = {
     {PassGroup::UBFusion, "TbeEltwiseFusionPass", 5940},
     // Last: the Casts every other pass left alone join their producer's kernel.
     {PassGroup::UBFusion, "CastFusionPass", 5950},
-    // The update's gradient scale and cast into the AdamW kernel.
-    {PassGroup::UBFusion, "AdamWPrologueFusionPass", 5960},
 };
 
 } // namespace

@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <string>
 
-#include "support/error.h"
 #include "ir/float16.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "ops/op_builder.h"
+#include "support/error.h"
 
 namespace kiln::bench {
 

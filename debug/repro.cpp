@@ -7,10 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "support/file_io.h"
 #include "formats/graph_json.h"
 #include "passes/precision/precision_mode.h"
 #include "passes/precision/setting_matches.h"
+#include "support/file_io.h"
 #include "target/target.h"
 
 namespace kiln::debug {

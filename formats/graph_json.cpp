@@ -4,9 +4,9 @@
 #include <limits>
 #include <unordered_map>
 
+#include "ir/verifier.h"
 #include "support/file_io.h"
 #include "support/json_reader.h"
-#include "ir/verifier.h"
 
 namespace kiln {
 

@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "support/error.h"
 #include "ir/graph.h"
+#include "support/error.h"
 
 namespace kiln {
 

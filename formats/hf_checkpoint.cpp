@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <system_error>
 
-#include "support/file_io.h"
 #include "formats/safetensors.h"
+#include "support/file_io.h"
 
 namespace kiln {
 namespace {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "support/error.h"
 #include "ir/tensor.h"
+#include "support/error.h"
 
 namespace kiln {
 

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "support/file_io.h"
 #include "formats/safetensors_header.h"
 #include "formats/safetensors_reader.h"
+#include "support/file_io.h"
 
 namespace kiln {
 

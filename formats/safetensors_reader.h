@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <string>
 
-#include "support/error.h"
 #include "formats/safetensors.h"
 #include "formats/safetensors_header.h"
+#include "support/error.h"
 
 namespace kiln {
 

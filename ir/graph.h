@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "ir/attribute.h"
-#include "support/error.h"
 #include "ir/shape.h"
+#include "support/error.h"
 
 namespace kiln {
 

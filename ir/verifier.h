@@ -2,8 +2,8 @@
 // unique names, consistent tables. Op signatures are checked in ops/.
 #pragma once
 
-#include "support/error.h"
 #include "ir/graph.h"
+#include "support/error.h"
 
 namespace kiln {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "support/error.h"
 #include "kernels/kernel_abi.h"
+#include "support/error.h"
 
 namespace kiln::kernels {
 

@@ -8,9 +8,9 @@
 
 #include <string_view>
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "support/error.h"
 
 namespace kiln::ops {
 

@@ -6,10 +6,10 @@
 #include <map>
 #include <string>
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "ops/op_registry.h"
+#include "support/error.h"
 
 namespace kiln::ops {
 

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "support/error.h"
 #include "ir/shape.h"
 #include "ir/tensor.h"
+#include "support/error.h"
 
 namespace kiln::ops {
 

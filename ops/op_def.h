@@ -20,8 +20,8 @@
 
 #include "ir/attribute.h"
 #include "ir/dtype.h"
-#include "support/error.h"
 #include "ir/shape.h"
+#include "support/error.h"
 
 namespace kiln::ops {
 

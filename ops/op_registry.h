@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "ops/op_def.h"
+#include "support/error.h"
 
 namespace kiln::ops {
 

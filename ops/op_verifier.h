@@ -3,9 +3,9 @@
 // inference gives.
 #pragma once
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/op_registry.h"
+#include "support/error.h"
 
 namespace kiln::ops {
 

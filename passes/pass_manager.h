@@ -11,12 +11,12 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
 #include "passes/pass_context.h"
 #include "passes/pass_registry.h"
 #include "passes/setting_match.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

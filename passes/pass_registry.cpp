@@ -4,8 +4,8 @@
 #include <cassert>
 #include <tuple>
 
-#include "support/name_suggest.h"
 #include "passes/pipeline.h"
+#include "support/name_suggest.h"
 
 namespace kiln::passes {
 

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "support/error.h"
 #include "passes/pass.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

@@ -18,9 +18,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "support/error.h"
 #include "passes/pass.h"
 #include "passes/pass_registry.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

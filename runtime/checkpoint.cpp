@@ -8,9 +8,9 @@
 #include <system_error>
 #include <vector>
 
-#include "support/file_io.h"
 #include "formats/safetensors.h"
 #include "runtime/loss_scaler.h"
+#include "support/file_io.h"
 
 namespace kiln::runtime {
 namespace fs = std::filesystem;

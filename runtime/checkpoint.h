@@ -14,9 +14,9 @@
 #include <optional>
 #include <string>
 
-#include "support/error.h"
 #include "formats/safetensors.h"
 #include "ir/tensor.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 

@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/parallel/training_program.h"
-#include "support/error.h"
 #include "ops/interpreter.h"
 #include "runtime/token_data.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 

@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "support/error.h"
 #include "ir/tensor.h"
 #include "runtime/communicator.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 

@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "support/file_io.h"
 #include "formats/safetensors.h"
+#include "support/file_io.h"
 #include "support/splitmix.h"
 
 namespace kiln::runtime {

@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "compiler/parallel/parallel_config.h"
-#include "support/error.h"
 #include "runtime/communicator.h"
+#include "support/error.h"
 
 namespace kiln::session {
 

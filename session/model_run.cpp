@@ -4,10 +4,10 @@
 #include <memory>
 
 #include "ir/float_status.h"
-#include "support/thread_pool.h"
 #include "runtime/executor.h"
 #include "runtime/host_roofline.h"
 #include "runtime/profiler.h"
+#include "support/thread_pool.h"
 
 namespace kiln::session {
 

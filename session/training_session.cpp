@@ -8,13 +8,13 @@
 #include "compiler/driver/training.h"
 #include "compiler/frontend/decoder_init.h"
 #include "compiler/frontend/decoder_parameters.h"
-#include "support/byte_size.h"
 #include "formats/hf_checkpoint.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_lock.h"
 #include "runtime/evaluation.h"
 #include "session/communicators.h"
 #include "session/training_log.h"
+#include "support/byte_size.h"
 
 namespace kiln::session {
 

@@ -11,8 +11,8 @@
 
 #include "compiler/artifact/artifact.h"
 #include "compiler/codegen/kernel_compiler.h"
-#include "support/error.h"
 #include "ir/graph.h"
+#include "support/error.h"
 
 namespace kiln::artifact {
 

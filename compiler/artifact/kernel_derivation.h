@@ -10,8 +10,8 @@
 #include "compiler/codegen/kernel_builder.h"
 #include "compiler/codegen/object_compiler.h"
 #include "compiler/codegen/target_check.h"
-#include "support/error.h"
 #include "ir/graph.h"
+#include "support/error.h"
 #include "target/target.h"
 
 namespace kiln::artifact {

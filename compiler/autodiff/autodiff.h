@@ -9,9 +9,9 @@
 
 #include <vector>
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/op_builder.h"
+#include "support/error.h"
 
 namespace kiln::autodiff {
 

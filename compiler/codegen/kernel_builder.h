@@ -18,8 +18,8 @@
 
 #include "compiler/codegen/kernel_program.h"
 #include "compiler/codegen/kernel_spec.h"
-#include "support/error.h"
 #include "kernels/gemm.h"
+#include "support/error.h"
 
 namespace kiln::codegen {
 

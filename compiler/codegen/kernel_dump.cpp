@@ -4,10 +4,10 @@
 #include <system_error>
 
 #include "compiler/cache/sha256.h"
-#include "support/file_io.h"
-#include "support/file_names.h"
 #include "ir/graph_extract.h"
 #include "ir/printer.h"
+#include "support/file_io.h"
+#include "support/file_names.h"
 
 namespace kiln::codegen {
 

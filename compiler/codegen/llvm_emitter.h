@@ -10,8 +10,8 @@
 #include <string>
 
 #include "compiler/codegen/kernel_program.h"
-#include "support/error.h"
 #include "kernels/kernel_abi.h"
+#include "support/error.h"
 
 namespace llvm {
 class Module;

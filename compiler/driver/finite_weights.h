@@ -8,9 +8,9 @@
 #include <map>
 #include <string>
 
-#include "support/error.h"
 #include "formats/hf_checkpoint.h"
 #include "ir/tensor.h"
+#include "support/error.h"
 
 namespace kiln::driver {
 

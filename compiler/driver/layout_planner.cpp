@@ -6,8 +6,8 @@
 #include <tuple>
 
 #include "compiler/parallel/stage_split.h"
-#include "support/byte_size.h"
 #include "ir/layer_scope.h"
+#include "support/byte_size.h"
 #include "support/progress.h"
 
 namespace kiln::driver {

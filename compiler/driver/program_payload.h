@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "compiler/artifact/artifact.h"
-#include "support/error.h"
 #include "passes/setting_match.h"
+#include "support/error.h"
 
 namespace kiln::driver {
 

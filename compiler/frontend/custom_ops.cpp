@@ -7,8 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "support/file_io.h"
 #include "ops/custom/custom_op.h"
+#include "support/file_io.h"
 
 namespace kiln::frontend {
 namespace {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/op_registry.h"
+#include "support/error.h"
 
 namespace kiln::frontend {
 

@@ -12,10 +12,10 @@
 #include "compiler/frontend/decoder_parameters.h"
 #include "compiler/frontend/lora_config.h"
 #include "ir/dtype.h"
-#include "support/error.h"
 #include "ir/graph.h"
 #include "ir/tensor_split.h"
 #include "ops/op_registry.h"
+#include "support/error.h"
 
 namespace kiln::frontend {
 

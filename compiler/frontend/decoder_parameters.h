@@ -7,9 +7,9 @@
 
 #include "compiler/frontend/decoder_config.h"
 #include "compiler/frontend/lora_config.h"
-#include "support/error.h"
 #include "ir/shape.h"
 #include "ir/tensor_split.h"
+#include "support/error.h"
 
 namespace kiln::frontend {
 

@@ -9,9 +9,9 @@
 
 #include "compiler/frontend/decoder_init.h"
 #include "compiler/frontend/decoder_model.h"
-#include "support/file_io.h"
-#include "ir/finite_values.h"
 #include "formats/safetensors.h"
+#include "ir/finite_values.h"
+#include "support/file_io.h"
 
 namespace kiln::frontend {
 namespace {

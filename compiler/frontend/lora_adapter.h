@@ -10,8 +10,8 @@
 
 #include "compiler/frontend/decoder_config.h"
 #include "compiler/frontend/lora_config.h"
-#include "support/error.h"
 #include "ir/tensor.h"
+#include "support/error.h"
 
 namespace kiln::frontend {
 

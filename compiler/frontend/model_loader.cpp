@@ -5,9 +5,9 @@
 #include <system_error>
 
 #include "compiler/frontend/onnx/onnx_import.h"
-#include "support/file_io.h"
 #include "formats/graph_json.h"
 #include "ops/op_verifier.h"
+#include "support/file_io.h"
 
 namespace kiln::frontend {
 

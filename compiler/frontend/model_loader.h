@@ -9,9 +9,9 @@
 
 #include "compiler/frontend/decoder_config.h"
 #include "compiler/frontend/decoder_model.h"
-#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/interpreter.h"
+#include "support/error.h"
 
 namespace kiln::frontend {
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "support/error.h"
 #include "ir/graph.h"
+#include "support/error.h"
 
 namespace kiln::parallel {
 

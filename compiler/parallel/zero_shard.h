@@ -9,8 +9,8 @@
 #include <set>
 #include <string>
 
-#include "support/error.h"
 #include "ir/graph.h"
+#include "support/error.h"
 
 namespace kiln::parallel {
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "ir/attribute.h"
-#include "support/error.h"
 #include "ops/custom/ast.h"
 #include "ops/custom/parser.h"
+#include "support/error.h"
 
 namespace kiln::ops::custom {
 

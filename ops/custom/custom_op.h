@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "support/error.h"
 #include "ops/custom/ast.h"
 #include "ops/custom/custom_op_file.h"
 #include "ops/op_registry.h"
+#include "support/error.h"
 
 namespace kiln::ops::custom {
 

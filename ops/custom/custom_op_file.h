@@ -19,9 +19,9 @@
 #include <string_view>
 #include <vector>
 
-#include "support/error.h"
 #include "ops/custom/ast.h"
 #include "ops/op_def.h"
+#include "support/error.h"
 
 namespace kiln::ops::custom {
 

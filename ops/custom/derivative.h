@@ -17,8 +17,8 @@
 
 #include <string>
 
-#include "support/error.h"
 #include "ops/custom/ast.h"
+#include "support/error.h"
 
 namespace kiln::ops::custom {
 

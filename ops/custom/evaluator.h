@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "ir/attribute.h"
-#include "support/error.h"
 #include "ir/tensor.h"
 #include "ops/custom/ast.h"
 #include "ops/op_registry.h"
+#include "support/error.h"
 
 namespace kiln::ops::custom {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "support/error.h"
 #include "ops/custom/source_text.h"
+#include "support/error.h"
 
 namespace kiln::ops::custom {
 

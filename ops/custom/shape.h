@@ -6,9 +6,9 @@
 #include <optional>
 #include <vector>
 
-#include "support/error.h"
 #include "ir/shape.h"
 #include "ops/custom/ast.h"
+#include "support/error.h"
 
 namespace kiln::ops::custom {
 

@@ -11,10 +11,10 @@
 // forward graph and reports the attention it fused before autodiff.
 #pragma once
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
 #include "passes/pass_context.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

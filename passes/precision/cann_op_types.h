@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "support/error.h"
 #include "ops/op_registry.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

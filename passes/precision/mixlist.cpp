@@ -6,11 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "passes/precision/cann_op_types.h"
 #include "support/file_io.h"
 #include "support/json_reader.h"
 #include "support/name_suggest.h"
 #include "support/text_lines.h"
-#include "passes/precision/cann_op_types.h"
 
 namespace kiln::passes {
 

@@ -14,9 +14,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/op_registry.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "ir/attribute.h"
-#include "support/error.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

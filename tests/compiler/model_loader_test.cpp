@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "support/file_io.h"
 #include "formats/graph_json.h"
+#include "support/file_io.h"
 
 namespace kiln::frontend {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "support/byte_size.h"
 #include "ir/shape.h"
+#include "support/byte_size.h"
 
 namespace kiln {
 namespace {

@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/finite_values.h"
 #include "formats/hf_checkpoint.h"
+#include "ir/finite_values.h"
 
 namespace kiln {
 namespace {

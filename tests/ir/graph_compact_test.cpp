@@ -1,8 +1,8 @@
 // Graph rewriting: erase, replace uses, compaction with fusion groups.
 #include <gtest/gtest.h>
 
-#include "ir/graph.h"
 #include "formats/graph_json.h"
+#include "ir/graph.h"
 #include "ir/verifier.h"
 
 namespace kiln {

@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include "support/file_io.h"
 #include "formats/hf_checkpoint.h"
 #include "formats/safetensors.h"
+#include "support/file_io.h"
 
 namespace kiln {
 namespace {

@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "support/file_io.h"
 #include "formats/safetensors.h"
+#include "support/file_io.h"
 
 namespace kiln {
 namespace {

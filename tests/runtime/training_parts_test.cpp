@@ -13,8 +13,6 @@
 #include <gtest/gtest.h>
 
 #include "compiler/parallel/parallel_config.h"
-#include "support/byte_size.h"
-#include "support/file_io.h"
 #include "formats/safetensors.h"
 #include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
@@ -23,6 +21,8 @@
 #include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/token_data.h"
+#include "support/byte_size.h"
+#include "support/file_io.h"
 
 namespace kiln::runtime {
 namespace {

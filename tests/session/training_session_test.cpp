@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/driver/job.h"
-#include "support/file_io.h"
 #include "session/communicators.h"
 #include "session/training_log.h"
 #include "session/training_session.h"
+#include "support/file_io.h"
 
 namespace kiln::session {
 namespace {

@@ -10,10 +10,10 @@
 
 #include <gtest/gtest.h>
 
-#include "support/error.h"
 #include "ir/tensor.h"
 #include "ops/interpreter.h"
 #include "ops/op_builder.h"
+#include "support/error.h"
 #include "tests/support/gradient_check.h"
 
 namespace kiln::testing {

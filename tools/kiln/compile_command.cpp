@@ -12,8 +12,8 @@
 #include "support/printable_text.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
-#include "tools/kiln/loss_flags.h"
 #include "tools/kiln/lora_flags.h"
+#include "tools/kiln/loss_flags.h"
 
 namespace kiln::cli {
 namespace {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "compiler/codegen/op_lowering.h"
-#include "support/error.h"
 #include "ops/custom/ast.h"
 #include "ops/op_registry.h"
+#include "support/error.h"
 
 namespace kiln::codegen {
 

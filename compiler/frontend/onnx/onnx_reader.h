@@ -8,8 +8,8 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "support/error.h"
 #include "ir/tensor.h"
+#include "support/error.h"
 
 namespace kiln::frontend::onnx_import {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cctype>
 
+#include "passes/fusion/rules/pattern_parser.h"
 #include "support/file_io.h"
 #include "support/json_reader.h"
-#include "passes/fusion/rules/pattern_parser.h"
 
 namespace kiln::passes::rules {
 

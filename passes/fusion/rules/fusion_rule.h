@@ -9,12 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "support/error.h"
 #include "ir/graph.h"
 #include "ops/op_registry.h"
 #include "passes/fusion/rules/pattern.h"
 #include "passes/pass.h"
 #include "passes/pass_registry.h"
+#include "support/error.h"
 
 namespace kiln::passes::rules {
 

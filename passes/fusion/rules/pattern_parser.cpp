@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include "support/name_suggest.h"
 #include "passes/fusion/rules/constraint_parser.h"
+#include "support/name_suggest.h"
 
 namespace kiln::passes::rules {
 

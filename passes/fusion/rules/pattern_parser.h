@@ -8,10 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "support/error.h"
-#include "support/json_reader.h"
 #include "ops/op_registry.h"
 #include "passes/fusion/rules/pattern.h"
+#include "support/error.h"
+#include "support/json_reader.h"
 
 namespace kiln::passes::rules {
 

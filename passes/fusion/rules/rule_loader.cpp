@@ -5,9 +5,9 @@
 #include <memory>
 #include <system_error>
 
-#include "support/file_io.h"
 #include "passes/fusion/rules/embedded_rules.h"
 #include "passes/fusion/rules/rule_pass.h"
+#include "support/file_io.h"
 
 namespace kiln::passes::rules {
 

@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
-#include "support/error.h"
 #include "passes/fusion/rules/fusion_rule.h"
 #include "passes/pass_registry.h"
+#include "support/error.h"
 
 namespace kiln::passes::rules {
 

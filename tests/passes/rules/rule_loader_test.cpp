@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include "support/file_io.h"
 #include "ops/op_builder.h"
 #include "passes/fusion/rules/rule_loader.h"
 #include "passes/fusion/rules/rule_pass.h"
+#include "support/file_io.h"
 #include "tests/support/pass_test_util.h"
 
 namespace kiln::passes::rules {

@@ -3,9 +3,9 @@
 // one does.
 #include <gtest/gtest.h>
 
-#include "support/file_io.h"
 #include "passes/fusion/rules/rule_loader.h"
 #include "passes/fusion/rules/rule_pass.h"
+#include "support/file_io.h"
 #include "tests/support/pass_test_util.h"
 
 namespace kiln::passes::rules {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "ir/layer_scope.h"
@@ -98,6 +99,22 @@ struct Nodes {
   std::vector<int64_t> layer;
   std::vector<std::vector<NodeId>> users; // per value
 };
+
+// The step's nodes as the rewrites see them, or nothing when the graph has
+// no model outputs or no backward (nothing lives from one to the other).
+std::optional<Nodes> stepNodes(const Graph &graph) {
+  Nodes nodes;
+  nodes.forward = forwardNodes(graph);
+  if (std::none_of(nodes.forward.begin(), nodes.forward.end(), [](bool f) { return f; }) ||
+      std::none_of(nodes.forward.begin(), nodes.forward.end(), [](bool f) { return !f; }))
+    return std::nullopt;
+  nodes.users = graph.computeUsers();
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
+    const bool live = nodes.forward[id] && !graph.isErased(id);
+    nodes.layer.push_back(live ? layerOf(graph.node(id).name) : -1);
+  }
+  return nodes;
+}
 
 // Whether the backward reads `v` and it is not a checkpoint: a value a
 // forward node of another layer (or of none) reads (a layer's output) is
@@ -203,19 +220,14 @@ PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings)
   PassResult result;
   if (settings.mode == RecomputeMode::None)
     return result;
-  Nodes nodes;
-  nodes.forward = forwardNodes(graph);
-  if (std::none_of(nodes.forward.begin(), nodes.forward.end(), [](bool f) { return f; }) ||
-      std::none_of(nodes.forward.begin(), nodes.forward.end(), [](bool f) { return !f; }))
-    return result; // no model outputs, or no backward: nothing lives from one to the other
-  nodes.users = graph.computeUsers();
+  const std::optional<Nodes> step = stepNodes(graph);
+  if (!step)
+    return result;
+  const Nodes &nodes = *step;
   std::map<int64_t, std::vector<NodeId>, std::greater<>> layers; // last layer first
-  for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
-    const bool live = nodes.forward[id] && !graph.isErased(id);
-    nodes.layer.push_back(live ? layerOf(graph.node(id).name) : -1);
-    if (nodes.layer.back() >= 0 && settings.covers(nodes.layer.back()))
-      layers[nodes.layer.back()].push_back(id);
-  }
+  for (NodeId id = 0; id < static_cast<NodeId>(nodes.layer.size()); ++id)
+    if (nodes.layer[id] >= 0 && settings.covers(nodes.layer[id]))
+      layers[nodes.layer[id]].push_back(id);
   for (const auto &[layer, members] : layers) {
     const std::vector<NodeId> region =
         settings.mode == RecomputeMode::Full ? members : attentionCore(graph, members, nodes.users);
@@ -238,19 +250,14 @@ PassResult recomputeActivations(Graph &graph, const RecomputeSettings &settings)
 
 PassResult regatherSequenceSlices(Graph &graph) {
   PassResult result;
-  Nodes nodes;
-  nodes.forward = forwardNodes(graph);
-  if (std::none_of(nodes.forward.begin(), nodes.forward.end(), [](bool f) { return f; }) ||
-      std::none_of(nodes.forward.begin(), nodes.forward.end(), [](bool f) { return !f; }))
+  const std::optional<Nodes> step = stepNodes(graph);
+  if (!step)
     return result;
-  nodes.users = graph.computeUsers();
+  const Nodes &nodes = *step;
   std::vector<NodeId> gathers;
-  for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
-    const bool live = nodes.forward[id] && !graph.isErased(id);
-    nodes.layer.push_back(live ? layerOf(graph.node(id).name) : -1);
-    if (live && graph.node(id).op == "TensorParallelAllGather")
+  for (NodeId id = 0; id < static_cast<NodeId>(nodes.forward.size()); ++id)
+    if (nodes.forward[id] && !graph.isErased(id) && graph.node(id).op == "TensorParallelAllGather")
       gathers.push_back(id);
-  }
   // Last first, as recomputeActivations appends its copies. A region is the
   // gather and the reshapes that view its output (the projections read the
   // sequence flattened), in graph order.

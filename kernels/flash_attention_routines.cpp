@@ -15,6 +15,7 @@
 
 #include "ir/float_status.h"
 #include "kernels/block_gemm.h"
+#include "kernels/float_rows.h"
 #include "kernels/gemm.h"
 #include "kernels/library_kernel_util.h"
 #include "kernels/softmax_rows.h"
@@ -55,9 +56,7 @@ Attention attentionOf(const int64_t *args, int first) {
 void loadRows(const void *data, const Attention &a, int64_t heads, int64_t b, int64_t n, int64_t s0,
               int64_t count, std::vector<float> &out) {
   out.resize(static_cast<size_t>(count * a.D));
-  const int64_t base = a.row(heads, b, n, s0);
-  for (int64_t e = 0; e < count * a.D; ++e)
-    out[e] = loadFloat(data, a.dtype, base + e);
+  widenRow(data, a.dtype, a.row(heads, b, n, s0), count * a.D, out.data());
 }
 
 // c [m, n] = alpha * op(x) op(y) + beta * c, row-major f32 blocks.
@@ -82,10 +81,9 @@ const uint16_t *bf16Rows(const void *data, const Attention &a, int64_t heads, in
 }
 
 // P's bits for the bf16 products: P is rounded to bf16 already.
-const uint16_t *bf16Bits(const std::vector<float> &p, std::vector<uint16_t> &bits) {
+const uint16_t *probabilityBits(const std::vector<float> &p, std::vector<uint16_t> &bits) {
   bits.resize(p.size());
-  for (size_t i = 0; i < p.size(); ++i)
-    bits[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(p[i]) >> 16);
+  bf16Bits(p.data(), static_cast<int64_t>(p.size()), bits.data());
   return bits.data();
 }
 
@@ -165,18 +163,16 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
         l[r] = l[r] * rescale + sum;
         m[r] = mb;
         if (rescale != 1.0f)
-          for (int64_t e = 0; e < D; ++e)
-            acc[r * D + e] *= rescale;
+          scaleRow(&acc[r * D], D, rescale);
       }
       roundProbabilities(p, a);
       const uint16_t *v16 = bf16Rows(v, a, a.Nkv, b, kv, j0);
-      product(false, false, rows, D, cols, 1.0f, p.data(), v16 ? bf16Bits(p, p16) : nullptr, cols,
-              &values[j0 * D], v16, D, true, acc.data(), D);
+      product(false, false, rows, D, cols, 1.0f, p.data(), v16 ? probabilityBits(p, p16) : nullptr,
+              cols, &values[j0 * D], v16, D, true, acc.data(), D);
     }
-    const int64_t base = a.row(a.N, b, n, i0);
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t e = 0; e < D; ++e)
-        storeFloat(out, a.dtype, base + r * D + e, acc[r * D + e] / l[r], a.overflow);
+      divideRow(&acc[r * D], D, l[r]);
+    narrowRow(acc.data(), rows * D, a.dtype, a.overflow, out, a.row(a.N, b, n, i0));
     const int64_t stat = (b * a.N + n) * a.S + i0;
     if (row_max)
       std::copy(m.begin(), m.end(), row_max + stat);
@@ -266,8 +262,7 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
         product(false, true, rows, cols, D, 1.0f, dout, dout16, D, vb.data(), v16, D, false,
                 ds.data(), cols);
         for (int64_t r = 0; r < rows; ++r)
-          for (int64_t c = 0; c < cols; ++c)
-            ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - qh.delta[i0 + r]) * a.scale;
+          scoreGradientRow(&p[r * cols], cols, qh.delta[i0 + r], a.scale, &ds[r * cols]);
         if (in.dq)
           product(false, false, rows, D, cols, 1.0f, ds.data(), nullptr, cols, kb.data(), nullptr,
                   D, true, &dq[h][i0 * D], D);
@@ -276,26 +271,22 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
                   dk.data(), D);
         if (in.dv) {
           roundProbabilities(p, a);
-          product(true, false, cols, D, rows, 1.0f, p.data(), dout16 ? bf16Bits(p, p16) : nullptr,
-                  cols, dout, dout16, D, true, dv.data(), D);
+          product(true, false, cols, D, rows, 1.0f, p.data(),
+                  dout16 ? probabilityBits(p, p16) : nullptr, cols, dout, dout16, D, true,
+                  dv.data(), D);
         }
       }
     }
     const int64_t base = a.row(a.Nkv, b, kv, j0);
-    for (int64_t e = 0; e < cols * D; ++e) {
-      if (in.dk)
-        storeFloat(in.dk, a.dtype, base + e, dk[e], a.overflow);
-      if (in.dv)
-        storeFloat(in.dv, a.dtype, base + e, dv[e], a.overflow);
-    }
+    if (in.dk)
+      narrowRow(dk.data(), cols * D, a.dtype, a.overflow, in.dk, base);
+    if (in.dv)
+      narrowRow(dv.data(), cols * D, a.dtype, a.overflow, in.dv, base);
   }
   if (!in.dq)
     return;
-  for (int64_t h = 0; h < g; ++h) {
-    const int64_t base = a.row(a.N, b, kv * g + h, 0);
-    for (int64_t e = 0; e < a.S * D; ++e)
-      storeFloat(in.dq, a.dtype, base + e, dq[h][e], a.overflow);
-  }
+  for (int64_t h = 0; h < g; ++h)
+    narrowRow(dq[h].data(), a.S * D, a.dtype, a.overflow, in.dq, a.row(a.N, b, kv * g + h, 0));
 }
 
 } // namespace

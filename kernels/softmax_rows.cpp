@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "ir/float_status.h"
+#include "kernels/host_features.h"
 
 // libmvec's AVX2 exp (declared with its target so the vector argument
 // passes in a register as its ABI says).
@@ -21,11 +22,6 @@ namespace {
 constexpr float kUnderflow = -104.0f;
 
 float scalarExp(float x) { return x < kUnderflow ? 0.0f : std::exp(x); }
-
-bool hostHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
 
 __attribute__((target("avx2,fma"))) __m256 exp8(__m256 x) {
   const __m256 underflows = _mm256_cmp_ps(x, _mm256_set1_ps(kUnderflow), _CMP_LT_OQ);
@@ -88,6 +84,40 @@ __attribute__((target("avx2,fma"))) void expShiftedDivideAvx2(float *x, int64_t 
     _mm256_storeu_ps(x + i, _mm256_div_ps(exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s)), d));
   for (; i < n; ++i)
     x[i] = scalarExp(x[i] - shift) / divisor;
+}
+
+__attribute__((target("avx2,fma"))) void scaleRowAvx2(float *x, int64_t n, float factor) {
+  const __m256 f = _mm256_set1_ps(factor);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), f));
+  for (; i < n; ++i)
+    x[i] *= factor;
+}
+
+__attribute__((target("avx2,fma"))) void divideRowAvx2(float *x, int64_t n, float divisor) {
+  const __m256 d = _mm256_set1_ps(divisor);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), d));
+  for (; i < n; ++i)
+    x[i] /= divisor;
+}
+
+float scoreGradient(float p, float ds, float delta, float scale) {
+  return p * (ds - delta) * scale;
+}
+
+__attribute__((target("avx2,fma"))) void scoreGradientRowAvx2(const float *p, int64_t n,
+                                                              float delta, float scale, float *ds) {
+  const __m256 d = _mm256_set1_ps(delta), s = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_sub_ps(_mm256_loadu_ps(ds + i), d);
+    _mm256_storeu_ps(ds + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(p + i), g), s));
+  }
+  for (; i < n; ++i)
+    ds[i] = scoreGradient(p[i], ds[i], delta, scale);
 }
 
 // roundRowToBf16's bits for one element; returns whether the result is NaN
@@ -154,6 +184,27 @@ void expShiftedDivide(float *x, int64_t n, float shift, float divisor) {
     return expShiftedDivideAvx2(x, n, shift, divisor);
   for (int64_t i = 0; i < n; ++i)
     x[i] = scalarExp(x[i] - shift) / divisor;
+}
+
+void scaleRow(float *x, int64_t n, float factor) {
+  if (hostHasAvx2())
+    return scaleRowAvx2(x, n, factor);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] *= factor;
+}
+
+void divideRow(float *x, int64_t n, float divisor) {
+  if (hostHasAvx2())
+    return divideRowAvx2(x, n, divisor);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] /= divisor;
+}
+
+void scoreGradientRow(const float *p, int64_t n, float delta, float scale, float *ds) {
+  if (hostHasAvx2())
+    return scoreGradientRowAvx2(p, n, delta, scale, ds);
+  for (int64_t i = 0; i < n; ++i)
+    ds[i] = scoreGradient(p[i], ds[i], delta, scale);
 }
 
 void roundRowToBf16(float *x, int64_t n) {

@@ -21,6 +21,16 @@ float expShiftedSum(float *x, int64_t n, float shift);
 // x[i] = exp(x[i] - shift) / divisor for i < n.
 void expShiftedDivide(float *x, int64_t n, float shift, float divisor);
 
+// x[i] *= factor for i < n: the running output rescaled by a new row max.
+void scaleRow(float *x, int64_t n, float factor);
+
+// x[i] /= divisor for i < n: the output divided by the row's sum.
+void divideRow(float *x, int64_t n, float divisor);
+
+// The softmax gradient of one row of scores: ds[i] = p[i] * (ds[i] - delta)
+// * scale, where ds holds dout v^T and delta is rowsum(dout * out).
+void scoreGradientRow(const float *p, int64_t n, float delta, float scale, float *ds);
+
 // x[i] rounded to bf16 (nearest even, inf past its range, NaN kept quiet)
 // and back, as ir/float16.h's roundToDType with OverflowMode::InfNan; raises
 // the float status for a NaN or inf result as it does.

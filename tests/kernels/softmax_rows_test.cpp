@@ -93,6 +93,24 @@ TEST(SoftmaxRows, NaNScoresStayNaN) {
   EXPECT_TRUE(std::isnan(row[3]) && std::isnan(row[12]) && std::isnan(sum));
 }
 
+// The elementwise row steps give, element by element, what the scalar
+// expressions give: vector body and tail alike.
+TEST(SoftmaxRows, ElementwiseStepsEqualTheScalarExpressions) {
+  for (int64_t n : {1, 7, 8, 37, 128}) {
+    const std::vector<float> x = randomRow(n, 21), p = randomRow(n, 22, 1.0f);
+    std::vector<float> scaled = x, divided = x, ds = x;
+    scaleRow(scaled.data(), n, 0.37f);
+    divideRow(divided.data(), n, 3.1f);
+    scoreGradientRow(p.data(), n, 0.6f, 0.125f, ds.data());
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(scaled[i], x[i] * 0.37f);
+      EXPECT_EQ(divided[i], x[i] / 3.1f);
+      const float g = p[i] * (x[i] - 0.6f);
+      EXPECT_EQ(ds[i], g * 0.125f);
+    }
+  }
+}
+
 TEST(SoftmaxRows, Bf16RoundingEqualsTheIrsBitForBit) {
   std::vector<float> row = randomRow(4096, 11, 1.0f);
   for (float special : {0.0f, -0.0f, 1.0f, kInf, -kInf, kNaN, kBF16Max, 3.4e38f,

@@ -37,6 +37,18 @@ public:
   int64_t capacity() const { return capacity_; }
   int64_t live() const { return live_; }
   int64_t peak() const { return peak_; }
+  // Whether `other` holds the same buffers (and had the same peak): two
+  // devices that ran the same programs on the same shapes.
+  bool sameAs(const DeviceMemory &other) const {
+    return live_ == other.live_ && peak_ == other.peak_ && buffers_ == other.buffers_;
+  }
+  // Takes `other`'s buffers and peak: what running the same program from
+  // the same state would have counted on this device.
+  void countAs(const DeviceMemory &other) {
+    live_ = other.live_;
+    peak_ = other.peak_;
+    buffers_ = other.buffers_;
+  }
   // The `n` largest live buffers, largest first.
   std::vector<std::pair<std::string, int64_t>> largest(size_t n) const;
 

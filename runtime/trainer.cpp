@@ -351,8 +351,7 @@ Expected<StepRecord> Trainer::step() {
     const double clip = options_.clip_grad_norm > 0 && rec.grad_norm > options_.clip_grad_norm
                             ? options_.clip_grad_norm / (rec.grad_norm + 1e-6)
                             : 1.0;
-    for (int d = 0; d < devices; ++d)
-      KILN_RETURN_IF_ERROR(update(d, clip / (scale * means), lr));
+    KILN_RETURN_IF_ERROR(updateDevices(clip / (scale * means), lr));
     if (zero_.stage() >= 1) {
       const auto gathered = Profiler::Clock::now();
       KILN_RETURN_IF_ERROR(zero_.allGather(weights_));
@@ -373,6 +372,32 @@ Expected<StepRecord> Trainer::step() {
   rec.tokens_per_s =
       static_cast<double>(per_replica * program_.parallel.dp * program_.seq) / rec.seconds;
   return rec;
+}
+
+// Every local device's update. Without ZeRO the replicas of a process hold
+// the same weights, moments and summed gradients (the same bits), so the
+// first replica's devices update and the others take their results: the
+// host computes once what each simulated device would compute alike, and
+// each device still counts the memory its update would have used.
+Status Trainer::updateDevices(double grad_scale, double lr) {
+  const int per_replica = tp() * layout_.localStages();
+  const bool shared = zero_.stage() == 0 && comm_->localSize() > 1;
+  std::vector<DeviceMemory> before;
+  for (int d = 0; d < layout_.devices(); ++d) {
+    const int source = shared ? d % per_replica : d;
+    if (source == d) {
+      if (shared)
+        before.push_back(memory_[d]);
+      KILN_RETURN_IF_ERROR(update(d, grad_scale, lr));
+    } else if (memory_[d].sameAs(before[source])) {
+      weights_[d] = weights_[source];
+      moments_[d] = moments_[source];
+      memory_[d].countAs(memory_[source]);
+    } else { // a device whose history differs (never expected): its own update
+      KILN_RETURN_IF_ERROR(update(d, grad_scale, lr));
+    }
+  }
+  return Status::ok();
 }
 
 // Device `device`'s AdamW update of (its piece of) the parameters its

@@ -166,6 +166,7 @@ private:
   Expected<bool> reduceAcrossReplicas(std::vector<float> &losses);
   Status reduceGradient(int tp_rank, size_t param);
   Expected<double> gradientSumOfSquares();
+  Status updateDevices(double grad_scale, double lr);
   Status update(int device, double grad_scale, double lr);
   Status checkpoint();
   std::string deviceName(int device) const;

@@ -246,6 +246,24 @@ TEST(DeviceMemory, RefusesWhatDoesNotFitAndNamesTheLargestBuffers) {
   EXPECT_TRUE(m.holds("activations"));
 }
 
+// A replica whose update the host computed once takes the counts its own
+// update would have made, and only from the same state.
+TEST(DeviceMemory, ADeviceCountsAsAnotherFromTheSameState) {
+  DeviceMemory first("npu:0", 1000), second("npu:1", 1000);
+  for (DeviceMemory *m : {&first, &second})
+    ASSERT_TRUE(m->allocate("weights", 400).isOk());
+  const DeviceMemory before = first;
+  ASSERT_TRUE(first.allocate("update arena", 300).isOk());
+  first.release("update arena");
+  ASSERT_TRUE(second.sameAs(before));
+  second.countAs(first);
+  EXPECT_EQ(second.peak(), 700);
+  EXPECT_EQ(second.live(), 400);
+  EXPECT_EQ(second.device(), "npu:1");
+  ASSERT_TRUE(second.allocate("grads", 100).isOk());
+  EXPECT_FALSE(second.sameAs(first)) << "a buffer more";
+}
+
 TEST(ByteSize, ParsesUnitsAndRefusesNonsense) {
   EXPECT_EQ(*parseByteSize("2GiB"), 2ull << 30);
   EXPECT_EQ(*parseByteSize("512m"), 512ull << 20);
@@ -270,6 +288,32 @@ TEST(Communicator, SumsInRankOrderAndBroadcasts) {
   EXPECT_EQ(x[0], 3);
   EXPECT_EQ(y[0], 3);
   EXPECT_FALSE(comm->allReduceSum({a.data()}, 2).isOk());
+}
+
+// A long buffer is summed in chunks on several threads: every element
+// still in rank order, the whole and the tail past the last full chunk.
+TEST(Communicator, SumsALongBufferInRankOrderChunkByChunk) {
+  constexpr int kRanks = 4;
+  const int64_t n = 100003;
+  auto comm = makeInProcessCommunicator(kRanks);
+  std::vector<std::vector<float>> buffers(kRanks, std::vector<float>(n));
+  for (int r = 0; r < kRanks; ++r)
+    for (int64_t i = 0; i < n; ++i) // order-sensitive: large values cancel
+      buffers[r][i] = (r % 2 ? -1.0f : 1.0f) * 1e7f * static_cast<float>(1 + i % 7) +
+                      static_cast<float>(i % 13) * 0.37f;
+  std::vector<float> expected(n);
+  for (int64_t i = 0; i < n; ++i) {
+    float sum = buffers[0][i];
+    for (int r = 1; r < kRanks; ++r)
+      sum += buffers[r][i];
+    expected[i] = sum;
+  }
+  std::vector<float *> local;
+  for (auto &b : buffers)
+    local.push_back(b.data());
+  ASSERT_TRUE(comm->allReduceSum(local, n).isOk());
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(buffers[r], expected) << "rank " << r;
 }
 
 TEST(ParallelConfig, ChecksTheDeviceArithmetic) {

@@ -23,7 +23,9 @@
 namespace kiln::kernels {
 namespace {
 
-constexpr int64_t kBlock = 128; // query rows and keys per block
+// A block pair is kOuter rows of the outer loop (query rows in the forward,
+// keys in the backward) against up to kInner of the other side.
+constexpr int64_t kOuter = 128, kInner = 512;
 
 struct Attention {
   DType dtype;
@@ -80,6 +82,11 @@ const uint16_t *bf16Rows(const void *data, const Attention &a, int64_t heads, in
   return bf16Products(a) ? static_cast<const uint16_t *>(data) + a.row(heads, b, n, s0) : nullptr;
 }
 
+// Element `at` of widened rows, or null where they were not widened.
+const float *rowsAt(const std::vector<float> &rows, int64_t at) {
+  return rows.empty() ? nullptr : rows.data() + at;
+}
+
 // P's bits for the bf16 products: P is rounded to bf16 already.
 const uint16_t *probabilityBits(const std::vector<float> &p, std::vector<uint16_t> &bits) {
   bits.resize(p.size());
@@ -87,10 +94,23 @@ const uint16_t *probabilityBits(const std::vector<float> &p, std::vector<uint16_
   return bits.data();
 }
 
+// An operand's f32 values: `x` where the caller widened it, else its bf16
+// bits `x16` (`rows` rows of `ld`) widened into `scratch`.
+const float *widened(const float *x, const uint16_t *x16, int64_t rows, int64_t ld,
+                     std::vector<float> &scratch) {
+  if (x)
+    return x;
+  scratch.resize(static_cast<size_t>(rows * ld));
+  widenRow(x16, DType::BF16, 0, rows * ld, scratch.data());
+  return scratch.data();
+}
+
 // c [m, n] = op(x) op(y) (+ c when `accumulate`): on the bf16 operands where
 // given (x16, y16: the same values as x and y), else in f32; on oneDNN
 // (OpenBLAS 0.3.21's sgemm is about half its speed on recent cores, see
-// docs/notes/gemm-backend.md), on sgemm where oneDNN refuses.
+// docs/notes/gemm-backend.md), on sgemm where oneDNN refuses. An operand
+// given only in bf16 (null x or y) is widened where the product falls back
+// to f32.
 void product(bool trans_x, bool trans_y, int64_t m, int64_t n, int64_t k, float alpha,
              const float *x, const uint16_t *x16, int64_t ldx, const float *y, const uint16_t *y16,
              int64_t ldy, bool accumulate, float *c, int64_t ldc) {
@@ -98,6 +118,9 @@ void product(bool trans_x, bool trans_y, int64_t m, int64_t n, int64_t k, float 
       blockGemm(DType::BF16, m, n, k, alpha, {x16, ldx, trans_x}, {y16, ldy, trans_y}, accumulate,
                 c, ldc))
     return;
+  thread_local std::vector<float> x_scratch, y_scratch;
+  x = widened(x, x16, trans_x ? k : m, ldx, x_scratch);
+  y = widened(y, y16, trans_y ? n : k, ldy, y_scratch);
   if (blockGemm(DType::F32, m, n, k, alpha, {x, ldx, trans_x}, {y, ldy, trans_y}, accumulate, c,
                 ldc))
     return;
@@ -139,19 +162,24 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
   float *row_max = args[4] < 0 ? nullptr : static_cast<float *>(buffers[args[4]]);
   float *row_sum = args[5] < 0 ? nullptr : static_cast<float *>(buffers[args[5]]);
   const int64_t kv = n / a.group(), D = a.D;
-  // The head's keys and values, widened once: O(S D), read by every block.
+  // The head's keys and values, widened once: O(S D), read by every block;
+  // nothing to widen where the products run on bf16 units.
+  const bool widen = !bf16Products(a);
   std::vector<float> qb, keys, values, p, acc;
   std::vector<uint16_t> p16;
-  loadRows(k, a, a.Nkv, b, kv, 0, a.keysFor(a.S - 1), keys);
-  loadRows(v, a, a.Nkv, b, kv, 0, a.keysFor(a.S - 1), values);
-  for (int64_t i0 = 0; i0 < a.S; i0 += kBlock) {
-    const int64_t rows = std::min(kBlock, a.S - i0), key_end = a.keysFor(i0 + rows - 1);
-    loadRows(q, a, a.N, b, n, i0, rows, qb);
+  if (widen) {
+    loadRows(k, a, a.Nkv, b, kv, 0, a.keysFor(a.S - 1), keys);
+    loadRows(v, a, a.Nkv, b, kv, 0, a.keysFor(a.S - 1), values);
+  }
+  for (int64_t i0 = 0; i0 < a.S; i0 += kOuter) {
+    const int64_t rows = std::min(kOuter, a.S - i0), key_end = a.keysFor(i0 + rows - 1);
+    if (widen)
+      loadRows(q, a, a.N, b, n, i0, rows, qb);
     std::vector<float> m(rows, -std::numeric_limits<float>::infinity()), l(rows, 0.0f);
     acc.assign(static_cast<size_t>(rows * D), 0.0f);
-    for (int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
-      const int64_t cols = std::min(kBlock, key_end - j0);
-      blockScores(a, qb.data(), bf16Rows(q, a, a.N, b, n, i0), &keys[j0 * D],
+    for (int64_t j0 = 0; j0 < key_end; j0 += kInner) {
+      const int64_t cols = std::min(kInner, key_end - j0);
+      blockScores(a, rowsAt(qb, 0), bf16Rows(q, a, a.N, b, n, i0), rowsAt(keys, j0 * D),
                   bf16Rows(k, a, a.Nkv, b, kv, j0), i0, rows, j0, cols, p);
       for (int64_t r = 0; r < rows; ++r) {
         float *s = &p[r * cols];
@@ -168,7 +196,7 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
       roundProbabilities(p, a);
       const uint16_t *v16 = bf16Rows(v, a, a.Nkv, b, kv, j0);
       product(false, false, rows, D, cols, 1.0f, p.data(), v16 ? probabilityBits(p, p16) : nullptr,
-              cols, &values[j0 * D], v16, D, true, acc.data(), D);
+              cols, rowsAt(values, j0 * D), v16, D, true, acc.data(), D);
     }
     for (int64_t r = 0; r < rows; ++r)
       divideRow(&acc[r * D], D, l[r]);
@@ -237,16 +265,17 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
   }
   std::vector<float> kb, vb, p, ds, dk, dv;
   std::vector<uint16_t> p16;
-  for (int64_t j0 = 0; j0 < a.S; j0 += kBlock) {
-    const int64_t cols = std::min(kBlock, a.S - j0);
+  for (int64_t j0 = 0; j0 < a.S; j0 += kOuter) {
+    const int64_t cols = std::min(kOuter, a.S - j0);
     loadRows(in.k, a, a.Nkv, b, kv, j0, cols, kb);
-    loadRows(in.v, a, a.Nkv, b, kv, j0, cols, vb);
+    if (!bf16Products(a)) // v is read only by the dout v^T products
+      loadRows(in.v, a, a.Nkv, b, kv, j0, cols, vb);
     dk.assign(static_cast<size_t>(cols * D), 0.0f);
     dv.assign(static_cast<size_t>(cols * D), 0.0f);
     for (int64_t h = 0; h < g; ++h) {
       const QueryHead &qh = heads[h];
-      for (int64_t i0 = a.causal ? j0 : 0; i0 < a.S; i0 += kBlock) {
-        const int64_t rows = std::min(kBlock, a.S - i0);
+      for (int64_t i0 = a.causal ? j0 : 0; i0 < a.S; i0 += kInner) {
+        const int64_t rows = std::min(kInner, a.S - i0);
         const float *qb = &qh.q[i0 * D];
         const uint16_t *q16 = bf16Rows(in.q, a, a.N, b, kv * g + h, i0);
         const uint16_t *k16 = bf16Rows(in.k, a, a.Nkv, b, kv, j0);
@@ -259,7 +288,7 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
         // ds = scale * p * (dout v^T - delta)
         ds.resize(p.size());
         const float *dout = &qh.dout[i0 * D];
-        product(false, true, rows, cols, D, 1.0f, dout, dout16, D, vb.data(), v16, D, false,
+        product(false, true, rows, cols, D, 1.0f, dout, dout16, D, rowsAt(vb, 0), v16, D, false,
                 ds.data(), cols);
         for (int64_t r = 0; r < rows; ++r)
           scoreGradientRow(&p[r * cols], cols, qh.delta[i0 + r], a.scale, &ds[r * cols]);

@@ -102,7 +102,7 @@ void backward(benchmark::State &state, DType dtype) {
 }
 
 void sequenceLengths(benchmark::internal::Benchmark *b) {
-  b->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond);
+  b->Arg(256)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond);
 }
 
 BENCHMARK_CAPTURE(forward, f32, DType::F32)->Apply(sequenceLengths);

@@ -25,7 +25,7 @@ namespace {
 
 // A block pair is kOuter rows of the outer loop (query rows in the forward,
 // keys in the backward) against up to kInner of the other side.
-constexpr int64_t kOuter = 128, kInner = 512;
+constexpr int64_t kOuter = 64, kInner = 512;
 
 struct Attention {
   DType dtype;
@@ -87,8 +87,8 @@ const float *rowsAt(const std::vector<float> &rows, int64_t at) {
   return rows.empty() ? nullptr : rows.data() + at;
 }
 
-// P's bits for the bf16 products: P is rounded to bf16 already.
-const uint16_t *probabilityBits(const std::vector<float> &p, std::vector<uint16_t> &bits) {
+// P's or dS's bits for the bf16 products: rounded to bf16 already.
+const uint16_t *cubeBits(const std::vector<float> &p, std::vector<uint16_t> &bits) {
   bits.resize(p.size());
   bf16Bits(p.data(), static_cast<int64_t>(p.size()), bits.data());
   return bits.data();
@@ -142,8 +142,9 @@ void blockScores(const Attention &a, const float *q, const uint16_t *q16, const 
       scores[r * cols + c] = -std::numeric_limits<float>::infinity();
 }
 
-// P as the cube reads it: rounded to the compute dtype (nothing to do in f32).
-void roundProbabilities(std::vector<float> &p, const Attention &a) {
+// P or dS as the cube reads it: rounded to the compute dtype (nothing to do
+// in f32).
+void roundForCube(std::vector<float> &p, const Attention &a) {
   if (a.dtype == DType::F32)
     return;
   if (a.dtype == DType::BF16)
@@ -193,10 +194,10 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
         if (rescale != 1.0f)
           scaleRow(&acc[r * D], D, rescale);
       }
-      roundProbabilities(p, a);
+      roundForCube(p, a);
       const uint16_t *v16 = bf16Rows(v, a, a.Nkv, b, kv, j0);
-      product(false, false, rows, D, cols, 1.0f, p.data(), v16 ? probabilityBits(p, p16) : nullptr,
-              cols, rowsAt(values, j0 * D), v16, D, true, acc.data(), D);
+      product(false, false, rows, D, cols, 1.0f, p.data(), v16 ? cubeBits(p, p16) : nullptr, cols,
+              rowsAt(values, j0 * D), v16, D, true, acc.data(), D);
     }
     for (int64_t r = 0; r < rows; ++r)
       divideRow(&acc[r * D], D, l[r]);
@@ -232,8 +233,9 @@ GradInputs gradInputsOf(void **buffers, const int64_t *args) {
                     slot(9)};
 }
 
-// What the backward reads of query head n, whole: q, dout and delta =
-// rowsum(dout * out) in f32, and where its saved statistics start.
+// What the backward reads of query head n, whole: q (where its products
+// are f32), dout and delta = rowsum(dout * out) in f32, and where its saved
+// statistics start.
 struct QueryHead {
   int64_t stat = 0;
   std::vector<float> q, dout, delta;
@@ -242,7 +244,8 @@ struct QueryHead {
 void loadQueryHead(const GradInputs &in, const Attention &a, int64_t b, int64_t n, QueryHead &h) {
   h.stat = (b * a.N + n) * a.S;
   std::vector<float> out;
-  loadRows(in.q, a, a.N, b, n, 0, a.S, h.q);
+  if (!bf16Products(a))
+    loadRows(in.q, a, a.N, b, n, 0, a.S, h.q);
   loadRows(in.dout, a, a.N, b, n, 0, a.S, h.dout);
   loadRows(in.out, a, a.N, b, n, 0, a.S, out);
   h.delta.assign(static_cast<size_t>(a.S), 0.0f);
@@ -264,24 +267,25 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
     dq[h].assign(static_cast<size_t>(a.S * D), 0.0f);
   }
   std::vector<float> kb, vb, p, ds, dk, dv;
-  std::vector<uint16_t> p16;
+  std::vector<uint16_t> p16, ds16;
   for (int64_t j0 = 0; j0 < a.S; j0 += kOuter) {
     const int64_t cols = std::min(kOuter, a.S - j0);
-    loadRows(in.k, a, a.Nkv, b, kv, j0, cols, kb);
-    if (!bf16Products(a)) // v is read only by the dout v^T products
+    if (!bf16Products(a)) { // on bf16 units the products read the bits alone
+      loadRows(in.k, a, a.Nkv, b, kv, j0, cols, kb);
       loadRows(in.v, a, a.Nkv, b, kv, j0, cols, vb);
+    }
     dk.assign(static_cast<size_t>(cols * D), 0.0f);
     dv.assign(static_cast<size_t>(cols * D), 0.0f);
     for (int64_t h = 0; h < g; ++h) {
       const QueryHead &qh = heads[h];
       for (int64_t i0 = a.causal ? j0 : 0; i0 < a.S; i0 += kInner) {
         const int64_t rows = std::min(kInner, a.S - i0);
-        const float *qb = &qh.q[i0 * D];
+        const float *qb = rowsAt(qh.q, i0 * D);
         const uint16_t *q16 = bf16Rows(in.q, a, a.N, b, kv * g + h, i0);
         const uint16_t *k16 = bf16Rows(in.k, a, a.Nkv, b, kv, j0);
         const uint16_t *v16 = bf16Rows(in.v, a, a.Nkv, b, kv, j0);
         const uint16_t *dout16 = bf16Rows(in.dout, a, a.N, b, kv * g + h, i0);
-        blockScores(a, qb, q16, kb.data(), k16, i0, rows, j0, cols, p);
+        blockScores(a, qb, q16, rowsAt(kb, 0), k16, i0, rows, j0, cols, p);
         for (int64_t r = 0; r < rows; ++r)
           expShiftedDivide(&p[r * cols], cols, in.row_max[qh.stat + i0 + r],
                            in.row_sum[qh.stat + i0 + r]);
@@ -292,17 +296,18 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
                 ds.data(), cols);
         for (int64_t r = 0; r < rows; ++r)
           scoreGradientRow(&p[r * cols], cols, qh.delta[i0 + r], a.scale, &ds[r * cols]);
+        roundForCube(ds, a);
+        const uint16_t *ds_bits = k16 ? cubeBits(ds, ds16) : nullptr;
         if (in.dq)
-          product(false, false, rows, D, cols, 1.0f, ds.data(), nullptr, cols, kb.data(), nullptr,
+          product(false, false, rows, D, cols, 1.0f, ds.data(), ds_bits, cols, rowsAt(kb, 0), k16,
                   D, true, &dq[h][i0 * D], D);
         if (in.dk)
-          product(true, false, cols, D, rows, 1.0f, ds.data(), nullptr, cols, qb, nullptr, D, true,
+          product(true, false, cols, D, rows, 1.0f, ds.data(), ds_bits, cols, qb, q16, D, true,
                   dk.data(), D);
         if (in.dv) {
-          roundProbabilities(p, a);
-          product(true, false, cols, D, rows, 1.0f, p.data(),
-                  dout16 ? probabilityBits(p, p16) : nullptr, cols, dout, dout16, D, true,
-                  dv.data(), D);
+          roundForCube(p, a);
+          product(true, false, cols, D, rows, 1.0f, p.data(), dout16 ? cubeBits(p, p16) : nullptr,
+                  cols, dout, dout16, D, true, dv.data(), D);
         }
       }
     }

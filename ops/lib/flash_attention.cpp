@@ -159,7 +159,9 @@ Status flashAttentionGradKernel(const KernelContext &ctx, const std::vector<cons
           for (int64_t d = 0; d < x.D; ++d)
             dp += static_cast<double>(dout.getFloat(at(x, x.N, b, n, i, d))) *
                   v.getFloat(at(x, x.Nkv, b, kv, j, d));
-          const double ds = p * (dp - delta) * scale;
+          // dS as the cube reads it for dq and dk: in the compute dtype.
+          const double ds =
+              roundToDType(static_cast<float>(p * (dp - delta) * scale), dt, OverflowMode::InfNan);
           for (int64_t d = 0; d < x.D; ++d) {
             const int64_t qi = at(x, x.N, b, n, i, d), kj = at(x, x.Nkv, b, kv, j, d);
             dq[qi] += ds * k.getFloat(kj);

@@ -1,8 +1,8 @@
 // The row steps of a softmax over f32 scores, as flash attention's host
 // routines take them: the row max, x = exp(x - max) with its sum, and the
 // probabilities rounded to bf16 as the cube reads them. exp is glibc's
-// libmvec (its AVX2 form, within 4 ulp: the function the code generator's
-// kernels vectorise exp into) where the host has AVX2, libm otherwise.
+// libmvec (its AVX2 form, within 4 ulp, as the code generator's kernels'
+// narrower vectors call it) where the host has AVX2, libm otherwise.
 #pragma once
 
 #include <cstdint>

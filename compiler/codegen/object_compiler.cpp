@@ -52,18 +52,20 @@ Expected<std::unique_ptr<llvm::TargetMachine>> hostTargetMachine(int opt_level) 
 // radians of long rotary tables, where the reference keeps it.
 std::vector<llvm::VecDesc> vectorMath() {
   struct Function {
-    const char *libm, *intrinsic, *sse, *avx2;
+    const char *libm, *intrinsic, *sse, *avx2, *avx512;
   };
   static constexpr Function kFunctions[] = {
-      {"expf", "llvm.exp.f32", "_ZGVbN4v_expf", "_ZGVdN8v_expf"},
-      {"logf", "llvm.log.f32", "_ZGVbN4v_logf", "_ZGVdN8v_logf"},
-      {"tanhf", "llvm.tanh.f32", "_ZGVbN4v_tanhf", "_ZGVdN8v_tanhf"},
+      {"expf", "llvm.exp.f32", "_ZGVbN4v_expf", "_ZGVdN8v_expf", "_ZGVeN16v_expf"},
+      {"logf", "llvm.log.f32", "_ZGVbN4v_logf", "_ZGVdN8v_logf", "_ZGVeN16v_logf"},
+      {"tanhf", "llvm.tanh.f32", "_ZGVbN4v_tanhf", "_ZGVdN8v_tanhf", "_ZGVeN16v_tanhf"},
   };
   std::vector<llvm::VecDesc> fns;
   for (const Function &f : kFunctions)
     for (const char *scalar : {f.libm, f.intrinsic}) {
       fns.emplace_back(scalar, f.sse, llvm::ElementCount::getFixed(4), false, "_ZGV_LLVM_N4v");
       fns.emplace_back(scalar, f.avx2, llvm::ElementCount::getFixed(8), false, "_ZGV_LLVM_N8v");
+      fns.emplace_back(scalar, f.avx512, llvm::ElementCount::getFixed(16), false,
+                       "_ZGV_LLVM_N16v");
     }
   return fns;
 }

@@ -9,4 +9,10 @@ inline bool hostHasAvx2() {
   return has;
 }
 
+// AVX-512F: libmvec's 16-lane exp (_ZGVeN16v_expf) runs there.
+inline bool hostHasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
 } // namespace kiln::kernels

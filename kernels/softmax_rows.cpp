@@ -12,9 +12,10 @@
 #include "ir/float_status.h"
 #include "kernels/host_features.h"
 
-// libmvec's AVX2 exp (declared with its target so the vector argument
-// passes in a register as its ABI says).
+// libmvec's AVX2 and AVX-512 exp (declared with their targets so the vector
+// argument passes in a register as its ABI says).
 extern "C" __attribute__((target("avx2,fma"))) __m256 _ZGVdN8v_expf(__m256);
+extern "C" __attribute__((target("avx512f"))) __m512 _ZGVeN16v_expf(__m512);
 
 namespace kiln::kernels {
 namespace {
@@ -27,6 +28,47 @@ __attribute__((target("avx2,fma"))) __m256 exp8(__m256 x) {
   const __m256 underflows = _mm256_cmp_ps(x, _mm256_set1_ps(kUnderflow), _CMP_LT_OQ);
   const __m256 e = _ZGVdN8v_expf(_mm256_andnot_ps(underflows, x));
   return _mm256_andnot_ps(underflows, e);
+}
+
+__attribute__((target("avx512f"))) __m512 exp16(__m512 x) {
+  const __mmask16 underflows = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kUnderflow), _CMP_LT_OQ);
+  const __m512 e = _ZGVeN16v_expf(_mm512_maskz_mov_ps(static_cast<__mmask16>(~underflows), x));
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflows), e);
+}
+
+// The sixteen lanes of `v` added in lane order.
+__attribute__((target("avx512f"))) float laneSum16(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float sum = 0;
+  for (float lane : lanes)
+    sum += lane;
+  return sum;
+}
+
+__attribute__((target("avx512f"))) float expShiftedSumAvx512(float *x, int64_t n, float shift) {
+  const __m512 s = _mm512_set1_ps(shift);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
+    _mm512_storeu_ps(x + i, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  float sum = laneSum16(acc);
+  for (; i < n; ++i)
+    sum += (x[i] = scalarExp(x[i] - shift));
+  return sum;
+}
+
+__attribute__((target("avx512f"))) void expShiftedDivideAvx512(float *x, int64_t n, float shift,
+                                                               float divisor) {
+  const __m512 s = _mm512_set1_ps(shift), d = _mm512_set1_ps(divisor);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(x + i, _mm512_div_ps(exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s)), d));
+  for (; i < n; ++i)
+    x[i] = scalarExp(x[i] - shift) / divisor;
 }
 
 // The eight lanes of `v` added in lane order.
@@ -171,6 +213,8 @@ float rowMax(const float *x, int64_t n) {
 }
 
 float expShiftedSum(float *x, int64_t n, float shift) {
+  if (hostHasAvx512())
+    return expShiftedSumAvx512(x, n, shift);
   if (hostHasAvx2())
     return expShiftedSumAvx2(x, n, shift);
   float sum = 0;
@@ -180,6 +224,8 @@ float expShiftedSum(float *x, int64_t n, float shift) {
 }
 
 void expShiftedDivide(float *x, int64_t n, float shift, float divisor) {
+  if (hostHasAvx512())
+    return expShiftedDivideAvx512(x, n, shift, divisor);
   if (hostHasAvx2())
     return expShiftedDivideAvx2(x, n, shift, divisor);
   for (int64_t i = 0; i < n; ++i)

@@ -1,8 +1,9 @@
 // The row steps of a softmax over f32 scores, as flash attention's host
 // routines take them: the row max, x = exp(x - max) with its sum, and the
 // probabilities rounded to bf16 as the cube reads them. exp is glibc's
-// libmvec (its AVX2 form, within 4 ulp, as the code generator's kernels'
-// narrower vectors call it) where the host has AVX2, libm otherwise.
+// libmvec (within 4 ulp, as the code generator's kernels call it): its
+// AVX-512 form where the host has AVX-512, its AVX2 form where it has AVX2,
+// libm otherwise.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +15,8 @@ namespace kiln::kernels {
 float rowMax(const float *x, int64_t n);
 
 // x[i] = exp(x[i] - shift) for i < n; returns the sum of the results, added
-// in a fixed order (eight lanes, then the lanes in order, then the tail),
-// so a row gives the same bits on every run.
+// in a fixed order (sixteen or eight lanes, then the lanes in order, then
+// the tail), so a row gives the same bits on every run of a host.
 float expShiftedSum(float *x, int64_t n, float shift);
 
 // x[i] = exp(x[i] - shift) / divisor for i < n.

@@ -2,7 +2,8 @@
 // TensorFlow AMP's painting for the mixed modes: white-list ops (matmuls)
 // compute in the low dtype, black-list ops (reductions, softmax, exp/log,
 // losses, the optimizer) in f32, gray ops follow their producers (low only
-// when every float input is low), and Fill constants follow their users.
+// when every float input is low; a linear layer's bias add in its matmul's
+// dtype), and Fill constants follow their users.
 // Nodes named in keep_dtype keep their dtype. Casts go where dtypes meet.
 #include "passes/pass.h"
 #include "passes/pass_context.h"
@@ -19,6 +20,46 @@ bool hasFloatOutput(const Graph &g, const Node &n) {
     if (isFloat(g.type(v).dtype))
       return true;
   return false;
+}
+
+// A linear layer's bias add: BiasAdd or Add of a white-list op's output and
+// a graph input of the output's last extent, in the white op's low dtype. MindFormers'
+// Linear casts its bias to the compute dtype and PyTorch's autocast runs
+// linear's bias in it, so neither lifts the layer's output (and attention
+// after a biased qkv projection) to f32 as a gray op with an f32 input
+// would.
+bool isLowBiasAdd(const Graph &g, const Node &n, const PrecisionSettings &p,
+                  const std::vector<DType> &planned, DType low) {
+  if ((n.op != "BiasAdd" && n.op != "Add") || n.inputs.size() != 2)
+    return false;
+  for (int i = 0; i < 2; ++i) {
+    const ValueId x = n.inputs[i], bias = n.inputs[1 - i];
+    const NodeId producer = g.value(x).producer;
+    const Shape &xs = g.type(x).shape, &bs = g.type(bias).shape;
+    if (producer != kNoNode && planned[x] == low &&
+        p.mixlist.listOf(g.node(producer).op) == PrecisionList::White &&
+        g.value(bias).producer == kNoNode && bs.size() == 1 && !xs.empty() && bs[0] == xs.back())
+      return true;
+  }
+  return false;
+}
+
+// Values computed from attributes alone (Fill, the rotary tables and what
+// is made of them), in graph order: no batch and no parameter reaches them,
+// so a gray op's dtype follows its other inputs, as for a literal; the
+// constant is cast to it (as Hugging Face casts its rotary tables to the
+// activations' dtype).
+std::vector<bool> constantValues(const Graph &g) {
+  std::vector<bool> constant(g.numValues(), false);
+  for (NodeId id = 0; id < static_cast<NodeId>(g.numNodes()); ++id) {
+    const Node &n = g.node(id);
+    bool all = true;
+    for (ValueId in : n.inputs)
+      all = all && constant[in];
+    for (ValueId out : n.outputs)
+      constant[out] = all;
+  }
+  return constant;
 }
 
 // Fill constants take their users' dtype when the users agree.
@@ -68,7 +109,9 @@ public:
             "matmuls on a cube without f32 go to f16. "
             "must_keep_origin_dtype: nothing changes. allow_mix_precision(_bf16): TensorFlow "
             "AMP's painting in graph order with f16 (bf16) as the low dtype: white-list ops low, "
-            "black-list ops f32, gray ops low only when every float input is low, Fill constants "
+            "black-list ops f32, gray ops low only when every float input is low (a linear layer's "
+            "bias add after a white-list matmul in its low dtype, the bias cast, as MindFormers' "
+            "Linear and PyTorch's autocast do), Fill constants "
             "the dtype of their users when these agree. The lists are the built-in ones edited "
             "by --modify-mixlist; nodes named in --keep-dtype (by name or OpType::X) keep their "
             "dtype. Graph inputs and outputs keep their types, so parameters and optimizer state "
@@ -88,10 +131,7 @@ public:
     std::vector<DType> planned(graph.numValues());
     for (size_t v = 0; v < graph.numValues(); ++v)
       planned[v] = graph.type(static_cast<ValueId>(v)).dtype;
-    auto producedByFill = [&](ValueId v) {
-      NodeId pr = graph.value(v).producer;
-      return pr != kNoNode && graph.node(pr).op == "Fill";
-    };
+    const std::vector<bool> constant = constantValues(graph);
 
     for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
       const Node &node = graph.node(id);
@@ -134,11 +174,13 @@ public:
           r = {*low, {}, "white list"};
         } else if (list == PrecisionList::Black) {
           r = {DType::F32, {}, "black list"};
+        } else if (isLowBiasAdd(graph, node, p, planned, *low)) {
+          r = {*low, {}, "gray list: a linear layer's bias, in its matmul's dtype"};
         } else {
           // Gray: low only when every float input (constants aside) is low.
           bool any_float = false, all_low = true;
           for (ValueId in : node.inputs) {
-            if (!isFloat(planned[in]) || producedByFill(in))
+            if (!isFloat(planned[in]) || constant[in])
               continue;
             any_float = true;
             all_low = all_low && planned[in] == *low;

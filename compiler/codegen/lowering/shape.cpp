@@ -215,7 +215,17 @@ Bodies lowerRotateHalf(LowerContext &ctx) {
   if (d == 0)
     return std::vector<ExprRef>{ctx.input(0, idx)};
   idx[last] = binary(BinaryOp::Rem, var(last) + iconst(half), iconst(d));
-  ExprRef x = ctx.input(0, idx);
+  // The rotated read is a gather; from a bf16 or f16 row it would be a
+  // scalar load per element, so such a row is widened to f32 once, in
+  // scratch, and gathered from there.
+  ExprRef x;
+  if (ctx.inputType(0).dtype == DType::F32) {
+    x = ctx.input(0, idx);
+  } else {
+    const int row = ctx.addStage("widened", shape, ScalarType::F32,
+                                 ctx.input(0, LowerContext::vars(shape.size())), true);
+    x = ctx.read(row, idx);
+  }
   return std::vector<ExprRef>{select(binary(BinaryOp::Lt, var(last), iconst(half)), -x, x)};
 }
 

@@ -123,6 +123,21 @@ TEST(PrecisionMode, WhiteBlackAndGrayPaint) {
   EXPECT_EQ(d.at("transformer.h.0.ln_1.mean"), DType::F32) << "black: reduction";
 }
 
+// A biased qkv projection and the rotary tables do not lift the attention
+// to f32 (autocast and MindFormers run it low); the residual stream, which
+// adds a low matmul output to an f32 activation, stays f32.
+TEST(PrecisionMode, BiasesAndRotaryTablesKeepTheAttentionLow) {
+  auto d = dtypesAfter(precisionJob(passes::PrecisionMode::AllowMixPrecisionFp16));
+  // The bias add folds into the matmul later; its bias is cast for it.
+  EXPECT_EQ(d.at("transformer.h.0.attn.c_attn.bias.to_f16"), DType::F16) << "a linear layer's bias";
+  EXPECT_EQ(d.at("transformer.h.0.attn.c_attn.unflatten"), DType::F16);
+  EXPECT_EQ(d.at("transformer.h.0.attn.rotary_q.add"), DType::F16) << "rotary tables: constants";
+  EXPECT_EQ(d.at("transformer.h.0.attn.rotary_k.mul_cos"), DType::F16);
+  EXPECT_EQ(d.at("transformer.h.0.attn.q_transpose"), DType::F16);
+  EXPECT_EQ(d.at("transformer.h.0.attn_residual"), DType::F32) << "the residual stream";
+  EXPECT_EQ(d.at("transformer.rotary_emb"), DType::F32) << "the tables themselves";
+}
+
 std::string writeTemp(const std::string &name, const std::string &text) {
   std::string path = ::testing::TempDir() + name;
   std::ofstream(path) << text;

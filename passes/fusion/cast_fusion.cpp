@@ -6,15 +6,17 @@
 //             G stores the cast (a narrowing or same-size cast only)
 //   pair      x = P(...) a lone data-movement op (Transpose, Slice, Pad,
 //             Split, Gather), Cast(x) x's only reader: {P, Cast} a new kernel
+//   prologue  y = Cast(x) widening, y's only reader a lone reduction R (a
+//             bias gradient's SumToShape of a bf16 gradient): {Cast, R} a
+//             new kernel that reads x and widens it as it loads
 //
 // The casts' bits do not change: a cast rounds to its dtype inside any kernel
 // (its lowering rounds), a Storage group rounds every value as unfused, and
 // an f32 value kept in an f32 group is the value it would have stored. So an
 // epilogue into an f32 group needs an f32 x; and no cast joins a kernel
 // holding a matmul or an opaque op, a reduction's output (a row sum stays a
-// plain sum) or a Concat's (its pieces run as separate loops). A cast as a
-// row kernel's prologue was tried and left out: the rotary gradient's f32
-// loops read a widened bf16 input at half the speed of a widened copy.
+// plain sum) or a Concat's (its pieces run as separate loops). Widening is
+// exact, so a reduction that widens as it loads sums the same values.
 #include <cctype>
 #include <string>
 #include <vector>
@@ -73,7 +75,9 @@ public:
             "the cast does not widen (the kernel stores the cast's dtype; into a group keeping "
             "f32 intermediates only from an f32 value), or, when the producer is a lone "
             "Transpose, Slice, Pad, Split or Gather, a new kernel of the two ('<op>_cast', "
-            "Storage numerics, within the UB budget). Groups holding a matmul or an opaque op, "
+            "Storage numerics, within the UB budget); a widening cast read only by a lone "
+            "reduction forms a kernel with it ('cast_<op>': the reduction widens as it loads). "
+            "Groups holding a matmul or an opaque op, "
             "and the outputs of reductions and Concat, are left alone. Every result keeps its "
             "bits: a cast rounds inside any kernel."};
     return info;
@@ -83,7 +87,7 @@ public:
     PassResult result;
     FusionView view(graph);
     std::vector<std::vector<NodeId>> members = graph.groupMembers();
-    for (const char *key : {"epilogues", "pairs"})
+    for (const char *key : {"epilogues", "pairs", "prologues"})
       result.statistics[key] = 0;
     for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
       const Node &cast = graph.node(id);
@@ -138,6 +142,22 @@ private:
       members.resize(graph.groups().size());
       members[g] = pair;
       return "pairs";
+    }
+    const std::vector<NodeId> &readers = view.users(y);
+    if (to > from && !view.isGraphOutput(y) && readers.size() == 1 &&
+        graph.node(readers[0]).group == kNoGroup &&
+        kindOf(graph, graph.node(readers[0])) == ops::OpKind::Reduce) {
+      const NodeId r = readers[0];
+      const std::vector<NodeId> pair{c, r};
+      if (!checkUbBudget(ubUsage(view, pair, target.vector_tile_elements), target))
+        return nullptr;
+      std::string kernel = "cast_" + graph.node(r).op;
+      for (char &ch : kernel)
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      const GroupId g = formGroup(graph, pair, r, kernel, kPassName, Intermediates::Storage);
+      members.resize(graph.groups().size());
+      members[g] = pair;
+      return "prologues";
     }
     return nullptr;
   }

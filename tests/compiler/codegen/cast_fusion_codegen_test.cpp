@@ -1,5 +1,6 @@
 // CastBeforeReshapePass and CastFusionPass: each lone Cast joins the kernel
-// that makes its input (an epilogue, a pair with a Transpose), the Cast
+// that makes its input (an epilogue, a pair with a Transpose) or the
+// reduction that reads it (a prologue), the Cast
 // after a Reshape moves above it, and the compiled results are the same
 // bits as with both passes off, and match the interpreter.
 #include <gtest/gtest.h>
@@ -29,6 +30,13 @@ Graph castGraph() {
   const ValueId y = b.create("Exp", "exp", {b.create("Neg", "neg", {x})});
   const ValueId r = b.create("Reshape", "flat", {y}, {{"shape", std::vector<int64_t>{32, 16}}});
   g.addOutput("swap", b.create("Cast", "flat.to_bf16", {r}, {{"dtype", DType::BF16}}));
+  // prologue: a bias gradient, the sum over tokens of a bf16 gradient that
+  // another kernel reads too.
+  const ValueId dy = g.addInput("dy", TensorType{DType::BF16, {64, 24}}, InputRole::Data);
+  g.addOutput("dy_neg", b.create("Neg", "dy.neg", {dy}));
+  const ValueId wide = b.create("Cast", "dy.to_f32", {dy}, {{"dtype", DType::F32}});
+  g.addOutput("dbias",
+              b.create("SumToShape", "dbias", {wide}, {{"shape", std::vector<int64_t>{24}}}));
   EXPECT_TRUE(b.status().isOk()) << b.status().message();
   return g;
 }
@@ -40,6 +48,8 @@ TEST(CastFusion, LoneCastsJoinTheKernelsBesideThem) {
   EXPECT_EQ(g.group(g.node(g.findNode("t")).group).kernel, "transpose_cast");
   EXPECT_EQ(groupMemberNames(g, "sm.to_bf16"), (Names{"scale", "scaled", "sm", "sm.to_bf16"}));
   EXPECT_EQ(groupMemberNames(g, "flat.to_bf16"), (Names{"neg", "exp", "flat.to_bf16"}));
+  EXPECT_EQ(groupMemberNames(g, "dbias"), (Names{"dy.to_f32", "dbias"}));
+  EXPECT_EQ(g.group(g.node(g.findNode("dbias")).group).kernel, "cast_sumtoshape");
   const Node &flat = g.node(g.findNode("flat"));
   EXPECT_EQ(g.type(flat.inputs[0]).dtype, DType::BF16) << "the reshape reads the cast now";
 }
@@ -50,6 +60,7 @@ TEST(CastFusion, SameBitsAsWithoutTheFoldAndTheInterpreter) {
   runPasses(plain, contextFor("ascend910b", {switchPasses({{"CastFusionPass", false},
                                                            {"CastBeforeReshapePass", false}})}));
   EXPECT_EQ(plain.node(plain.findNode("t.to_bf16")).group, kNoGroup);
+  EXPECT_EQ(plain.node(plain.findNode("dy.to_f32")).group, kNoGroup);
   for (OverflowMode mode : {OverflowMode::InfNan, OverflowMode::Saturation}) {
     ops::TensorMap feed = randomInputs(folded, 7, -300.0f, 300.0f);
     feed["x"].dataAs<float>()[5] = 3.0e38f; // past bf16's range: the casts round it

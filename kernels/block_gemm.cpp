@@ -17,8 +17,10 @@ namespace {
 using Shape = std::tuple<DType, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool,
                          bool, float>;
 
+// The matmul and its operands' memory objects, made once; a call only
+// points them at its data.
 struct Primitive {
-  dnnl::memory::desc a, b, c;
+  dnnl::memory a, b, c;
   dnnl::matmul matmul;
 };
 
@@ -51,10 +53,13 @@ bool blockGemm(DType dtype, int64_t m, int64_t n, int64_t k, float alpha, BlockO
                       b.transposed, accumulate, alpha};
     auto it = state.primitives.find(shape);
     if (it == state.primitives.end()) {
+      const dnnl::memory::desc ad = matrix(m, k, type, a.ld, a.transposed);
+      const dnnl::memory::desc bd = matrix(k, n, type, b.ld, b.transposed);
+      const dnnl::memory::desc cd = matrix(m, n, dt::f32, ldc, false);
       Primitive p;
-      p.a = matrix(m, k, type, a.ld, a.transposed);
-      p.b = matrix(k, n, type, b.ld, b.transposed);
-      p.c = matrix(m, n, dt::f32, ldc, false);
+      p.a = dnnl::memory(ad, state.engine, DNNL_MEMORY_NONE);
+      p.b = dnnl::memory(bd, state.engine, DNNL_MEMORY_NONE);
+      p.c = dnnl::memory(cd, state.engine, DNNL_MEMORY_NONE);
       dnnl::primitive_attr attr;
       if (alpha != 1.0f)
         attr.set_output_scales(0, {alpha});
@@ -63,16 +68,16 @@ bool blockGemm(DType dtype, int64_t m, int64_t n, int64_t k, float alpha, BlockO
         ops.append_sum(1.0f);
         attr.set_post_ops(ops);
       }
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr, state.engine);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, state.engine);
       p.matmul = dnnl::matmul(pd);
       it = state.primitives.emplace(shape, std::move(p)).first;
     }
-    const Primitive &p = it->second;
-    p.matmul.execute(
-        state.stream,
-        {{DNNL_ARG_SRC, dnnl::memory(p.a, state.engine, const_cast<void *>(a.data))},
-         {DNNL_ARG_WEIGHTS, dnnl::memory(p.b, state.engine, const_cast<void *>(b.data))},
-         {DNNL_ARG_DST, dnnl::memory(p.c, state.engine, c)}});
+    Primitive &p = it->second;
+    p.a.set_data_handle(const_cast<void *>(a.data));
+    p.b.set_data_handle(const_cast<void *>(b.data));
+    p.c.set_data_handle(c);
+    p.matmul.execute(state.stream,
+                     {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}});
     state.stream.wait();
     return true;
   } catch (const dnnl::error &) {

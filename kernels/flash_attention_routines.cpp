@@ -87,13 +87,6 @@ const float *rowsAt(const std::vector<float> &rows, int64_t at) {
   return rows.empty() ? nullptr : rows.data() + at;
 }
 
-// P's or dS's bits for the bf16 products: rounded to bf16 already.
-const uint16_t *cubeBits(const std::vector<float> &p, std::vector<uint16_t> &bits) {
-  bits.resize(p.size());
-  bf16Bits(p.data(), static_cast<int64_t>(p.size()), bits.data());
-  return bits.data();
-}
-
 // An operand's f32 values: `x` where the caller widened it, else its bf16
 // bits `x16` (`rows` rows of `ld`) widened into `scratch`.
 const float *widened(const float *x, const uint16_t *x16, int64_t rows, int64_t ld,
@@ -142,15 +135,27 @@ void blockScores(const Attention &a, const float *q, const uint16_t *q16, const 
       scores[r * cols + c] = -std::numeric_limits<float>::infinity();
 }
 
-// P or dS as the cube reads it: rounded to the compute dtype (nothing to do
-// in f32).
-void roundForCube(std::vector<float> &p, const Attention &a) {
-  if (a.dtype == DType::F32)
-    return;
+// P or dS as the cube reads it, rounded to the compute dtype: on bf16 units
+// its bf16 bits alone (`bits`; the f32 pointer returned is null, `p` is
+// left as it was), else `p` rounded in place (nothing to do in f32).
+struct CubeOperand {
+  const float *f32;
+  const uint16_t *bf16;
+};
+
+CubeOperand forCube(std::vector<float> &p, const Attention &a, std::vector<uint16_t> &bits) {
+  const auto n = static_cast<int64_t>(p.size());
+  if (bf16Products(a)) {
+    bits.resize(p.size());
+    narrowRow(p.data(), n, DType::BF16, OverflowMode::InfNan, bits.data(), 0);
+    return {nullptr, bits.data()};
+  }
   if (a.dtype == DType::BF16)
-    return roundRowToBf16(p.data(), static_cast<int64_t>(p.size()));
-  for (float &x : p)
-    x = roundToDType(x, a.dtype, OverflowMode::InfNan);
+    roundRowToBf16(p.data(), n);
+  else if (a.dtype != DType::F32)
+    for (float &x : p)
+      x = roundToDType(x, a.dtype, OverflowMode::InfNan);
+  return {p.data(), nullptr};
 }
 
 // One (b, n): each query block against its key blocks in one pass
@@ -166,17 +171,23 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
   // The head's keys and values, widened once: O(S D), read by every block;
   // nothing to widen where the products run on bf16 units.
   const bool widen = !bf16Products(a);
-  std::vector<float> qb, keys, values, p, acc;
-  std::vector<uint16_t> p16;
+  // Scratch kept from call to call on each thread: no allocation per head.
+  thread_local std::vector<float> qb, keys, values, p, acc, m, l;
+  thread_local std::vector<uint16_t> p16;
   if (widen) {
     loadRows(k, a, a.Nkv, b, kv, 0, a.keysFor(a.S - 1), keys);
     loadRows(v, a, a.Nkv, b, kv, 0, a.keysFor(a.S - 1), values);
+  } else { // empty: rowsAt gives null, not an earlier call's rows
+    keys.clear();
+    values.clear();
+    qb.clear();
   }
   for (int64_t i0 = 0; i0 < a.S; i0 += kOuter) {
     const int64_t rows = std::min(kOuter, a.S - i0), key_end = a.keysFor(i0 + rows - 1);
     if (widen)
       loadRows(q, a, a.N, b, n, i0, rows, qb);
-    std::vector<float> m(rows, -std::numeric_limits<float>::infinity()), l(rows, 0.0f);
+    m.assign(static_cast<size_t>(rows), -std::numeric_limits<float>::infinity());
+    l.assign(static_cast<size_t>(rows), 0.0f);
     acc.assign(static_cast<size_t>(rows * D), 0.0f);
     for (int64_t j0 = 0; j0 < key_end; j0 += kInner) {
       const int64_t cols = std::min(kInner, key_end - j0);
@@ -194,10 +205,9 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
         if (rescale != 1.0f)
           scaleRow(&acc[r * D], D, rescale);
       }
-      roundForCube(p, a);
-      const uint16_t *v16 = bf16Rows(v, a, a.Nkv, b, kv, j0);
-      product(false, false, rows, D, cols, 1.0f, p.data(), v16 ? cubeBits(p, p16) : nullptr, cols,
-              rowsAt(values, j0 * D), v16, D, true, acc.data(), D);
+      const CubeOperand pc = forCube(p, a, p16);
+      product(false, false, rows, D, cols, 1.0f, pc.f32, pc.bf16, cols, rowsAt(values, j0 * D),
+              bf16Rows(v, a, a.Nkv, b, kv, j0), D, true, acc.data(), D);
     }
     for (int64_t r = 0; r < rows; ++r)
       divideRow(&acc[r * D], D, l[r]);
@@ -243,9 +253,11 @@ struct QueryHead {
 
 void loadQueryHead(const GradInputs &in, const Attention &a, int64_t b, int64_t n, QueryHead &h) {
   h.stat = (b * a.N + n) * a.S;
-  std::vector<float> out;
+  thread_local std::vector<float> out;
   if (!bf16Products(a))
     loadRows(in.q, a, a.N, b, n, 0, a.S, h.q);
+  else
+    h.q.clear();
   loadRows(in.dout, a, a.N, b, n, 0, a.S, h.dout);
   loadRows(in.out, a, a.N, b, n, 0, a.S, out);
   h.delta.assign(static_cast<size_t>(a.S), 0.0f);
@@ -260,19 +272,25 @@ void loadQueryHead(const GradInputs &in, const Attention &a, int64_t b, int64_t 
 // query block (summed over the key blocks in a whole-head accumulator).
 void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t kv) {
   const int64_t D = a.D, g = a.group();
-  std::vector<QueryHead> heads(static_cast<size_t>(g));
-  std::vector<std::vector<float>> dq(static_cast<size_t>(g));
+  // Scratch kept from call to call on each thread: no allocation per group.
+  thread_local std::vector<QueryHead> heads;
+  thread_local std::vector<std::vector<float>> dq;
+  heads.resize(static_cast<size_t>(g));
+  dq.resize(static_cast<size_t>(g));
   for (int64_t h = 0; h < g; ++h) {
     loadQueryHead(in, a, b, kv * g + h, heads[h]);
     dq[h].assign(static_cast<size_t>(a.S * D), 0.0f);
   }
-  std::vector<float> kb, vb, p, ds, dk, dv;
-  std::vector<uint16_t> p16, ds16;
+  thread_local std::vector<float> kb, vb, p, ds, dk, dv;
+  thread_local std::vector<uint16_t> p16, ds16;
   for (int64_t j0 = 0; j0 < a.S; j0 += kOuter) {
     const int64_t cols = std::min(kOuter, a.S - j0);
     if (!bf16Products(a)) { // on bf16 units the products read the bits alone
       loadRows(in.k, a, a.Nkv, b, kv, j0, cols, kb);
       loadRows(in.v, a, a.Nkv, b, kv, j0, cols, vb);
+    } else {
+      kb.clear();
+      vb.clear();
     }
     dk.assign(static_cast<size_t>(cols * D), 0.0f);
     dv.assign(static_cast<size_t>(cols * D), 0.0f);
@@ -296,18 +314,17 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
                 ds.data(), cols);
         for (int64_t r = 0; r < rows; ++r)
           scoreGradientRow(&p[r * cols], cols, qh.delta[i0 + r], a.scale, &ds[r * cols]);
-        roundForCube(ds, a);
-        const uint16_t *ds_bits = k16 ? cubeBits(ds, ds16) : nullptr;
+        const CubeOperand dsc = forCube(ds, a, ds16);
         if (in.dq)
-          product(false, false, rows, D, cols, 1.0f, ds.data(), ds_bits, cols, rowsAt(kb, 0), k16,
-                  D, true, &dq[h][i0 * D], D);
+          product(false, false, rows, D, cols, 1.0f, dsc.f32, dsc.bf16, cols, rowsAt(kb, 0), k16, D,
+                  true, &dq[h][i0 * D], D);
         if (in.dk)
-          product(true, false, cols, D, rows, 1.0f, ds.data(), ds_bits, cols, qb, q16, D, true,
+          product(true, false, cols, D, rows, 1.0f, dsc.f32, dsc.bf16, cols, qb, q16, D, true,
                   dk.data(), D);
         if (in.dv) {
-          roundForCube(p, a);
-          product(true, false, cols, D, rows, 1.0f, p.data(), dout16 ? cubeBits(p, p16) : nullptr,
-                  cols, dout, dout16, D, true, dv.data(), D);
+          const CubeOperand pc = forCube(p, a, p16);
+          product(true, false, cols, D, rows, 1.0f, pc.f32, pc.bf16, cols, dout, dout16, D, true,
+                  dv.data(), D);
         }
       }
     }

@@ -85,18 +85,6 @@ __attribute__((target("avx2"))) bool allFiniteAvx2(const float *x, int64_t n) {
   return !any;
 }
 
-__attribute__((target("avx2"))) void upperHalvesAvx2(const float *x, int64_t n, uint16_t *out) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + i));
-    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + i + 8));
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + i),
-                        packLowHalves(_mm256_srli_epi32(lo, 16), _mm256_srli_epi32(hi, 16)));
-  }
-  for (; i < n; ++i)
-    out[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(x[i]) >> 16);
-}
-
 bool allFinite(const float *x, int64_t n) {
   if (hostHasAvx2())
     return allFiniteAvx2(x, n);
@@ -142,13 +130,6 @@ void narrowRow(const float *x, int64_t n, DType dtype, OverflowMode overflow, vo
     return;
   for (int64_t i = 0; i < n; ++i)
     storeFloat(out, dtype, first + i, x[i], overflow);
-}
-
-void bf16Bits(const float *x, int64_t n, uint16_t *bits) {
-  if (hostHasAvx2())
-    return upperHalvesAvx2(x, n, bits);
-  for (int64_t i = 0; i < n; ++i)
-    bits[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(x[i]) >> 16);
 }
 
 } // namespace kiln::kernels

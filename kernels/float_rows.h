@@ -20,8 +20,4 @@ void widenRow(const void *data, DType dtype, int64_t first, int64_t n, float *ou
 void narrowRow(const float *x, int64_t n, DType dtype, OverflowMode overflow, void *out,
                int64_t first);
 
-// bits[i] = the bf16 bits of x[i], for i < n: x holds bf16 values already
-// (roundRowToBf16's results), so this only drops their low halves.
-void bf16Bits(const float *x, int64_t n, uint16_t *bits);
-
 } // namespace kiln::kernels

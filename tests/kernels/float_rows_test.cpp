@@ -109,15 +109,5 @@ TEST(FloatRows, WideningEqualsLoadFloat) {
   }
 }
 
-TEST(FloatRows, Bf16BitsAreTheUpperHalves) {
-  std::vector<float> row = randomRow(37, 4);
-  for (float &x : row)
-    x = roundToDType(x, DType::BF16, OverflowMode::InfNan);
-  std::vector<uint16_t> bits(row.size());
-  bf16Bits(row.data(), static_cast<int64_t>(row.size()), bits.data());
-  for (size_t i = 0; i < row.size(); ++i)
-    EXPECT_EQ(bits[i], floatToBFloat16(row[i], OverflowMode::InfNan));
-}
-
 } // namespace
 } // namespace kiln::kernels

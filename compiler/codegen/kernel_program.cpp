@@ -160,6 +160,8 @@ int chooseOuterRank(const KernelProgram &program, size_t cap) {
   return outer;
 }
 
+constexpr size_t kMaxRowSumPad = 2; // leading unit axes a row sum may take
+
 // The leading nest of f32 Sum reductions of an output's body (under a Round
 // to the output's own dtype, which its store repeats), outermost first.
 struct SumNest {
@@ -182,19 +184,20 @@ std::optional<SumNest> sumNest(ExprRef body, DType dtype) {
   return nest;
 }
 
-// The row sum's summand: the nest's first p levels become axes [0, p), the
-// output's axis j becomes axis p + j, and the levels from p on stay sums.
-ExprRef rowSumBody(const SumNest &nest, size_t p) {
+// The row sum's summand: after `pad` leading unit axes, the nest's first p
+// levels become axes [pad, pad + p), the output's axis j becomes axis
+// pad + p + j, and the levels from p on stay sums.
+ExprRef rowSumBody(const SumNest &nest, size_t p, size_t pad) {
   std::map<int, int> axis_of;
   for (size_t d = 0; d < p; ++d)
-    axis_of[nest.levels[d].first] = static_cast<int>(d);
+    axis_of[nest.levels[d].first] = static_cast<int>(pad + d);
   std::map<const Expr *, ExprRef> memo;
   std::function<ExprRef(const ExprRef &)> rewrite = [&](const ExprRef &e) -> ExprRef {
     if (auto it = memo.find(e.get()); it != memo.end())
       return it->second;
     ExprRef r = e;
     if (e->kind == ExprKind::Var) {
-      r = var(e->var + static_cast<int>(p));
+      r = var(e->var + static_cast<int>(pad + p));
     } else if (e->kind == ExprKind::RVar && axis_of.count(e->var)) {
       r = var(axis_of.at(e->var));
     } else if (!e->operands.empty()) {
@@ -227,24 +230,28 @@ void planRowSums(KernelProgram &program) {
       nests.emplace_back(o, std::move(*nest));
     }
   }
-  for (size_t p = nests.empty() ? 0 : levels; p >= 1; --p) {
-    KernelProgram trial = program;
-    for (const auto &[o, nest] : nests) {
-      const Stage &stage = program.stages[program.outputs[o].stage];
-      Shape shape;
-      for (size_t d = 0; d < p; ++d)
-        shape.push_back(nest.levels[d].second);
-      shape.insert(shape.end(), stage.shape.begin(), stage.shape.end());
-      trial.stages.push_back(
-          Stage{stage.name + ".rows", shape, ScalarType::F32, rowSumBody(nest, p), false});
-      trial.outputs[o].row_sum_stage = static_cast<int>(trial.stages.size()) - 1;
+  // A reduced axis of extent 1 has no level (the lowering reads it at 0), so
+  // the rows may need leading unit axes to line up with the kernel's other
+  // outputs: a batch of one's [1, S, H] beside a sum over S.
+  for (size_t p = nests.empty() ? 0 : levels; p >= 1; --p)
+    for (size_t pad = 0; pad <= kMaxRowSumPad; ++pad) {
+      KernelProgram trial = program;
+      for (const auto &[o, nest] : nests) {
+        const Stage &stage = program.stages[program.outputs[o].stage];
+        Shape shape(pad, 1);
+        for (size_t d = 0; d < p; ++d)
+          shape.push_back(nest.levels[d].second);
+        shape.insert(shape.end(), stage.shape.begin(), stage.shape.end());
+        trial.stages.push_back(
+            Stage{stage.name + ".rows", shape, ScalarType::F32, rowSumBody(nest, p, pad), false});
+        trial.outputs[o].row_sum_stage = static_cast<int>(trial.stages.size()) - 1;
+      }
+      trial.outer_rank = chooseOuterRank(trial, p + pad);
+      if (trial.outer_rank == static_cast<int>(p + pad) && trial.rows() > 1) {
+        program = std::move(trial);
+        return;
+      }
     }
-    trial.outer_rank = chooseOuterRank(trial, p);
-    if (trial.outer_rank == static_cast<int>(p) && trial.rows() > 1) {
-      program = std::move(trial);
-      return;
-    }
-  }
 }
 
 } // namespace

@@ -152,8 +152,8 @@ TEST(RowSums, SameBitsOnEveryRunAndThreadCount) {
 struct NormGraph {
   Graph g{"norm"};
   ops::TensorMap feed;
-  explicit NormGraph(DType dtype) {
-    const Shape shape{4, 96, 128};
+  explicit NormGraph(DType dtype, int64_t batch = 4) {
+    const Shape shape{batch, 96, 128};
     ValueId x = input("x", {dtype, shape});
     ValueId r = input("r", {DType::F32, shape});
     ValueId w = input("w", {dtype, {128}});
@@ -200,6 +200,23 @@ TEST(RowSums, TheNormGradientKernelRunsOnEveryTokenRow) {
     expectCompiledMatchesReference(n.g, n.feed, tolerance);
     EXPECT_EQ(runBytes(n.g, n.feed, 2), runBytes(n.g, n.feed, 1));
   }
+}
+
+// A batch of one (a data-parallel replica's share): the sum over the tokens
+// has no level for the unit batch axis, and its rows take a leading unit
+// axis to line up with dx's [1, 96, 128].
+TEST(RowSums, ABatchOfOneStillRunsOnEveryTokenRow) {
+  NormGraph n(DType::BF16, 1);
+  runOnePass(n.g, "RmsNormFusionPass");
+  const NodeId dw = n.g.value(n.g.findOutput("dw")->value).producer;
+  codegen::CompiledKernels kernels = compile(n.g);
+  const std::optional<KernelOf> k = kernelOf(kernels, n.g, n.g.node(dw).name);
+  ASSERT_TRUE(k);
+  expectLaunchOfProgram(*k);
+  EXPECT_TRUE(k->program.hasRowSums()) << codegen::programToString(k->program);
+  EXPECT_EQ(k->program.rows(), 96);
+  expectCompiledMatchesReference(n.g, n.feed);
+  EXPECT_EQ(runBytes(n.g, n.feed, 2), runBytes(n.g, n.feed, 1));
 }
 
 } // namespace

@@ -17,28 +17,11 @@ public:
   int localSize() const override { return devices_; }
 
   Status allReduceSum(const std::vector<float *> &local, int64_t n) override {
-    if (static_cast<int>(local.size()) != devices_)
-      return Error("allreduce: " + std::to_string(local.size()) + " buffers for " +
-                   std::to_string(devices_) + " devices");
-    // Summed in rank order into the first device's buffer (one device
-    // holds the sum already), then copied to the others: chunk by chunk,
-    // each chunk's sum made and copied while it is in cache, the chunks on
-    // every core. Each element's additions are in rank order whatever the
-    // chunking, so the sums are the same bits.
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-    auto reduce = [&](int64_t c, int) {
-      const int64_t first = c * kChunk, count = std::min(kChunk, n - first);
-      float *sum = local[0] + first;
-      for (size_t r = 1; r < local.size(); ++r)
-        addInto(sum, local[r] + first, count);
-      for (size_t r = 1; r < local.size(); ++r)
-        std::memcpy(local[r] + first, sum, static_cast<size_t>(count) * sizeof(float));
-    };
-    if (chunks > 1)
-      pool().parallelFor(chunks, reduce);
-    else if (chunks == 1)
-      reduce(0, 0);
-    return Status::ok();
+    return sum(local, n, true);
+  }
+
+  Status reduceSumToFirst(const std::vector<float *> &local, int64_t n) override {
+    return sum(local, n, false);
   }
 
   Status broadcast(const std::vector<void *> &local, int64_t bytes, int root) override {
@@ -51,6 +34,31 @@ public:
   }
 
 private:
+  // Summed in rank order into the first device's buffer (one device holds
+  // the sum already), then copied to the others where `to_all`: chunk by
+  // chunk, each chunk's sum made and copied while it is in cache, the
+  // chunks on every core. Each element's additions are in rank order
+  // whatever the chunking, so the sums are the same bits.
+  Status sum(const std::vector<float *> &local, int64_t n, bool to_all) {
+    if (static_cast<int>(local.size()) != devices_)
+      return Error("allreduce: " + std::to_string(local.size()) + " buffers for " +
+                   std::to_string(devices_) + " devices");
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    auto reduce = [&](int64_t c, int) {
+      const int64_t first = c * kChunk, count = std::min(kChunk, n - first);
+      float *sum = local[0] + first;
+      for (size_t r = 1; r < local.size(); ++r)
+        addInto(sum, local[r] + first, count);
+      for (size_t r = 1; to_all && r < local.size(); ++r)
+        std::memcpy(local[r] + first, sum, static_cast<size_t>(count) * sizeof(float));
+    };
+    if (chunks > 1)
+      pool().parallelFor(chunks, reduce);
+    else if (chunks == 1)
+      reduce(0, 0);
+    return Status::ok();
+  }
+
   static constexpr int64_t kChunk = 16384; // floats: 64 KiB, a chunk of every rank in L2
 
   // sum[i] += x[i]: a whole chunk in a loop of known length the compiler

@@ -22,6 +22,12 @@ public:
 
   // Each local buffer (n floats) becomes the sum of all replicas' buffers.
   virtual Status allReduceSum(const std::vector<float *> &local, int64_t n) = 0;
+  // The first local buffer becomes the sum of all replicas' buffers; the
+  // others may be left as they were (their replicas read the first's
+  // results). By default an allReduceSum.
+  virtual Status reduceSumToFirst(const std::vector<float *> &local, int64_t n) {
+    return allReduceSum(local, n);
+  }
   // Each local buffer (bytes long) becomes replica `root`'s.
   virtual Status broadcast(const std::vector<void *> &local, int64_t bytes, int root) = 0;
 };

@@ -17,8 +17,8 @@ void GradientSums::add(int d, size_t i, Tensor g, int k, bool keep_dtype) {
     to[j] += from[j];
 }
 
-Status GradientSums::sumOverReplicas(Communicator &comm, const std::vector<int> &devices,
-                                     size_t i) {
+Status GradientSums::sumOverReplicas(Communicator &comm, const std::vector<int> &devices, size_t i,
+                                     bool first_only) {
   std::vector<float *> buffers;
   for (int d : devices) {
     Tensor &g = sums_[d][i];
@@ -26,7 +26,8 @@ Status GradientSums::sumOverReplicas(Communicator &comm, const std::vector<int> 
       g = g.castTo(DType::F32); // exact: the sum runs in f32 from the step's values
     buffers.push_back(g.dataAs<float>());
   }
-  return comm.allReduceSum(buffers, sums_[devices.front()][i].numElements());
+  const int64_t n = sums_[devices.front()][i].numElements();
+  return first_only ? comm.reduceSumToFirst(buffers, n) : comm.allReduceSum(buffers, n);
 }
 
 } // namespace kiln::runtime

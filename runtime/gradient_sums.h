@@ -27,8 +27,10 @@ public:
 
   // Parameter `i`'s sums on `devices` (one per local replica, in rank
   // order) summed over every replica of the job through `comm`, in f32, in
-  // place: each of them then holds the whole sum.
-  Status sumOverReplicas(Communicator &comm, const std::vector<int> &devices, size_t i);
+  // place: each of them then holds the whole sum (with `first_only`, the
+  // first of them; the others are left as they were).
+  Status sumOverReplicas(Communicator &comm, const std::vector<int> &devices, size_t i,
+                         bool first_only = false);
 
 private:
   std::vector<std::vector<Tensor>> sums_; // per device, per parameter

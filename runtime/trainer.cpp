@@ -375,13 +375,14 @@ Expected<StepRecord> Trainer::step() {
 }
 
 // Every local device's update. Without ZeRO the replicas of a process hold
-// the same weights, moments and summed gradients (the same bits), so the
-// first replica's devices update and the others take their results: the
-// host computes once what each simulated device would compute alike, and
-// each device still counts the memory its update would have used.
+// the same weights and moments, and only the first replica's devices hold
+// the summed gradients (reduceGradient), so they update and the others take
+// their results: the host computes once what each simulated device would
+// compute alike, and each device still counts the memory its update would
+// have used (it is in the state the first replica's device was in).
 Status Trainer::updateDevices(double grad_scale, double lr) {
   const int per_replica = tp() * layout_.localStages();
-  const bool shared = zero_.stage() == 0 && comm_->localSize() > 1;
+  const bool shared = sharedUpdate();
   std::vector<DeviceMemory> before;
   for (int d = 0; d < layout_.devices(); ++d) {
     const int source = shared ? d % per_replica : d;
@@ -389,13 +390,14 @@ Status Trainer::updateDevices(double grad_scale, double lr) {
       if (shared)
         before.push_back(memory_[d]);
       KILN_RETURN_IF_ERROR(update(d, grad_scale, lr));
-    } else if (memory_[d].sameAs(before[source])) {
-      weights_[d] = weights_[source];
-      moments_[d] = moments_[source];
-      memory_[d].countAs(memory_[source]);
-    } else { // a device whose history differs (never expected): its own update
-      KILN_RETURN_IF_ERROR(update(d, grad_scale, lr));
+      continue;
     }
+    if (!memory_[d].sameAs(before[source]))
+      return Error(deviceName(d) + ": holds other buffers than " + deviceName(source) +
+                   " before the update it takes from it (an internal error)");
+    weights_[d] = weights_[source];
+    moments_[d] = moments_[source];
+    memory_[d].countAs(memory_[source]);
   }
   return Status::ok();
 }

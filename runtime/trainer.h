@@ -167,6 +167,9 @@ private:
   Status reduceGradient(int tp_rank, size_t param);
   Expected<double> gradientSumOfSquares();
   Status updateDevices(double grad_scale, double lr);
+  // Without ZeRO the replicas of this process update once: the first
+  // replica's devices, whose results the others take (trainer.cpp).
+  bool sharedUpdate() const { return zero_.stage() == 0 && comm_->localSize() > 1; }
   Status update(int device, double grad_scale, double lr);
   Status checkpoint();
   std::string deviceName(int device) const;

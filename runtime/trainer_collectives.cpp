@@ -23,12 +23,13 @@ Status Trainer::accumulateGradient(int d, size_t i, Tensor g, int k, bool keep_d
 
 // Rank t's gradient of parameter i summed over the replicas in rank order,
 // in f32, on every replica (the host's; with ZeRO-2 and -3 a device counts
-// only its slice of it, accumulateGradient).
+// only its slice of it, accumulateGradient); on the first alone where only
+// the first replica updates.
 Status Trainer::reduceGradient(int t, size_t i) {
   std::vector<int> devices;
   for (int r = 0; r < comm_->localSize(); ++r)
     devices.push_back(deviceOfParam(r, i, t));
-  return sums_.sumOverReplicas(*comm_, devices, i);
+  return sums_.sumOverReplicas(*comm_, devices, i, sharedUpdate());
 }
 
 // The global gradient norm's sum of squares. Every replica holds the same

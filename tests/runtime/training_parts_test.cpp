@@ -311,6 +311,12 @@ TEST(Communicator, SumsALongBufferInRankOrderChunkByChunk) {
   std::vector<float *> local;
   for (auto &b : buffers)
     local.push_back(b.data());
+  const std::vector<std::vector<float>> inputs = buffers;
+  ASSERT_TRUE(comm->reduceSumToFirst(local, n).isOk());
+  EXPECT_EQ(buffers[0], expected);
+  for (int r = 1; r < kRanks; ++r)
+    EXPECT_EQ(buffers[r], inputs[r]) << "rank " << r << " is left as it was";
+  buffers = inputs;
   ASSERT_TRUE(comm->allReduceSum(local, n).isOk());
   for (int r = 0; r < kRanks; ++r)
     EXPECT_EQ(buffers[r], expected) << "rank " << r;

@@ -64,8 +64,7 @@ std::vector<llvm::VecDesc> vectorMath() {
     for (const char *scalar : {f.libm, f.intrinsic}) {
       fns.emplace_back(scalar, f.sse, llvm::ElementCount::getFixed(4), false, "_ZGV_LLVM_N4v");
       fns.emplace_back(scalar, f.avx2, llvm::ElementCount::getFixed(8), false, "_ZGV_LLVM_N8v");
-      fns.emplace_back(scalar, f.avx512, llvm::ElementCount::getFixed(16), false,
-                       "_ZGV_LLVM_N16v");
+      fns.emplace_back(scalar, f.avx512, llvm::ElementCount::getFixed(16), false, "_ZGV_LLVM_N16v");
     }
   return fns;
 }

@@ -1,8 +1,10 @@
 // FlashAttentionScore's host routines: blocks of query rows against blocks of
-// keys, the inputs widened to f32 once per block so the inner loops run over
-// contiguous f32 rows in cache, the block products on BLAS. The forward is
-// FlashAttention-2's online softmax; the backward recomputes the
-// probabilities from the saved statistics once per block pair.
+// keys, the block products on oneDNN: on the bf16 operands themselves where
+// the host has bf16 units, else on the inputs widened to f32 once per block.
+// Rows are widened, rounded and stored by the vector loops of float_rows.h
+// and softmax_rows.h. The forward is FlashAttention-2's online softmax; the
+// backward recomputes the probabilities from the saved statistics once per
+// block pair.
 #include "kernels/flash_attention_routines.h"
 
 #include <algorithm>

@@ -29,6 +29,13 @@ namespace {
 // keys in the backward) against up to kInner of the other side.
 constexpr int64_t kOuter = 64, kInner = 512;
 
+// Scratch is kept per thread from call to call (no allocation per head),
+// but past this many bytes a call gives its buffers back: a long sequence's
+// would otherwise stay on every executor thread for the life of the process.
+constexpr size_t kScratchKeepBytes = size_t{32} << 20;
+
+template <typename T> size_t bytesOf(const std::vector<T> &v) { return v.capacity() * sizeof(T); }
+
 struct Attention {
   DType dtype;
   int64_t B, N, Nkv, S, D;
@@ -220,6 +227,10 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
     if (row_sum)
       std::copy(l.begin(), l.end(), row_sum + stat);
   }
+  if (bytesOf(keys) + bytesOf(values) > kScratchKeepBytes) {
+    std::vector<float>().swap(keys);
+    std::vector<float>().swap(values);
+  }
 }
 
 // The backward's inputs and outputs.
@@ -336,10 +347,17 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
     if (in.dv)
       narrowRow(dv.data(), cols * D, a.dtype, a.overflow, in.dv, base);
   }
-  if (!in.dq)
-    return;
-  for (int64_t h = 0; h < g; ++h)
+  for (int64_t h = 0; in.dq && h < g; ++h)
     narrowRow(dq[h].data(), a.S * D, a.dtype, a.overflow, in.dq, a.row(a.N, b, kv * g + h, 0));
+  size_t kept = 0;
+  for (int64_t h = 0; h < g; ++h)
+    kept += bytesOf(heads[h].q) + bytesOf(heads[h].dout) + bytesOf(dq[h]);
+  if (kept > kScratchKeepBytes) {
+    heads.clear();
+    heads.shrink_to_fit();
+    dq.clear();
+    dq.shrink_to_fit();
+  }
 }
 
 } // namespace

@@ -47,10 +47,15 @@ Expected<std::unique_ptr<llvm::TargetMachine>> hostTargetMachine(int opt_level) 
 }
 
 // exp, log and tanh vectorise into glibc's libmvec (the kernel loader loads
-// it) instead of one scalar libm call per element: its SSE and AVX2 forms,
-// within 4 ulp. Not sin and cos: libmvec's lose accuracy on the thousands of
+// it) instead of one scalar libm call per element: its SSE form, and its
+// AVX2 and AVX-512 forms where the target machine has those units (a form
+// the host lacks would fault; a 16-lane call needs a zmm register), within
+// 4 ulp. Not sin and cos: libmvec's lose accuracy on the thousands of
 // radians of long rotary tables, where the reference keeps it.
-std::vector<llvm::VecDesc> vectorMath() {
+std::vector<llvm::VecDesc> vectorMath(const llvm::TargetMachine &tm) {
+  const std::string features = tm.getTargetFeatureString().str() + ",";
+  const bool avx2 = features.find("+avx2,") != std::string::npos;
+  const bool avx512 = features.find("+avx512f,") != std::string::npos;
   struct Function {
     const char *libm, *intrinsic, *sse, *avx2, *avx512;
   };
@@ -63,8 +68,11 @@ std::vector<llvm::VecDesc> vectorMath() {
   for (const Function &f : kFunctions)
     for (const char *scalar : {f.libm, f.intrinsic}) {
       fns.emplace_back(scalar, f.sse, llvm::ElementCount::getFixed(4), false, "_ZGV_LLVM_N4v");
-      fns.emplace_back(scalar, f.avx2, llvm::ElementCount::getFixed(8), false, "_ZGV_LLVM_N8v");
-      fns.emplace_back(scalar, f.avx512, llvm::ElementCount::getFixed(16), false, "_ZGV_LLVM_N16v");
+      if (avx2)
+        fns.emplace_back(scalar, f.avx2, llvm::ElementCount::getFixed(8), false, "_ZGV_LLVM_N8v");
+      if (avx512)
+        fns.emplace_back(scalar, f.avx512, llvm::ElementCount::getFixed(16), false,
+                         "_ZGV_LLVM_N16v");
     }
   return fns;
 }
@@ -79,7 +87,7 @@ void optimize(llvm::Module &module, llvm::TargetMachine &tm, int opt_level) {
   tuning.SLPVectorization = true;
   llvm::PassBuilder pb(&tm, tuning);
   llvm::TargetLibraryInfoImpl library(tm.getTargetTriple());
-  library.addVectorizableFunctions(vectorMath());
+  library.addVectorizableFunctions(vectorMath(tm));
   fam.registerPass([&] { return llvm::TargetLibraryAnalysis(library); });
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);

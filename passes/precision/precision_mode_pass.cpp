@@ -23,13 +23,14 @@ bool hasFloatOutput(const Graph &g, const Node &n) {
 }
 
 // A linear layer's bias add: BiasAdd or Add of a white-list op's output and
-// a graph input of the output's last extent, in the white op's low dtype. MindFormers'
+// a parameter of the output's last extent, in the white op's low dtype. MindFormers'
 // Linear casts its bias to the compute dtype and PyTorch's autocast runs
 // linear's bias in it, so neither lifts the layer's output (and attention
 // after a biased qkv projection) to f32 as a gray op with an f32 input
 // would.
 bool isLowBiasAdd(const Graph &g, const Node &n, const PrecisionSettings &p,
-                  const std::vector<DType> &planned, DType low) {
+                  const std::vector<DType> &planned, DType low,
+                  const std::vector<bool> &parameter) {
   if ((n.op != "BiasAdd" && n.op != "Add") || n.inputs.size() != 2)
     return false;
   for (int i = 0; i < 2; ++i) {
@@ -37,29 +38,43 @@ bool isLowBiasAdd(const Graph &g, const Node &n, const PrecisionSettings &p,
     const NodeId producer = g.value(x).producer;
     const Shape &xs = g.type(x).shape, &bs = g.type(bias).shape;
     if (producer != kNoNode && planned[x] == low &&
-        p.mixlist.listOf(g.node(producer).op) == PrecisionList::White &&
-        g.value(bias).producer == kNoNode && bs.size() == 1 && !xs.empty() && bs[0] == xs.back())
+        p.mixlist.listOf(g.node(producer).op) == PrecisionList::White && parameter[bias] &&
+        bs.size() == 1 && !xs.empty() && bs[0] == xs.back())
       return true;
   }
   return false;
 }
 
-// Values computed from attributes alone (Fill, the rotary tables and what
-// is made of them), in graph order: no batch and no parameter reaches them,
-// so a gray op's dtype follows its other inputs, as for a literal; the
-// constant is cast to it (as Hugging Face casts its rotary tables to the
-// activations' dtype).
+// The constants a gray op's dtype does not follow: Fill's outputs (which
+// then take their users' dtype) and the rotary tables, RotaryCosSin's
+// outputs and what is computed from them alone, in graph order. The tables
+// lie in [-1, 1], so casting them to the low dtype (as Hugging Face casts
+// its tables to the activations' dtype) cannot overflow; other constants
+// (a mask of -inf or f32's lowest) would, and keep their users in f32.
 std::vector<bool> constantValues(const Graph &g) {
-  std::vector<bool> constant(g.numValues(), false);
+  std::vector<bool> constant(g.numValues(), false), table(g.numValues(), false);
   for (NodeId id = 0; id < static_cast<NodeId>(g.numNodes()); ++id) {
     const Node &n = g.node(id);
-    bool all = true;
-    for (ValueId in : n.inputs)
-      all = all && constant[in];
-    for (ValueId out : n.outputs)
-      constant[out] = all;
+    bool from_tables = n.op == "RotaryCosSin";
+    if (!from_tables && !n.inputs.empty()) {
+      from_tables = true;
+      for (ValueId in : n.inputs)
+        from_tables = from_tables && table[in];
+    }
+    for (ValueId out : n.outputs) {
+      table[out] = from_tables;
+      constant[out] = from_tables || n.op == "Fill";
+    }
   }
   return constant;
+}
+
+// The values that are parameters (graph inputs of role Parameter).
+std::vector<bool> parameterValues(const Graph &g) {
+  std::vector<bool> parameter(g.numValues(), false);
+  for (const GraphInput &in : g.inputs())
+    parameter[in.value] = in.role == InputRole::Parameter;
+  return parameter;
 }
 
 // Fill constants take their users' dtype when the users agree.
@@ -111,7 +126,8 @@ public:
             "AMP's painting in graph order with f16 (bf16) as the low dtype: white-list ops low, "
             "black-list ops f32, gray ops low only when every float input is low (a linear layer's "
             "bias add after a white-list matmul in its low dtype, the bias cast, as MindFormers' "
-            "Linear and PyTorch's autocast do), Fill constants "
+            "Linear and PyTorch's autocast do; the rotary tables count as constants), Fill "
+            "constants "
             "the dtype of their users when these agree. The lists are the built-in ones edited "
             "by --modify-mixlist; nodes named in --keep-dtype (by name or OpType::X) keep their "
             "dtype. Graph inputs and outputs keep their types, so parameters and optimizer state "
@@ -131,7 +147,7 @@ public:
     std::vector<DType> planned(graph.numValues());
     for (size_t v = 0; v < graph.numValues(); ++v)
       planned[v] = graph.type(static_cast<ValueId>(v)).dtype;
-    const std::vector<bool> constant = constantValues(graph);
+    const std::vector<bool> constant = constantValues(graph), parameter = parameterValues(graph);
 
     for (NodeId id = 0; id < static_cast<NodeId>(graph.numNodes()); ++id) {
       const Node &node = graph.node(id);
@@ -174,7 +190,7 @@ public:
           r = {*low, {}, "white list"};
         } else if (list == PrecisionList::Black) {
           r = {DType::F32, {}, "black list"};
-        } else if (isLowBiasAdd(graph, node, p, planned, *low)) {
+        } else if (isLowBiasAdd(graph, node, p, planned, *low, parameter)) {
           r = {*low, {}, "gray list: a linear layer's bias, in its matmul's dtype"};
         } else {
           // Gray: low only when every float input (constants aside) is low.

@@ -11,6 +11,7 @@
 #include "compiler/driver/compile.h"
 #include "compiler/driver/job.h"
 #include "compiler/frontend/decoder_init.h"
+#include "ops/op_builder.h"
 #include "tests/support/pass_test_util.h"
 
 namespace kiln::driver {
@@ -136,6 +137,25 @@ TEST(PrecisionMode, BiasesAndRotaryTablesKeepTheAttentionLow) {
   EXPECT_EQ(d.at("transformer.h.0.attn.q_transpose"), DType::F16);
   EXPECT_EQ(d.at("transformer.h.0.attn_residual"), DType::F32) << "the residual stream";
   EXPECT_EQ(d.at("transformer.rotary_emb"), DType::F32) << "the tables themselves";
+}
+
+// Only a parameter is a linear layer's bias: an f32 data input added to a
+// matmul's output keeps the add in f32, as the gray rule says.
+TEST(PrecisionMode, OnlyAParameterIsALinearLayersBias) {
+  Graph g("linear");
+  const ValueId x = g.addInput("x", TensorType{DType::F32, {4, 8}}, InputRole::Data);
+  const ValueId w = g.addInput("w", TensorType{DType::F32, {8, 8}}, InputRole::Parameter);
+  const ValueId bias = g.addInput("bias", TensorType{DType::F32, {8}}, InputRole::Parameter);
+  const ValueId shift = g.addInput("shift", TensorType{DType::F32, {8}}, InputRole::Data);
+  ops::OpBuilder b(g);
+  const ValueId y = b.create("MatMul", "proj", {x, w});
+  g.addOutput("biased", b.create("BiasAdd", "biased", {y, bias}));
+  const ValueId z = b.create("MatMul", "proj2", {x, w});
+  g.addOutput("shifted", b.create("Add", "shifted", {z, shift}));
+  ASSERT_TRUE(b.status().isOk()) << b.status().message();
+  ASSERT_TRUE(compileGraph(g, precisionJob(passes::PrecisionMode::AllowMixPrecisionFp16)));
+  EXPECT_EQ(g.type(g.node(g.findNode("biased")).outputs[0]).dtype, DType::F16);
+  EXPECT_EQ(g.type(g.node(g.findNode("shifted")).outputs[0]).dtype, DType::F32);
 }
 
 std::string writeTemp(const std::string &name, const std::string &text) {

@@ -10,6 +10,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/host_features.h"
+
 namespace kiln::runtime {
 namespace {
 
@@ -54,8 +56,7 @@ __attribute__((target("avx2,fma"))) double blockSquaresAvx2(const float *p, int6
 }
 
 double blockSquares(const float *p, int64_t n) {
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return avx2 ? blockSquaresAvx2(p, n) : blockSquaresScalar(p, n);
+  return kernels::hostHasAvx2() ? blockSquaresAvx2(p, n) : blockSquaresScalar(p, n);
 }
 
 } // namespace

@@ -131,35 +131,34 @@ private:
           join(g))
         return "epilogues";
     }
-    if (p != kNoNode && only_reader && graph.node(p).group == kNoGroup && pairable(graph.node(p))) {
-      const std::vector<NodeId> pair{p, c};
-      if (!checkUbBudget(ubUsage(view, pair, target.vector_tile_elements), target))
-        return nullptr;
-      std::string kernel = graph.node(p).op + "_cast";
-      for (char &ch : kernel)
-        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      const GroupId g = formGroup(graph, pair, c, kernel, kPassName, Intermediates::Storage);
-      members.resize(graph.groups().size());
-      members[g] = pair;
-      return "pairs";
-    }
+    if (p != kNoNode && only_reader && graph.node(p).group == kNoGroup && pairable(graph.node(p)))
+      return formKernel(graph, view, members, {p, c}, graph.node(p).op + "_cast", target) ? "pairs"
+                                                                                          : nullptr;
     const std::vector<NodeId> &readers = view.users(y);
     if (to > from && !view.isGraphOutput(y) && readers.size() == 1 &&
         graph.node(readers[0]).group == kNoGroup &&
-        kindOf(graph, graph.node(readers[0])) == ops::OpKind::Reduce) {
-      const NodeId r = readers[0];
-      const std::vector<NodeId> pair{c, r};
-      if (!checkUbBudget(ubUsage(view, pair, target.vector_tile_elements), target))
-        return nullptr;
-      std::string kernel = "cast_" + graph.node(r).op;
-      for (char &ch : kernel)
-        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      const GroupId g = formGroup(graph, pair, r, kernel, kPassName, Intermediates::Storage);
-      members.resize(graph.groups().size());
-      members[g] = pair;
-      return "prologues";
-    }
+        kindOf(graph, graph.node(readers[0])) == ops::OpKind::Reduce)
+      return formKernel(graph, view, members, {c, readers[0]}, "cast_" + graph.node(readers[0]).op,
+                        target)
+                 ? "prologues"
+                 : nullptr;
     return nullptr;
+  }
+
+  // Makes the two nodes of `pair` (the second its root) a new kernel named
+  // `kernel` in lower case, with Storage numerics; false when it would not
+  // fit the UB.
+  static bool formKernel(Graph &graph, const FusionView &view,
+                         std::vector<std::vector<NodeId>> &members, const std::vector<NodeId> &pair,
+                         std::string kernel, const target::Target &target) {
+    if (!checkUbBudget(ubUsage(view, pair, target.vector_tile_elements), target))
+      return false;
+    for (char &ch : kernel)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const GroupId g = formGroup(graph, pair, pair[1], kernel, kPassName, Intermediates::Storage);
+    members.resize(graph.groups().size());
+    members[g] = pair;
+    return true;
   }
 };
 

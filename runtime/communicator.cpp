@@ -73,15 +73,10 @@ private:
       sum[i] += x[i];
   }
 
-  // The host's cores, started at the first sum large enough to split.
-  ThreadPool &pool() {
-    if (!pool_)
-      pool_ = std::make_unique<ThreadPool>();
-    return *pool_;
-  }
+  // The host's cores, as the executors use them.
+  static ThreadPool &pool() { return ThreadPool::shared(); }
 
   int devices_;
-  std::unique_ptr<ThreadPool> pool_;
 };
 
 } // namespace

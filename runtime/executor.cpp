@@ -16,8 +16,10 @@ namespace kiln::runtime {
 
 Executor::Executor(const Graph &graph, executable::Executable kernels,
                    const ExecutorOptions &options)
-    : graph_(graph), kernels_(std::move(kernels)), options_(options), pool_(options.threads),
-      scratch_(pool_.size()), acc_tiles_(pool_.size()) {}
+    : graph_(graph), kernels_(std::move(kernels)), options_(options),
+      own_pool_(options.threads > 0 ? std::make_unique<ThreadPool>(options.threads) : nullptr),
+      pool_(own_pool_ ? *own_pool_ : ThreadPool::shared()), scratch_(pool_.size()),
+      acc_tiles_(pool_.size()) {}
 
 Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
                                                      executable::Executable kernels,

@@ -136,7 +136,8 @@ private:
   std::vector<std::shared_ptr<uint8_t[]>> arenas_;
   int64_t arena_bytes_allocated_ = 0;
   ProfileScope profile_;
-  ThreadPool pool_;
+  std::unique_ptr<ThreadPool> own_pool_;       // ExecutorOptions::threads set: a pool of that size
+  ThreadPool &pool_;                           // own_pool_, or the process's
   std::vector<std::vector<uint64_t>> scratch_; // per worker
   std::vector<float> row_sums_;                // per tile, for kernels with row sums
   std::vector<std::vector<float>> acc_tiles_;  // per worker

@@ -136,8 +136,7 @@ Status Trainer::startProfiler() {
   if (options_.profile_dir.empty())
     return Status::ok();
   KILN_RETURN_IF_ERROR(createProfileDir(options_.profile_dir));
-  ThreadPool pool;
-  profiler_ = std::make_unique<Profiler>(measureHostRoofline(pool));
+  profiler_ = std::make_unique<Profiler>(measureHostRoofline(ThreadPool::shared()));
   if (program_.stages.empty())
     step_program_ = profiler_->addProgram("step", program_.step.graph, program_.step.kernels);
   for (size_t i = 0; i < stage_executors_.size(); ++i) {

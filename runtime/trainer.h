@@ -225,9 +225,9 @@ private:
   std::string resumed_from_;
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<Profiler> profiler_;
-  ThreadPool pool_;                  // the host's work between kernels (the gradient norm)
-  int step_program_ = -1;            // in profiler_
-  std::vector<int> update_programs_; // in profiler_, per optimizer graph
+  ThreadPool &pool_ = ThreadPool::shared(); // the host's work between kernels (the gradient norm)
+  int step_program_ = -1;                   // in profiler_
+  std::vector<int> update_programs_;        // in profiler_, per optimizer graph
 };
 
 } // namespace kiln::runtime

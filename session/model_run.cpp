@@ -17,8 +17,8 @@ Expected<ops::TensorMap> runKernels(const Graph &graph, codegen::CompiledKernels
   std::unique_ptr<runtime::Profiler> profiler;
   if (!profile_dir.empty()) {
     KILN_RETURN_IF_ERROR(runtime::createProfileDir(profile_dir));
-    ThreadPool pool;
-    profiler = std::make_unique<runtime::Profiler>(runtime::measureHostRoofline(pool));
+    profiler =
+        std::make_unique<runtime::Profiler>(runtime::measureHostRoofline(ThreadPool::shared()));
   }
   const int program = profiler ? profiler->addProgram("run", graph, kernels) : -1;
   KILN_ASSIGN_OR_RETURN(auto executor, runtime::Executor::create(graph, std::move(kernels)));

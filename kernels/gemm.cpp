@@ -81,40 +81,46 @@ bool hostHasBf16Gemm() {
 }
 
 bool gemmDnnlBlock(const GemmPlan &plan, DType dtype, const void *a, const void *b,
-                   int64_t batch_begin, int64_t batch_end, int64_t col_begin, int64_t col_end,
-                   float *c) {
+                   const GemmBlock &block, float *c) {
   using dims = dnnl::memory::dims;
   using dt = dnnl::memory::data_type;
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   if (dtype != DType::BF16 && dtype != DType::F32)
     return false;
   const int64_t m = plan.m, n = plan.n, k = plan.k;
-  const int64_t batch = batch_end - batch_begin, cols = col_end - col_begin;
-  if (batch <= 0 || cols <= 0)
+  const int64_t batch = block.batch_end - block.batch_begin;
+  const int64_t rows = block.row_end - block.row_begin, cols = block.col_end - block.col_begin;
+  if (batch <= 0 || rows <= 0 || cols <= 0)
     return true;
   keepOneDnnOnThisThread();
-  const size_t element = dtype == DType::BF16 ? 2 : 4;
-  const auto *a_bytes = static_cast<const uint8_t *>(a) + batch_begin * m * k * element;
+  const int64_t element = dtype == DType::BF16 ? 2 : 4;
+  // op(A) rows [row_begin, row_end): rows of A, or columns of a transposed A;
   // op(B) columns [col_begin, col_end): columns of B, or rows of a transposed B.
-  const auto *b_bytes = static_cast<const uint8_t *>(b) +
-                        (batch_begin * k * n + (plan.transpose_b ? col_begin * k : col_begin)) *
-                            static_cast<int64_t>(element);
+  const auto *a_bytes =
+      static_cast<const uint8_t *>(a) +
+      (block.batch_begin * m * k + (plan.transpose_a ? block.row_begin : block.row_begin * k)) *
+          element;
+  const auto *b_bytes =
+      static_cast<const uint8_t *>(b) +
+      (block.batch_begin * k * n + (plan.transpose_b ? block.col_begin * k : block.col_begin)) *
+          element;
   const dt type = dtype == DType::BF16 ? dt::bf16 : dt::f32;
   try {
     // Transposes are strides: A [m, k] stored as [k, m], B [k, n] as [n, k].
-    const dnnl::memory::desc a_md({batch, m, k}, type,
+    const dnnl::memory::desc a_md({batch, rows, k}, type,
                                   plan.transpose_a ? dims{m * k, 1, m} : dims{m * k, k, 1});
     const dnnl::memory::desc b_md({batch, k, cols}, type,
                                   plan.transpose_b ? dims{k * n, 1, k} : dims{k * n, n, 1});
-    const dnnl::memory::desc c_md({batch, m, cols}, dt::f32, dims{m * n, n, 1});
+    const dnnl::memory::desc c_md({batch, rows, cols}, dt::f32, dims{m * n, n, 1});
     // oneDNN keeps created primitives in its cache: a shape seen before is
     // not compiled again.
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);
     dnnl::stream stream(engine);
+    float *c_block = c + block.batch_begin * m * n + block.row_begin * n + block.col_begin;
     dnnl::matmul(pd).execute(
         stream, {{DNNL_ARG_SRC, dnnl::memory(a_md, engine, const_cast<uint8_t *>(a_bytes))},
                  {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, engine, const_cast<uint8_t *>(b_bytes))},
-                 {DNNL_ARG_DST, dnnl::memory(c_md, engine, c + batch_begin * m * n + col_begin)}});
+                 {DNNL_ARG_DST, dnnl::memory(c_md, engine, c_block)}});
     stream.wait();
     return true;
   } catch (const dnnl::error &) {
@@ -123,7 +129,7 @@ bool gemmDnnlBlock(const GemmPlan &plan, DType dtype, const void *a, const void 
 }
 
 bool gemmBf16(const GemmPlan &plan, const void *a, const void *b, float *c) {
-  return gemmDnnlBlock(plan, DType::BF16, a, b, 0, plan.batch, 0, plan.n, c);
+  return gemmDnnlBlock(plan, DType::BF16, a, b, {0, plan.batch, 0, plan.m, 0, plan.n}, c);
 }
 
 void useSingleThreadedBlas() { openblas_set_num_threads(1); }

@@ -54,15 +54,23 @@ void gemmBlock(const GemmPlan &plan, const GemmOperands &operands, int64_t row_b
 // AVX512-BF16 or AMX, and KILN_BF16_GEMM=0 is not set.
 bool hostHasBf16Gemm();
 
-// Batches [batch_begin, batch_end) and columns [col_begin, col_end) of a
-// matmul whose operands are both `dtype` (BF16 or F32) into `c`, the whole
-// [batch * m, n] f32 result (row-major), on oneDNN's kernels, f32
-// accumulation, on the calling thread alone: the caller runs blocks on its
-// own threads. Each block is computed the same way whichever thread runs it.
-// False when oneDNN cannot run it; the caller then falls back to sgemm.
+// A block of a matmul's result: batches [batch_begin, batch_end), and of
+// each of their matrices rows [row_begin, row_end) and columns [col_begin,
+// col_end).
+struct GemmBlock {
+  int64_t batch_begin = 0, batch_end = 1;
+  int64_t row_begin = 0, row_end = 0;
+  int64_t col_begin = 0, col_end = 0;
+};
+
+// The block `block` of a matmul whose operands are both `dtype` (BF16 or
+// F32) into `c`, the whole [batch * m, n] f32 result (row-major), on
+// oneDNN's kernels, f32 accumulation, on the calling thread alone: the
+// caller runs blocks on its own threads. A block's bits depend on its
+// rows and columns (oneDNN blocks k by them), not on the thread that runs
+// it. False when oneDNN cannot run it; the caller then falls back to sgemm.
 bool gemmDnnlBlock(const GemmPlan &plan, DType dtype, const void *a, const void *b,
-                   int64_t batch_begin, int64_t batch_end, int64_t col_begin, int64_t col_end,
-                   float *c);
+                   const GemmBlock &block, float *c);
 
 // A matmul of two bf16 operands, every batch, whole, into `c` ([batch * m,
 // n], f32, row-major) on oneDNN's bf16 kernel on the calling thread.

@@ -62,8 +62,8 @@ HostRoofline measureHostRoofline(ThreadPool &pool) {
     // the faster of the two is the rate to reach.
     bool ok = true;
     const double dnnl = bestSeconds(pool, 3, [&](int w) {
-      if (!kernels::gemmDnnlBlock(plan, DType::F32, x[w].data(), y[w].data(), 0, 1, 0, big,
-                                  z[w].data()))
+      if (!kernels::gemmDnnlBlock(plan, DType::F32, x[w].data(), y[w].data(),
+                                  {0, 1, 0, big, 0, big}, z[w].data()))
         ok = false;
     });
     roofline.best_f32_gemm_flops_per_s =

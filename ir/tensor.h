@@ -52,6 +52,8 @@ public:
   const void *data() const { return bytes_.get(); }
   template <typename T> T *dataAs() { return reinterpret_cast<T *>(data()); }
   template <typename T> const T *dataAs() const { return reinterpret_cast<const T *>(data()); }
+  // Whether no other tensor shares these bytes (a write copies nothing).
+  bool holdsBytesAlone() const { return bytes_ != nullptr && bytes_.use_count() == 1; }
   // Whether `other` reads the same bytes (a copy not yet written).
   bool sharesBytesWith(const Tensor &other) const {
     return bytes_ != nullptr && bytes_ == other.bytes_;

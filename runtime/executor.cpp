@@ -11,6 +11,7 @@
 #include "ir/float_status.h"
 #include "kernels/gemm.h"
 #include "kernels/row_sums.h"
+#include "runtime/buffer_donation.h"
 
 namespace kiln::runtime {
 
@@ -73,6 +74,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const Graph &graph,
     }
     ex->last_use_kernel_[out.value] = static_cast<ValueId>(ex->kernels_.kernels.size());
   }
+  ex->over_input_ = donatableInputs(graph, ex->kernels_, ex->offset_, ex->last_use_kernel_);
   kernels::useSingleThreadedBlas(); // tiles are the parallelism
   return ex;
 }
@@ -137,6 +139,16 @@ Expected<ops::TensorMap> Executor::run(const ops::TensorMap &inputs, DeviceMemor
   return std::move(outputs.front());
 }
 
+Expected<ops::TensorMap> Executor::runDonating(ops::TensorMap inputs, DeviceMemory *memory,
+                                               FloatStatus *status) {
+  donated_ = options_.after_kernel ? nullptr : &inputs;
+  auto outputs = runGroup({&inputs}, {memory}, {status});
+  donated_ = nullptr;
+  if (!outputs)
+    return outputs.error();
+  return std::move(outputs->front());
+}
+
 Expected<std::vector<ops::TensorMap>>
 Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
                    const std::vector<DeviceMemory *> &memory,
@@ -159,6 +171,8 @@ Executor::runGroup(const std::vector<const ops::TensorMap *> &inputs,
     const auto start = Profiler::Clock::now();
     runs.emplace_back(graph_, value_names_, r < memory.size() ? memory[r] : nullptr);
     KILN_RETURN_IF_ERROR(ops::bindGraphInputs(graph_, *inputs[r], runs[r].values));
+    if (donated_)
+      donated_->clear(); // the run's values hold the inputs alone
     KILN_RETURN_IF_ERROR(runs[r].begin(arena_name_, plan_.peak_bytes, offset_));
     runs[r].arena = takeArena();
     arenas.push_back(runs[r].arena);
@@ -256,6 +270,16 @@ Tensor Executor::place(ValueId v, const std::shared_ptr<uint8_t[]> &arena) const
   if (offset_[v] < 0) // not planned: a value no kernel of the plan writes
     return Tensor::uninitialized(graph_.type(v));
   return Tensor::view(graph_.type(v), arena, static_cast<size_t>(offset_[v]));
+}
+
+Tensor Executor::outputPlace(ValueId v, std::vector<Tensor> &values,
+                             const std::shared_ptr<uint8_t[]> &arena) const {
+  const ValueId in = donated_ ? over_input_[v] : kNoValue;
+  // The kernel has read the input's pointer already; moved, its bytes have
+  // one holder and are written without a copy.
+  if (in != kNoValue && values[in].holdsBytesAlone())
+    return std::move(values[in]);
+  return place(v, arena);
 }
 
 // A fallback kernel: the op's reference kernel, one thread, the job's
@@ -382,7 +406,7 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
   if (kernel.gemm)
     buffers.push_back(nullptr); // the accumulator, set per tile
   for (ValueId v : kernel.spec.outputs) {
-    values[v] = place(v, arena);
+    values[v] = outputPlace(v, values, arena);
     buffers.push_back(values[v].data());
   }
 

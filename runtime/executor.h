@@ -71,6 +71,15 @@ public:
   Expected<ops::TensorMap> run(const ops::TensorMap &inputs, DeviceMemory *memory = nullptr,
                                FloatStatus *status = nullptr);
 
+  // run() for a caller that gives up `inputs`: an output named like an
+  // input of its type (an update's new weights and moments) is written over
+  // that input's bytes where nothing else holds them any more and the
+  // kernel making it reads the input only at the element it writes
+  // (buffer_donation.h); elsewhere, and under ExecutorOptions::after_kernel,
+  // it lies in the arena as in run(). Device memory is counted as in run().
+  Expected<ops::TensorMap> runDonating(ops::TensorMap inputs, DeviceMemory *memory = nullptr,
+                                       FloatStatus *status = nullptr);
+
   // Runs the graph on every rank of a tensor-parallel group at once:
   // inputs[r] and memory[r] (null: not counted) are rank r's. The ranks go
   // kernel by kernel in lockstep, each kernel on every rank before the next,
@@ -116,6 +125,10 @@ private:
   std::shared_ptr<uint8_t[]> takeArena();
   // Value `v` at its planned offset in `arena`.
   Tensor place(ValueId v, const std::shared_ptr<uint8_t[]> &arena) const;
+  // Where kernel output `v` is written: over its donated input's bytes
+  // (runDonating), or place(v, arena).
+  Tensor outputPlace(ValueId v, std::vector<Tensor> &values,
+                     const std::shared_ptr<uint8_t[]> &arena) const;
 
   const Graph &graph_;
   executable::Executable kernels_;
@@ -130,6 +143,10 @@ private:
   // Per kernel: its output is its input's bytes (executable::aliasesItsInput);
   // nothing runs.
   std::vector<char> is_alias_;
+  // Per value: the graph input it may be written over (buffer_donation.h).
+  std::vector<ValueId> over_input_;
+  // During runDonating: the caller's inputs, emptied once bound.
+  ops::TensorMap *donated_ = nullptr;
   executable::MemoryPlan plan_;
   std::vector<int64_t> offset_; // per value: its offset in the arena; -1: not in it
   std::string arena_name_;      // in device memory

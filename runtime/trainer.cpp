@@ -382,6 +382,15 @@ Expected<StepRecord> Trainer::step() {
 Status Trainer::updateDevices(double grad_scale, double lr) {
   const int per_replica = tp() * layout_.localStages();
   const bool shared = sharedUpdate();
+  // The replicas that take the first one's results let go of the weights
+  // and moments they share with it, so that its update may write over them.
+  if (shared)
+    for (int d = per_replica; d < layout_.devices(); ++d) {
+      for (auto &[name, weight] : weights_[d])
+        weight = Tensor();
+      for (auto &[name, moment] : moments_[d])
+        moment = Tensor();
+    }
   std::vector<DeviceMemory> before;
   for (int d = 0; d < layout_.devices(); ++d) {
     const int source = shared ? d % per_replica : d;
@@ -415,23 +424,26 @@ Status Trainer::update(int device, double grad_scale, double lr) {
     inputs[sig.adam_step] = Tensor::fromInts(DType::I64, {}, {updates_});
     inputs[sig.learning_rate] = scalarF32(lr);
     inputs[sig.grad_scale] = scalarF32(grad_scale);
+    // The weights and moments are handed over (their outputs replace them),
+    // so that the update may write over them (Executor::runDonating).
     for (size_t i : program_.bucket_params[b]) {
       const parallel::Parameter &p = program_.params[i];
-      // With ZeRO the device's slices of the weight and the summed gradient.
-      inputs[p.name] = p.weight_sliced ? weights_[device][p.name]
-                                       : zero_.updateInput(i, weights_[device][p.name], device);
+      // With ZeRO the device's slices of the weight and the summed gradient;
+      // ZeRO-1 and -2 keep the whole weight and update a slice of it.
+      Tensor &weight = weights_[device][p.name];
+      const bool whole = p.weight_sliced || p.slice == 0;
+      inputs[p.name] = whole ? std::move(weight) : zero_.updateInput(i, weight, device);
       inputs[sig.gradient[i]] = zero_.updateInput(i, sums_.at(device, i), device);
-      inputs[sig.moment[i]] = moments_[device][sig.moment[i]];
-      inputs[sig.velocity[i]] = moments_[device][sig.velocity[i]];
+      inputs[sig.moment[i]] = std::move(moments_[device][sig.moment[i]]);
+      inputs[sig.velocity[i]] = std::move(moments_[device][sig.velocity[i]]);
     }
     profileHost(device, "update inputs", clock);
     if (profiler_)
       update_executors_[b]->profileInto(
           {profiler_.get(), update_programs_[b], step_ + 1, {globalDevice(device)}});
-    auto outputs = update_executors_[b]->run(inputs, &memory_[device]);
+    auto outputs = update_executors_[b]->runDonating(std::move(inputs), &memory_[device]);
     if (!outputs)
       return outputs.error().withContext(deviceName(device) + ", update");
-    inputs.clear(); // the old weights and moments go as they are replaced
     for (auto &[name, t] : *outputs) {
       if (name == sig.adam_step)
         continue;

@@ -6,11 +6,11 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
-#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "compiler/codegen/llvm_access_metadata.h"
 #include "compiler/codegen/llvm_scalar_ops.h"
 #include "compiler/codegen/llvm_storage.h"
 #include "ir/float16.h"
@@ -47,11 +47,18 @@ struct Env {
   }
 };
 
+std::vector<bool> materializedStages(const KernelProgram &program) {
+  std::vector<bool> materialized;
+  for (const Stage &stage : program.stages)
+    materialized.push_back(stage.materialized);
+  return materialized;
+}
+
 class Emitter {
 public:
   Emitter(const KernelProgram &program, OverflowMode overflow, llvm::Module &module)
       : program_(program), overflow_(overflow), module_(module), ctx_(module.getContext()),
-        b_(ctx_), storage_(b_, overflow) {}
+        b_(ctx_), storage_(b_, overflow), scratch_scopes_(ctx_, materializedStages(program)) {}
 
   Status emit(const std::string &name) {
     llvm::Type *ptr = b_.getPtrTy();
@@ -89,6 +96,12 @@ private:
     for (size_t i = 0; i < slots; ++i)
       pointers_.push_back(b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, buffers, i),
                                         "buf" + std::to_string(i)));
+    // One-element inputs (a learning rate, a step) once, before any store:
+    // what is computed from them alone then leaves the loops.
+    for (const TensorType &t : program_.inputs)
+      single_inputs_.push_back(t.numElements() != 1
+                                   ? nullptr
+                                   : storage_.load(pointers_[single_inputs_.size()], t.dtype));
 
     auto *rows = llvm::BasicBlock::Create(ctx_, "rows", fn_);
     auto *done = llvm::BasicBlock::Create(ctx_, "done", fn_);
@@ -156,7 +169,9 @@ private:
         tagScratch(b_.CreateStore(v, scratchSlot(base, inner, stage.type)), s);
       });
     }
+    parallel_loops_ = true; // each element stored once from the inputs' (markParallelLoop)
     emitOutputs(row, outer);
+    parallel_loops_ = false;
   }
 
   // A row of every stored output. Plain outputs of one shape share one loop:
@@ -274,6 +289,7 @@ private:
   // value: body(i, acc) returns the next one, and loop() returns the last.
   Value *loop(int64_t extent, Value *init, const std::function<Value *(Value *, Value *)> &body) {
     llvm::BasicBlock *pre = b_.GetInsertBlock();
+    const size_t blocks_before = fn_->size(), loops_before = ++loops_made_;
     auto *header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
     auto *exit = llvm::BasicBlock::Create(ctx_, "loop.exit", fn_);
     b_.CreateBr(header);
@@ -291,30 +307,21 @@ private:
     i->addIncoming(next, latch);
     if (acc)
       acc->addIncoming(result, latch);
-    b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(extent)), header, exit);
+    llvm::BranchInst *back =
+        b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(extent)), header, exit);
+    if (parallel_loops_ && loops_made_ == loops_before) { // innermost
+      std::vector<llvm::BasicBlock *> body;
+      size_t index = 0;
+      for (llvm::BasicBlock &block : *fn_)
+        if (index++ >= blocks_before && &block != exit)
+          body.push_back(&block);
+      markParallelLoop(body, back);
+    }
     b_.SetInsertPoint(exit);
     return result;
   }
 
-  // Each materialised stage's part of scratch is an alias scope of its own:
-  // a loop writing a held row (softmax's exp) reads the row max beside it,
-  // and without the scopes LLVM cannot tell the two apart and leaves the
-  // loop scalar.
-  void tagScratch(llvm::Instruction *access, size_t stage) {
-    if (scratch_scopes_.empty()) {
-      llvm::MDBuilder md(ctx_);
-      llvm::MDNode *domain = md.createAnonymousAliasScopeDomain("scratch");
-      for (size_t s = 0; s < program_.stages.size(); ++s)
-        scratch_scopes_.push_back(md.createAnonymousAliasScope(domain));
-    }
-    std::vector<llvm::Metadata *> others;
-    for (size_t s = 0; s < scratch_scopes_.size(); ++s)
-      if (s != stage && program_.stages[s].materialized)
-        others.push_back(scratch_scopes_[s]);
-    access->setMetadata(llvm::LLVMContext::MD_alias_scope,
-                        llvm::MDNode::get(ctx_, {scratch_scopes_[stage]}));
-    access->setMetadata(llvm::LLVMContext::MD_noalias, llvm::MDNode::get(ctx_, others));
-  }
+  void tagScratch(llvm::Instruction *access, size_t stage) { scratch_scopes_.tag(access, stage); }
 
   // A stage's row starts at `base` 8-byte slots into scratch; f32 values lie
   // packed from there (a held row is read and written by vector loops),
@@ -354,6 +361,8 @@ private:
 
   Value *loadStage(int buffer, const std::vector<Value *> &idx) {
     if (program_.isInput(buffer)) {
+      if (Value *single = single_inputs_[buffer])
+        return single;
       const TensorType &t = program_.inputs[buffer];
       return storage_.load(storage_.pointer(pointers_[buffer], t.dtype, flatIndex(t.shape, idx)),
                            t.dtype);
@@ -465,10 +474,13 @@ private:
   llvm::IRBuilder<> b_;
   llvm::Function *fn_ = nullptr;
   Value *scratch_ = nullptr;
-  std::vector<llvm::MDNode *> scratch_scopes_; // per stage, for tagScratch
   KernelStorage storage_;
+  ScratchScopes scratch_scopes_;
   std::vector<Value *> pointers_;
-  size_t piece_ = 0; // the piece forEachInRow's innermost loop runs
+  size_t piece_ = 0;                   // the piece forEachInRow's innermost loop runs
+  std::vector<Value *> single_inputs_; // per input: its one element, loaded on entry
+  bool parallel_loops_ = false;        // loops made now are marked parallel (emitOutputs)
+  size_t loops_made_ = 0;
   std::map<std::pair<const Expr *, std::vector<Value *>>, Value *> memo_;
 };
 

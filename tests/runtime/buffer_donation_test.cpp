@@ -6,11 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "compiler/autodiff/training_step.h"
-#include "compiler/codegen/kernel_compiler.h"
 #include "ops/interpreter.h"
 #include "ops/op_builder.h"
 #include "runtime/executor.h"
-#include "target/target.h"
+#include "tests/support/codegen_test_util.h"
 #include "tests/support/random.h"
 
 namespace kiln {
@@ -37,16 +36,6 @@ Graph update(const std::function<void(ops::OpBuilder &, ValueId w, ValueId m, Gr
   return g;
 }
 
-std::unique_ptr<runtime::Executor> executorFor(const Graph &g) {
-  auto target = target::loadTarget("ascend910b");
-  EXPECT_TRUE(target) << target.message();
-  auto kernels = codegen::compileKernels(g, *target, {});
-  EXPECT_TRUE(kernels) << kernels.message();
-  auto executor = runtime::Executor::create(g, std::move(*kernels));
-  EXPECT_TRUE(executor) << executor.message();
-  return std::move(*executor);
-}
-
 ops::TensorMap inputsOf() {
   return {{"w", testing::randomTensor(kType, 1, -1, 1)},
           {"g", testing::randomTensor(kType, 2, -1, 1)},
@@ -57,16 +46,23 @@ const void *bytesOf(const ops::TensorMap &map, const std::string &name) {
   return std::as_const(map.at(name)).data();
 }
 
+// `inputs` with bytes of their own, held by the map alone.
+ops::TensorMap ownCopies(const ops::TensorMap &inputs) {
+  ops::TensorMap copies;
+  for (const auto &[name, t] : inputs)
+    copies[name] = t.copy();
+  return copies;
+}
+
 TEST(BufferDonation, AHandedOverInputIsWrittenOverWithTheInterpretersBits) {
   const Graph g = update(nullptr);
-  auto executor = executorFor(g);
+  auto executor = testing::compiledExecutor(g);
+  ASSERT_TRUE(executor);
   const ops::TensorMap inputs = inputsOf();
   auto want = ops::interpret(g, inputs);
   ASSERT_TRUE(want) << want.message();
 
-  ops::TensorMap handed;
-  for (const auto &[name, t] : inputs)
-    handed[name] = t.copy(); // bytes of their own, held by the map alone
+  ops::TensorMap handed = ownCopies(inputs);
   const void *w = bytesOf(handed, "w"), *m = bytesOf(handed, "m");
   auto got = executor->runDonating(std::move(handed));
   ASSERT_TRUE(got) << got.message();
@@ -84,7 +80,8 @@ TEST(BufferDonation, AHandedOverInputIsWrittenOverWithTheInterpretersBits) {
 
 TEST(BufferDonation, BytesSomeoneElseHoldsAreNotWrittenOver) {
   const Graph g = update(nullptr);
-  auto executor = executorFor(g);
+  auto executor = testing::compiledExecutor(g);
+  ASSERT_TRUE(executor);
   const ops::TensorMap inputs = inputsOf();
   auto want = ops::interpret(g, inputs);
   ASSERT_TRUE(want) << want.message();
@@ -107,13 +104,12 @@ TEST(BufferDonation, AnInputReadElsewhereOrLaterIsNotWrittenOver) {
     graph.addOutput("w_sum", sum);
     graph.addOutput("m_rows", row);
   });
-  auto executor = executorFor(g);
+  auto executor = testing::compiledExecutor(g);
+  ASSERT_TRUE(executor);
   const ops::TensorMap inputs = inputsOf();
   auto want = executor->run(inputs);
   ASSERT_TRUE(want) << want.message();
-  ops::TensorMap handed;
-  for (const auto &[name, t] : inputs)
-    handed[name] = t.copy();
+  ops::TensorMap handed = ownCopies(inputs);
   const void *w = bytesOf(handed, "w"), *m = bytesOf(handed, "m");
   auto got = executor->runDonating(std::move(handed));
   ASSERT_TRUE(got) << got.message();
@@ -128,7 +124,8 @@ TEST(BufferDonation, AnInputReadElsewhereOrLaterIsNotWrittenOver) {
 TEST(BufferDonation, AdamWInPlaceGivesTheBitsOfTheUpdateBeside) {
   auto g = autodiff::buildOptimizerStep({{"w", kType}, {"b", {DType::F32, {64}}}}, {});
   ASSERT_TRUE(g) << g.message();
-  auto executor = executorFor(*g);
+  auto executor = testing::compiledExecutor(*g);
+  ASSERT_TRUE(executor);
   ops::TensorMap inputs;
   uint64_t seed = 10;
   for (const GraphInput &in : g->inputs()) {
@@ -142,9 +139,7 @@ TEST(BufferDonation, AdamWInPlaceGivesTheBitsOfTheUpdateBeside) {
   }
   auto want = executor->run(inputs);
   ASSERT_TRUE(want) << want.message();
-  ops::TensorMap handed;
-  for (const auto &[name, t] : inputs)
-    handed[name] = t.copy();
+  ops::TensorMap handed = ownCopies(inputs);
   const void *w = bytesOf(handed, "w");
   auto got = executor->runDonating(std::move(handed));
   ASSERT_TRUE(got) << got.message();

@@ -12,6 +12,7 @@
 #include "ops/op_builder.h"
 #include "runtime/executor.h"
 #include "target/target.h"
+#include "tests/support/codegen_test_util.h"
 #include "tests/support/random.h"
 
 namespace kiln {
@@ -37,19 +38,10 @@ Graph viewAndReuse() {
   return g;
 }
 
-std::unique_ptr<runtime::Executor> executorFor(const Graph &g) {
-  auto target = target::loadTarget("ascend910b");
-  EXPECT_TRUE(target) << target.message();
-  auto kernels = codegen::compileKernels(g, *target, {});
-  EXPECT_TRUE(kernels) << kernels.message();
-  auto executor = runtime::Executor::create(g, std::move(*kernels));
-  EXPECT_TRUE(executor) << executor.message();
-  return std::move(*executor);
-}
-
 TEST(ExecutorArena, ARunIsItsPlanToTheByteAndGivesTheInterpretersBits) {
   const Graph g = viewAndReuse();
-  std::unique_ptr<runtime::Executor> executor = executorFor(g);
+  std::unique_ptr<runtime::Executor> executor = testing::compiledExecutor(g);
+  ASSERT_TRUE(executor);
   const executable::MemoryPlan &plan = executor->memoryPlan();
   ASSERT_TRUE(executable::verifyMemoryPlan(plan));
   for (const executable::BufferPlacement &b : plan.buffers)
@@ -103,7 +95,8 @@ TEST(ExecutorArena, AReceivedInputLiesInTheArena) {
 
 TEST(ExecutorArena, AnArenaIsReusedOnceNoOutputPointsIntoIt) {
   const Graph g = viewAndReuse();
-  std::unique_ptr<runtime::Executor> executor = executorFor(g);
+  std::unique_ptr<runtime::Executor> executor = testing::compiledExecutor(g);
+  ASSERT_TRUE(executor);
   const ops::TensorMap inputs{{"x", testing::randomTensor({DType::F32, {8, 64}}, 3, -1, 1)},
                               {"w", testing::randomTensor({DType::F32, {8, 64}}, 4, -1, 1)}};
   const int64_t arena = executor->memoryPlan().peak_bytes;

@@ -43,24 +43,31 @@ ops::TensorMap randomInputs(const Graph &graph, uint64_t seed, float lo, float h
   return inputs;
 }
 
-ops::TensorMap expectCompiledMatchesReference(const Graph &graph, const ops::TensorMap &inputs,
-                                              const CompareOptions &options) {
-  auto target = target::loadTarget(options.target);
-  EXPECT_TRUE(target.isOk()) << (target ? "" : target.message());
-  if (!target)
-    return {};
+std::unique_ptr<runtime::Executor> compiledExecutor(const Graph &graph, const std::string &target,
+                                                    OverflowMode overflow) {
+  auto loaded = target::loadTarget(target);
+  EXPECT_TRUE(loaded.isOk()) << (loaded ? "" : loaded.message());
+  if (!loaded)
+    return nullptr;
   codegen::KernelCompileOptions compile;
-  compile.object.overflow = options.overflow;
-  auto kernels = codegen::compileKernels(graph, *target, compile);
+  compile.object.overflow = overflow;
+  auto kernels = codegen::compileKernels(graph, *loaded, compile);
   EXPECT_TRUE(kernels.isOk()) << (kernels ? "" : kernels.message());
   if (!kernels)
-    return {};
+    return nullptr;
   auto executor = runtime::Executor::create(graph, std::move(*kernels));
   EXPECT_TRUE(executor.isOk()) << (executor ? "" : executor.message());
+  return executor ? std::move(*executor) : nullptr;
+}
+
+ops::TensorMap expectCompiledMatchesReference(const Graph &graph, const ops::TensorMap &inputs,
+                                              const CompareOptions &options) {
+  std::unique_ptr<runtime::Executor> executor =
+      compiledExecutor(graph, options.target, options.overflow);
   if (!executor)
     return {};
   runtime::FloatStatus status;
-  auto got = (*executor)->run(inputs, nullptr, &status);
+  auto got = executor->run(inputs, nullptr, &status);
   EXPECT_TRUE(got.isOk()) << (got ? "" : got.message());
   ops::InterpretOptions reference;
   reference.overflow = options.overflow;

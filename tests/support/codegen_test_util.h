@@ -11,6 +11,7 @@
 
 #include "ir/graph.h"
 #include "ops/interpreter.h"
+#include "runtime/executor.h"
 
 namespace kiln::testing {
 
@@ -24,6 +25,12 @@ struct CompareOptions {
   // Integer outputs and bools must match exactly; NaN matches NaN and inf
   // matches inf of the same sign.
 };
+
+// `graph`'s kernels compiled for `target` and loaded on an executor; null
+// (and a test failure) where either fails.
+std::unique_ptr<runtime::Executor> compiledExecutor(const Graph &graph,
+                                                    const std::string &target = "ascend910b",
+                                                    OverflowMode overflow = OverflowMode::InfNan);
 
 // Runs `graph` compiled and on the interpreter; returns the compiled outputs.
 ops::TensorMap expectCompiledMatchesReference(const Graph &graph, const ops::TensorMap &inputs,

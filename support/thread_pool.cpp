@@ -79,18 +79,22 @@ void ThreadPool::drain(int worker) {
 }
 
 uint64_t ThreadPool::awaitJob(uint64_t seen) {
+  uint64_t found = 0; // the published generation seen, always even
   auto published = [&] {
     const uint64_t g = generation_.load();
-    return g != seen && g % 2 == 0;
+    if (g == seen || g % 2 != 0)
+      return false;
+    found = g;
+    return true;
   };
   if (spinUntil([&] { return published() || stop_.load(std::memory_order_relaxed); },
                 kSpinMicroseconds))
-    return stop_ ? 0 : generation_.load();
+    return stop_ ? 0 : found;
   std::unique_lock<std::mutex> lock(mutex_);
   ++sleepers_; // before the check in wait(): parallelFor reads it after publishing
   wake_.wait(lock, [&] { return stop_ || published(); });
   --sleepers_;
-  return stop_ ? 0 : generation_.load();
+  return stop_ ? 0 : found;
 }
 
 void ThreadPool::work(int worker) {

@@ -50,7 +50,7 @@ private:
   void work(int worker);
   void drain(int worker);
   // Waits until `generation_` differs from `seen` and is even (a published
-  // job), or the pool stops; the generation seen, or 0 when stopping.
+  // job), or the pool stops; that even generation, or 0 when stopping.
   uint64_t awaitJob(uint64_t seen);
 
   std::vector<std::thread> workers_;

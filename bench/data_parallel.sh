@@ -26,11 +26,10 @@ prio=()
 binaries=("$kiln")
 [ -n "${BEFORE:-}" ] && binaries+=("$BEFORE")
 
-vocab=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$config")
+source bench/bench_util.sh
 "$kiln" init "$config" -o "$work/w.safetensors" --seed 0 >/dev/null
-"$py" bench/train_vs_pytorch.py data "$work/train.bin" --tokens 200000 --seed 1234 \
-  --vocab "$vocab" >/dev/null
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_tokens "$config" "$work/train.bin" 200000
+echo "machine: $(bench_machine); load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The median tokens/s of the steps after the warm-up in a --log-json file.
 median() {

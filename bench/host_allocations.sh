@@ -18,10 +18,8 @@ memusage=$(ls /usr/lib/x86_64-linux-gnu/libmemusage.so /lib/*/libmemusage.so 2>/
 [ $# -gt 0 ] || set -- "$(pwd)/build/tools/kiln/kiln"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-vocab=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["vocab_size"])' \
-  "$config")
-/usr/bin/python3 bench/train_vs_pytorch.py data "$work/train.bin" --tokens 20000 --seed 1234 \
-  --vocab "$vocab" >/dev/null
+source bench/bench_util.sh
+bench_tokens "$config" "$work/train.bin" 20000
 
 # heap total of `kiln train` for $2 steps with binary $1
 heap() {
@@ -32,7 +30,7 @@ heap() {
     sed -n 's/.*heap total: \([0-9]*\), heap peak: \([0-9]*\).*/\1 \2/p'
 }
 
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores"
+echo "machine: $(bench_machine)"
 echo "job: $config, batch ${BATCH:-4}, seq ${SEQ:-16}, ${DEVICES:-1} device(s)"
 printf '%-48s | %16s | %14s\n' "kiln" "heap bytes/step" "heap peak"
 for kiln in "$@"; do

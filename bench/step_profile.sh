@@ -22,11 +22,10 @@ work=${KEEP:-$(mktemp -d)}
 mkdir -p "$work"
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
 
-vocab=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$config")
+source bench/bench_util.sh
 "$kiln" init "$config" -o "$work/w.safetensors" --seed 0 >/dev/null
-"$py" bench/train_vs_pytorch.py data "$work/train.bin" --tokens 200000 --seed 1234 \
-  --vocab "$vocab" >/dev/null
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores"
+bench_tokens "$config" "$work/train.bin" 200000
+echo "machine: $(bench_machine)"
 echo "kiln:    $kiln"
 # shellcheck disable=SC2086
 "$kiln" train "$config" --data "$work/train.bin" --steps "$steps" --batch "${case%x*}" \

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 
 #include "support/thread_pool.h"
 
@@ -53,7 +52,7 @@ private:
         std::memcpy(local[r] + first, sum, static_cast<size_t>(count) * sizeof(float));
     };
     if (chunks > 1)
-      pool().parallelFor(chunks, reduce);
+      ThreadPool::shared().parallelFor(chunks, reduce); // the host's cores, as the executors'
     else if (chunks == 1)
       reduce(0, 0);
     return Status::ok();
@@ -72,9 +71,6 @@ private:
     for (int64_t i = 0; i < count; ++i)
       sum[i] += x[i];
   }
-
-  // The host's cores, as the executors use them.
-  static ThreadPool &pool() { return ThreadPool::shared(); }
 
   int devices_;
 };

@@ -10,6 +10,7 @@
 #include "ir/float16.h"
 #include "ir/float_status.h"
 #include "runtime/checkpoint.h"
+#include "support/thread_pool.h"
 
 namespace kiln::runtime {
 namespace {

@@ -53,7 +53,6 @@
 #include "runtime/token_data.h"
 #include "runtime/trace.h"
 #include "runtime/zero_sharder.h"
-#include "support/thread_pool.h"
 
 namespace kiln::runtime {
 
@@ -225,9 +224,8 @@ private:
   std::string resumed_from_;
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<Profiler> profiler_;
-  ThreadPool &pool_ = ThreadPool::shared(); // the host's work between kernels (the gradient norm)
-  int step_program_ = -1;                   // in profiler_
-  std::vector<int> update_programs_;        // in profiler_, per optimizer graph
+  int step_program_ = -1;            // in profiler_
+  std::vector<int> update_programs_; // in profiler_, per optimizer graph
 };
 
 } // namespace kiln::runtime

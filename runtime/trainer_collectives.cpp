@@ -54,7 +54,7 @@ Expected<double> Trainer::gradientSumOfSquares() {
           &sums_.at(deviceOfParam(0, counted[k].second, counted[k].first), counted[k].second));
       at.push_back(k);
     }
-  const std::vector<double> s = squaresOf(pool_, tensors);
+  const std::vector<double> s = squaresOf(ThreadPool::shared(), tensors);
   for (size_t j = 0; j < at.size(); ++j)
     squares[at[j]] = s[j];
   if (link_)

@@ -54,14 +54,21 @@ ops::TensorMap ownCopies(const ops::TensorMap &inputs) {
   return copies;
 }
 
-TEST(BufferDonation, AHandedOverInputIsWrittenOverWithTheInterpretersBits) {
+// The update of update(nullptr) compiled, its inputs and the interpreter's
+// results for them.
+class BufferDonationOfAnUpdate : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_TRUE(executor);
+    ASSERT_TRUE(want) << want.message();
+  }
   const Graph g = update(nullptr);
-  auto executor = testing::compiledExecutor(g);
-  ASSERT_TRUE(executor);
+  std::unique_ptr<runtime::Executor> executor = testing::compiledExecutor(g);
   const ops::TensorMap inputs = inputsOf();
-  auto want = ops::interpret(g, inputs);
-  ASSERT_TRUE(want) << want.message();
+  const Expected<ops::TensorMap> want = ops::interpret(g, inputs);
+};
 
+TEST_F(BufferDonationOfAnUpdate, AHandedOverInputIsWrittenOverWithTheInterpretersBits) {
   ops::TensorMap handed = ownCopies(inputs);
   const void *w = bytesOf(handed, "w"), *m = bytesOf(handed, "m");
   auto got = executor->runDonating(std::move(handed));
@@ -78,13 +85,7 @@ TEST(BufferDonation, AHandedOverInputIsWrittenOverWithTheInterpretersBits) {
   EXPECT_EQ(kept->at("w"), want->at("w"));
 }
 
-TEST(BufferDonation, BytesSomeoneElseHoldsAreNotWrittenOver) {
-  const Graph g = update(nullptr);
-  auto executor = testing::compiledExecutor(g);
-  ASSERT_TRUE(executor);
-  const ops::TensorMap inputs = inputsOf();
-  auto want = ops::interpret(g, inputs);
-  ASSERT_TRUE(want) << want.message();
+TEST_F(BufferDonationOfAnUpdate, BytesSomeoneElseHoldsAreNotWrittenOver) {
   ops::TensorMap handed = inputs; // `inputs` shares every tensor's bytes
   auto got = executor->runDonating(std::move(handed));
   ASSERT_TRUE(got) << got.message();

@@ -273,10 +273,13 @@ void loadQueryHead(const GradInputs &in, const Attention &a, int64_t b, int64_t 
     h.q.clear();
   loadRows(in.dout, a, a.N, b, n, 0, a.S, h.dout);
   loadRows(in.out, a, a.N, b, n, 0, a.S, out);
-  h.delta.assign(static_cast<size_t>(a.S), 0.0f);
-  for (int64_t r = 0; r < a.S; ++r)
+  h.delta.resize(static_cast<size_t>(a.S));
+  for (int64_t r = 0; r < a.S; ++r) {
+    float delta = 0; // in a register: the vector's element would be stored every step
     for (int64_t e = 0; e < a.D; ++e)
-      h.delta[r] += h.dout[r * a.D + e] * out[r * a.D + e];
+      delta += h.dout[r * a.D + e] * out[r * a.D + e];
+    h.delta[r] = delta;
+  }
 }
 
 // Key/value head kv of batch b: for each key block, every query block of its

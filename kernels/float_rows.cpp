@@ -71,6 +71,39 @@ __attribute__((target("avx2"))) bool narrowBf16Avx2(const float *x, int64_t n, u
   return any;
 }
 
+// vcvtne2ps2bf16 rounds to nearest even as narrowBf16 does, but reads a
+// subnormal input as zero: a block of 32 holding one (or a value past
+// bf16's range, or NaN) is narrowed element by element instead.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) bool
+narrowBf16Avx512(const float *x, int64_t n, uint16_t *out) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i max = _mm512_set1_epi32(static_cast<int>(kBf16MaxBits));
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000);
+  bool any = false;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
+    const __m512i fa = _mm512_and_si512(_mm512_castps_si512(a), abs_mask);
+    const __m512i fb = _mm512_and_si512(_mm512_castps_si512(b), abs_mask);
+    // Past the range or NaN; or subnormal: exponent zero, not zero.
+    const __mmask16 wide_a = _mm512_cmpgt_epi32_mask(fa, max),
+                    wide_b = _mm512_cmpgt_epi32_mask(fb, max);
+    const __mmask16 sub_a =
+        _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(fa, fa), fa, exponent);
+    const __mmask16 sub_b =
+        _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(fb, fb), fb, exponent);
+    if ((wide_a | wide_b | sub_a | sub_b) == 0) {
+      _mm512_storeu_si512(out + i, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a)));
+      continue;
+    }
+    for (int64_t j = i; j < i + 32; ++j)
+      any |= narrowBf16(x[j], out[j]);
+  }
+  for (; i < n; ++i)
+    any |= narrowBf16(x[i], out[i]);
+  return any;
+}
+
 __attribute__((target("avx2"))) bool allFiniteAvx2(const float *x, int64_t n) {
   const __m256i exponent = _mm256_set1_epi32(0x7f800000);
   __m256i special = _mm256_setzero_si256();
@@ -96,6 +129,8 @@ bool allFinite(const float *x, int64_t n) {
 
 // Whether a value of the row is past bf16's finite range (or NaN).
 bool narrowBf16Row(const float *x, int64_t n, uint16_t *out) {
+  if (hostHasAvx512Bf16())
+    return narrowBf16Avx512(x, n, out);
   if (hostHasAvx2())
     return narrowBf16Avx2(x, n, out);
   bool any = false;

@@ -9,9 +9,17 @@ inline bool hostHasAvx2() {
   return has;
 }
 
-// AVX-512F: libmvec's 16-lane exp (_ZGVeN16v_expf) runs there.
+// AVX-512F: the 16-lane exp of softmax_rows.cpp runs there.
 inline bool hostHasAvx512() {
   static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+// AVX512-BF16 (with AVX512BW's 16-bit stores): float rows narrow to bf16
+// by vcvtne2ps2bf16.
+inline bool hostHasAvx512Bf16() {
+  static const bool has =
+      __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
   return has;
 }
 

@@ -1,9 +1,9 @@
 // The row steps of a softmax over f32 scores, as flash attention's host
 // routines take them: the row max, x = exp(x - max) with its sum, and the
-// probabilities rounded to bf16 as the cube reads them. exp is glibc's
-// libmvec (within 4 ulp, as the code generator's kernels call it): its
-// AVX-512 form where the host has AVX-512, its AVX2 form where it has AVX2,
-// libm otherwise.
+// probabilities rounded to bf16 as the cube reads them. exp is an inline
+// polynomial on sixteen lanes where the host has AVX-512 (within 2 ulp),
+// glibc's libmvec AVX2 form where it has AVX2 (within 4 ulp, as the code
+// generator's kernels call it), libm otherwise.
 #pragma once
 
 #include <cstdint>

@@ -44,6 +44,8 @@ const float kSpecials[] = {0.0f,
                            kF16Max * 2,
                            std::numeric_limits<float>::max(),
                            std::numeric_limits<float>::denorm_min(),
+                           std::bit_cast<float>(0x007fffffu),  // subnormal, rounds up to normal
+                           std::bit_cast<float>(0x80018000u),  // subnormal, a tie
                            std::bit_cast<float>(0x3f808000u),  // a tie, even below
                            std::bit_cast<float>(0x3f818000u)}; // a tie, odd below
 

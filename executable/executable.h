@@ -24,8 +24,10 @@ namespace kiln::executable {
 // runtime needs of the kernel's program to split it into tiles, give each
 // thread its scratch and add the tiles' row sums.
 struct KernelLaunch {
-  int64_t rows = 0;                     // rows [0, rows) of every stored output
-  int64_t row_elements = 1;             // elements of one row of the first output (at least 1)
+  int64_t rows = 0; // rows [0, rows) of every stored output
+  // A row's elements in the first output, or in an input of the same rows
+  // where more (at least 1): the work a tile's size is measured in.
+  int64_t row_elements = 1;
   int64_t scratch_elements_per_row = 0; // of the materialised stages, kScratchSlotBytes each
   // A GEMM whose f32 accumulator is read only within the row being computed:
   // each tile may run its GEMM rows and then its epilogue while they are hot.

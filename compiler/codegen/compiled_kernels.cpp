@@ -9,9 +9,23 @@ executable::KernelLaunch launchOf(const KernelProgram &program) {
   executable::KernelLaunch launch;
   launch.rows = program.rows();
   if (!program.outputs.empty()) {
-    const Shape &s = program.stages[program.outputs[0].rowStage()].shape;
-    for (size_t d = program.outer_rank; d < s.size(); ++d)
-      launch.row_elements *= s[d];
+    // A row's work: its elements in the first output, or in an input laid
+    // out by the same rows where that is more (a reduction's row reads more
+    // than it writes: the loss reads a vocabulary per token and writes one
+    // partial). The runtime sizes its tiles by it.
+    const Shape &rows = program.stages[program.outputs[0].rowStage()].shape;
+    const auto rank = static_cast<size_t>(program.outer_rank);
+    auto rowElements = [&](const Shape &s) {
+      int64_t n = 1;
+      for (size_t d = rank; d < s.size(); ++d)
+        n *= s[d];
+      return n;
+    };
+    launch.row_elements = rowElements(rows);
+    for (const TensorType &input : program.inputs)
+      if (input.shape.size() > rank &&
+          std::equal(rows.begin(), rows.begin() + rank, input.shape.begin()))
+        launch.row_elements = std::max(launch.row_elements, rowElements(input.shape));
     launch.row_elements = std::max<int64_t>(1, launch.row_elements);
   }
   launch.scratch_elements_per_row = program.scratchElementsPerRow();

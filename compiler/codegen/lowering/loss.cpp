@@ -29,8 +29,11 @@ ExprRef keptRows(LowerContext &ctx, int64_t rows) {
 }
 
 // loss = sum over kept rows r of (lse[r] - logits[r, label[r]]) / max(count, 1): every term of
-// an all-ignored batch is 0, so dividing by 1 gives the reference's 0 for it. The output is a
-// scalar, so the kernel is one row and the [N] stages hold every row.
+// an all-ignored batch is 0, so dividing by 1 gives the reference's 0 for it. Each term is
+// divided before the sum, so the output is a plain sum over rows: the kernel takes the rows as
+// its own, in parallel tiles (a row sum), instead of one row holding the whole batch. The
+// count is an [N] stage so that each row counts the kept rows itself (N compares per row,
+// against V exps).
 Bodies lowerCrossEntropyLoss(LowerContext &ctx) {
   KILN_RETURN_IF_ERROR(checkShapes(ctx));
   const int64_t n = ctx.inputType(0).shape[0], v = ctx.inputType(0).shape[1];
@@ -42,15 +45,17 @@ Bodies lowerCrossEntropyLoss(LowerContext &ctx) {
   ExprRef sum =
       reduce(ReduceOp::Sum, r, v, unary(UnaryOp::Exp, ctx.input(0, {var(0), rvar(r)}) - row_max));
   const int lse = ctx.addStage("lse", {n}, ScalarType::F32, row_max + unary(UnaryOp::Log, sum));
+  const int count = ctx.addStage("count", {n}, ScalarType::F32, keptRows(ctx, n));
 
   r = ctx.newReduceVar();
   ExprRef label = ctx.input(1, {rvar(r)});
   // An ignored row's label (-100) must not index the logits even in the untaken arm; the
   // reference rejects other labels outside [0, V), which a kernel cannot, so all are clamped.
   ExprRef column = binary(BinaryOp::Max, binary(BinaryOp::Min, label, iconst(v - 1)), iconst(0));
-  ExprRef term = ctx.read(lse, {rvar(r)}) - ctx.input(0, {rvar(r), column});
-  ExprRef total = reduce(ReduceOp::Sum, r, n, select(isKept(ctx, label), term, fconst(0)));
-  return std::vector<ExprRef>{total / binary(BinaryOp::Max, keptRows(ctx, n), fconst(1))};
+  ExprRef term = (ctx.read(lse, {rvar(r)}) - ctx.input(0, {rvar(r), column})) /
+                 binary(BinaryOp::Max, ctx.read(count, {rvar(r)}), fconst(1));
+  return std::vector<ExprRef>{
+      reduce(ReduceOp::Sum, r, n, select(isKept(ctx, label), term, fconst(0)))};
 }
 
 // dlogits[i, j] = (softmax(logits[i])[j] - (j == label[i])) * dloss / count for kept rows, 0 for

@@ -107,6 +107,33 @@ TEST(RowSums, ABiasGradientRunsOnEveryTokenRow) {
   }
 }
 
+// The loss of a batch: the mean over the token rows of their cross
+// entropies is a sum of per-row terms, so its kernel runs on every row
+// instead of one row holding the batch, in tiles of many rows.
+TEST(RowSums, TheLossKernelRunsOnEveryTokenRow) {
+  for (DType d : kFloats) {
+    SCOPED_TRACE(dtypeName(d));
+    Graph g("loss");
+    ValueId logits = g.addInput("logits", {d, {512, 96}}, InputRole::Data);
+    ValueId labels = g.addInput("labels", {DType::I64, {512}}, InputRole::Data);
+    ops::OpBuilder b(g);
+    g.addOutput("loss", b.create("CrossEntropyLoss", "loss", {logits, labels},
+                                 {{"ignore_index", int64_t{5}}}));
+    ASSERT_TRUE(b.status().isOk()) << b.status().message();
+    codegen::CompiledKernels kernels = compile(g);
+    const std::optional<KernelOf> k = kernelOf(kernels, g, "loss");
+    ASSERT_TRUE(k);
+    expectLaunchOfProgram(*k);
+    EXPECT_TRUE(k->program.hasRowSums()) << codegen::programToString(k->program);
+    EXPECT_EQ(k->program.rows(), 512);
+    // Tiles are sized by a row's 96 logits, not by its one partial.
+    EXPECT_EQ(k->kernel->launch.row_elements, 96);
+    const ops::TensorMap feed = randomInputs(g, 9, -4.0f, 4.0f);
+    expectCompiledMatchesReference(g, feed);
+    EXPECT_EQ(runBytes(g, feed, 2), runBytes(g, feed, 1));
+  }
+}
+
 TEST(RowSums, SumsOfOtherShapesAgreeWithTheReference) {
   for (DType d : kFloats) {
     SCOPED_TRACE(dtypeName(d));

@@ -1,7 +1,7 @@
 // FlashAttentionScore's host routines alone (kernels/flash_attention_routines):
 // the forward and the backward of one attention, causal, B 1, N 8 query
-// heads, D 64, called on one thread over every (b, n) row, on buffers made
-// once. The small Qwen's attention at the sequence lengths of
+// heads, D 64, called on one thread over every row, on buffers made once;
+// in BNSD and (bf16_bsnd) in BSND. The small Qwen's attention at the sequence lengths of
 // bench/flash_attention.sh. Reported time is the calling thread's CPU time,
 // so a busy host slows it less than the wall clock; the BLAS runs on that
 // thread alone.
@@ -22,6 +22,7 @@
 #include "ir/dtype.h"
 #include "ir/float16.h"
 #include "kernels/flash_attention_routines.h"
+#include "ops/attention_layout.h"
 
 namespace {
 
@@ -46,8 +47,11 @@ std::vector<uint8_t> randomTensor(DType dtype, int64_t S, uint32_t seed) {
   return bytes;
 }
 
+// The kernel's rows: the heads (b, n) in BNSD, the positions (b, s) in BSND.
+int64_t rowsOf(bool bsnd, int64_t S) { return bsnd ? S : kHeads; }
+
 // The attention arguments after the buffer slots (library_kernels.h).
-std::vector<int64_t> attentionArgs(DType dtype, int64_t S) {
+std::vector<int64_t> attentionArgs(DType dtype, int64_t S, bool bsnd) {
   return {static_cast<int64_t>(dtype),
           1,
           kHeads,
@@ -56,6 +60,9 @@ std::vector<int64_t> attentionArgs(DType dtype, int64_t S) {
           kHeadDim,
           std::bit_cast<int64_t>(0.125),
           1,
+          static_cast<int64_t>(bsnd ? kiln::ops::AttentionLayout::BSND
+                                    : kiln::ops::AttentionLayout::BNSD),
+          rowsOf(bsnd, S),
           static_cast<int64_t>(kiln::OverflowMode::InfNan)};
 }
 
@@ -63,40 +70,40 @@ double causalMatmulFlops(int64_t S, int matmuls) {
   return matmuls * 2.0 * kHeads * kHeadDim * static_cast<double>(S) * (S + 1) / 2;
 }
 
-void forward(benchmark::State &state, DType dtype) {
+void forward(benchmark::State &state, DType dtype, bool bsnd) {
   const int64_t S = state.range(0);
   auto q = randomTensor(dtype, S, 1), k = randomTensor(dtype, S, 2), v = randomTensor(dtype, S, 3);
   std::vector<uint8_t> out(q.size());
   std::vector<float> row_max(kHeads * S), row_sum(kHeads * S);
   void *buffers[] = {q.data(), k.data(), v.data(), out.data(), row_max.data(), row_sum.data()};
   std::vector<int64_t> args = {0, 1, 2, 3, 4, 5};
-  const auto tail = attentionArgs(dtype, S);
+  const auto tail = attentionArgs(dtype, S, bsnd);
   args.insert(args.end(), tail.begin(), tail.end());
   uint32_t status = 0;
   for (auto _ : state)
-    kilnFlashAttention(buffers, 0, kHeads, &status, args.data());
+    kilnFlashAttention(buffers, 0, rowsOf(bsnd, S), &status, args.data());
   state.counters["GFLOP/s"] = benchmark::Counter(causalMatmulFlops(S, 2) * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void backward(benchmark::State &state, DType dtype) {
+void backward(benchmark::State &state, DType dtype, bool bsnd) {
   const int64_t S = state.range(0);
   auto q = randomTensor(dtype, S, 1), k = randomTensor(dtype, S, 2), v = randomTensor(dtype, S, 3);
   auto dout = randomTensor(dtype, S, 4);
   std::vector<uint8_t> out(q.size()), dq(q.size()), dk(q.size()), dv(q.size());
   std::vector<float> row_max(kHeads * S), row_sum(kHeads * S);
   std::vector<int64_t> fwd_args = {0, 1, 2, 3, 4, 5};
-  const auto tail = attentionArgs(dtype, S);
+  const auto tail = attentionArgs(dtype, S, bsnd);
   fwd_args.insert(fwd_args.end(), tail.begin(), tail.end());
   void *fwd_buffers[] = {q.data(), k.data(), v.data(), out.data(), row_max.data(), row_sum.data()};
   uint32_t status = 0;
-  kilnFlashAttention(fwd_buffers, 0, kHeads, &status, fwd_args.data());
+  kilnFlashAttention(fwd_buffers, 0, rowsOf(bsnd, S), &status, fwd_args.data());
   void *buffers[] = {q.data(),       k.data(),       v.data(),  out.data(), dout.data(),
                      row_max.data(), row_sum.data(), dq.data(), dk.data(),  dv.data()};
   std::vector<int64_t> args = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
   args.insert(args.end(), tail.begin(), tail.end());
   for (auto _ : state)
-    kilnFlashAttentionGrad(buffers, 0, kHeads, &status, args.data());
+    kilnFlashAttentionGrad(buffers, 0, rowsOf(bsnd, S), &status, args.data());
   state.counters["GFLOP/s"] = benchmark::Counter(causalMatmulFlops(S, 5) * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -105,10 +112,12 @@ void sequenceLengths(benchmark::internal::Benchmark *b) {
   b->Arg(256)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond);
 }
 
-BENCHMARK_CAPTURE(forward, f32, DType::F32)->Apply(sequenceLengths);
-BENCHMARK_CAPTURE(forward, bf16, DType::BF16)->Apply(sequenceLengths);
-BENCHMARK_CAPTURE(backward, f32, DType::F32)->Apply(sequenceLengths);
-BENCHMARK_CAPTURE(backward, bf16, DType::BF16)->Apply(sequenceLengths);
+BENCHMARK_CAPTURE(forward, f32, DType::F32, false)->Apply(sequenceLengths);
+BENCHMARK_CAPTURE(forward, bf16, DType::BF16, false)->Apply(sequenceLengths);
+BENCHMARK_CAPTURE(forward, bf16_bsnd, DType::BF16, true)->Apply(sequenceLengths);
+BENCHMARK_CAPTURE(backward, f32, DType::F32, false)->Apply(sequenceLengths);
+BENCHMARK_CAPTURE(backward, bf16, DType::BF16, false)->Apply(sequenceLengths);
+BENCHMARK_CAPTURE(backward, bf16_bsnd, DType::BF16, true)->Apply(sequenceLengths);
 
 } // namespace
 

@@ -1,8 +1,7 @@
 #include "executable/kernel_cost.h"
 
-#include <optional>
-
 #include <algorithm>
+#include <optional>
 
 namespace kiln::executable {
 
@@ -31,11 +30,13 @@ std::optional<AttentionWork> attentionWork(const Graph &graph, const Node &node)
   const bool forward = node.op == "FlashAttentionScore";
   if (!forward && node.op != "FlashAttentionScoreGrad")
     return std::nullopt;
+  // The row statistics are [B, N, S] in either layout; q's last axis is D.
   const Shape &q = graph.type(node.inputs[0]).shape;
-  if (q.size() != 4)
+  const Shape &stats = graph.type(forward ? node.outputs[1] : node.inputs[5]).shape;
+  if (q.size() != 4 || stats.size() != 3)
     return std::nullopt;
-  const double pairs = static_cast<double>(q[0] * q[1]) * static_cast<double>(q[2]) *
-                       static_cast<double>(q[2]) * (node.attrs.getBool("causal") ? 0.5 : 1.0);
+  const double pairs = static_cast<double>(stats[0] * stats[1]) * static_cast<double>(stats[2]) *
+                       static_cast<double>(stats[2]) * (node.attrs.getBool("causal") ? 0.5 : 1.0);
   const double d = static_cast<double>(q[3]);
   return forward ? AttentionWork{2 * 2 * pairs * d, 5 * pairs}
                  : AttentionWork{5 * 2 * pairs * d, 10 * pairs};

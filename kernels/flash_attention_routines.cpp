@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -41,12 +42,16 @@ struct Attention {
   int64_t B, N, Nkv, S, D;
   float scale;
   bool causal;
+  bool bsnd;    // [B, S, heads, D], else [B, heads, S, D]
+  int64_t rows; // the kernel's rows, which the routine spreads its units over
   OverflowMode overflow;
   int64_t group() const { return N / Nkv; }
-  // Element (s, 0) of head n of batch b of a [B, heads, S, D] tensor.
+  // Element (s, 0) of head n of batch b of a tensor of `heads` heads.
   int64_t row(int64_t heads, int64_t b, int64_t n, int64_t s) const {
-    return ((b * heads + n) * S + s) * D;
+    return bsnd ? ((b * S + s) * heads + n) * D : ((b * heads + n) * S + s) * D;
   }
+  // Elements from one row of a head to the next.
+  int64_t ld(int64_t heads) const { return bsnd ? heads * D : D; }
   // The last key query row i sees, plus one.
   int64_t keysFor(int64_t i) const { return causal ? i + 1 : S; }
 };
@@ -60,14 +65,58 @@ Attention attentionOf(const int64_t *args, int first) {
                    args[first + 5],
                    static_cast<float>(std::bit_cast<double>(args[first + 6])),
                    args[first + 7] != 0,
-                   static_cast<OverflowMode>(args[first + 8])};
+                   args[first + 8] == 1,
+                   args[first + 9],
+                   static_cast<OverflowMode>(args[first + 10])};
 }
 
-// Rows [s0, s0 + count) of head n of a [B, heads, S, D] tensor, as f32.
-void loadRows(const void *data, const Attention &a, int64_t heads, int64_t b, int64_t n, int64_t s0,
-              int64_t count, std::vector<float> &out) {
+// Where the rows of one head of a tensor lie: row s at element first + s ld
+// of data, in the compute dtype.
+struct Head {
+  const void *data;
+  int64_t first, ld;
+};
+
+Head headOf(const void *data, const Attention &a, int64_t heads, int64_t b, int64_t n) {
+  return {data, a.row(heads, b, n, 0), a.ld(heads)};
+}
+
+// Rows [s0, s0 + count) of a head, as f32 rows of D. Rows that lie apart
+// are gathered first and widened in one call, not one call a row.
+void loadRows(const Head &h, const Attention &a, int64_t s0, int64_t count,
+              std::vector<float> &out) {
   out.resize(static_cast<size_t>(count * a.D));
-  widenRow(data, a.dtype, a.row(heads, b, n, s0), count * a.D, out.data());
+  if (h.ld == a.D) {
+    widenRow(h.data, a.dtype, h.first + s0 * a.D, count * a.D, out.data());
+    return;
+  }
+  thread_local std::vector<uint8_t> gathered;
+  const size_t row_bytes = static_cast<size_t>(a.D) * dtypeSize(a.dtype);
+  gathered.resize(static_cast<size_t>(count) * row_bytes);
+  const auto *bytes = static_cast<const uint8_t *>(h.data);
+  for (int64_t r = 0; r < count; ++r)
+    std::memcpy(gathered.data() + r * row_bytes,
+                bytes + (h.first + (s0 + r) * h.ld) * dtypeSize(a.dtype), row_bytes);
+  widenRow(gathered.data(), a.dtype, 0, count * a.D, out.data());
+}
+
+// f32 rows of D stored as rows [s0, s0 + count) of head n: in BSND narrowed
+// in one call and then scattered (narrowing is elementwise: the same bits
+// and status as row by row).
+void storeRows(const float *x, const Attention &a, int64_t heads, int64_t b, int64_t n, int64_t s0,
+               int64_t count, void *out) {
+  if (!a.bsnd) {
+    narrowRow(x, count * a.D, a.dtype, a.overflow, out, a.row(heads, b, n, s0));
+    return;
+  }
+  thread_local std::vector<uint8_t> narrowed;
+  const size_t row_bytes = static_cast<size_t>(a.D) * dtypeSize(a.dtype);
+  narrowed.resize(static_cast<size_t>(count) * row_bytes);
+  narrowRow(x, count * a.D, a.dtype, a.overflow, narrowed.data(), 0);
+  auto *bytes = static_cast<uint8_t *>(out);
+  for (int64_t r = 0; r < count; ++r)
+    std::memcpy(bytes + a.row(heads, b, n, s0 + r) * dtypeSize(a.dtype),
+                narrowed.data() + r * row_bytes, row_bytes);
 }
 
 // c [m, n] = alpha * op(x) op(y) + beta * c, row-major f32 blocks.
@@ -84,11 +133,18 @@ void gemm(bool trans_x, bool trans_y, int64_t m, int64_t n, int64_t k, float alp
 // exact products, summed in f32 in another order.
 bool bf16Products(const Attention &a) { return a.dtype == DType::BF16 && hostHasBf16Gemm(); }
 
-// The bf16 bits of row s0 of head n of a [B, heads, S, D] tensor, or null
-// where the block products are f32.
-const uint16_t *bf16Rows(const void *data, const Attention &a, int64_t heads, int64_t b, int64_t n,
-                         int64_t s0) {
-  return bf16Products(a) ? static_cast<const uint16_t *>(data) + a.row(heads, b, n, s0) : nullptr;
+// The head for the block products: where they run on bf16 units and the
+// head's rows lie apart (BSND, N x D apart), its bits gathered into
+// `scratch` (the products and row loops ran 10-15 % slower on the strided
+// rows than the copy costs); else as it is.
+Head forProducts(const Head &h, const Attention &a, std::vector<uint16_t> &scratch) {
+  if (!bf16Products(a) || h.ld == a.D)
+    return h;
+  scratch.resize(static_cast<size_t>(a.S * a.D));
+  const auto *bits = static_cast<const uint16_t *>(h.data) + h.first;
+  for (int64_t s = 0; s < a.S; ++s)
+    std::copy_n(bits + s * h.ld, a.D, scratch.data() + s * a.D);
+  return {scratch.data(), 0, a.D};
 }
 
 // Element `at` of widened rows, or null where they were not widened.
@@ -96,47 +152,63 @@ const float *rowsAt(const std::vector<float> &rows, int64_t at) {
   return rows.empty() ? nullptr : rows.data() + at;
 }
 
-// An operand's f32 values: `x` where the caller widened it, else its bf16
-// bits `x16` (`rows` rows of `ld`) widened into `scratch`.
-const float *widened(const float *x, const uint16_t *x16, int64_t rows, int64_t ld,
-                     std::vector<float> &scratch) {
-  if (x)
-    return x;
-  scratch.resize(static_cast<size_t>(rows * ld));
-  widenRow(x16, DType::BF16, 0, rows * ld, scratch.data());
-  return scratch.data();
+// One operand of a block product: its f32 values (rows `ld32` apart) where
+// widened, its bf16 bits (rows `ld16` apart) where the products may run on
+// them; the same values.
+struct Operand {
+  const float *f32 = nullptr;
+  int64_t ld32 = 0;
+  const uint16_t *bf16 = nullptr;
+  int64_t ld16 = 0;
+};
+
+// Widened rows of D from element `at`, and where the products run on bf16
+// units the bits of rows [s0, ...) of head `h`.
+Operand operandOf(const std::vector<float> &rows, int64_t at, const Head &h, const Attention &a,
+                  int64_t s0) {
+  if (!bf16Products(a))
+    return {rowsAt(rows, at), a.D, nullptr, 0};
+  return {rowsAt(rows, at), a.D, static_cast<const uint16_t *>(h.data) + h.first + s0 * h.ld, h.ld};
+}
+
+// An operand's f32 values and their row stride: as widened, else its bf16
+// bits (`rows` rows of `width` used elements) widened into `scratch`.
+std::pair<const float *, int64_t> widened(const Operand &x, int64_t rows, int64_t width,
+                                          std::vector<float> &scratch) {
+  if (x.f32)
+    return {x.f32, x.ld32};
+  const int64_t span = (rows - 1) * x.ld16 + width; // not past the last row's end
+  scratch.resize(static_cast<size_t>(span));
+  widenRow(x.bf16, DType::BF16, 0, span, scratch.data());
+  return {scratch.data(), x.ld16};
 }
 
 // c [m, n] = op(x) op(y) (+ c when `accumulate`): on the bf16 operands where
-// given (x16, y16: the same values as x and y), else in f32; on oneDNN
-// (OpenBLAS 0.3.21's sgemm is about half its speed on recent cores, see
-// docs/notes/gemm-backend.md), on sgemm where oneDNN refuses. An operand
-// given only in bf16 (null x or y) is widened where the product falls back
-// to f32.
+// both have them, else in f32; on oneDNN (OpenBLAS 0.3.21's sgemm is about
+// half its speed on recent cores, see docs/notes/gemm-backend.md), on sgemm
+// where oneDNN refuses. An operand given only in bf16 is widened where the
+// product falls back to f32.
 void product(bool trans_x, bool trans_y, int64_t m, int64_t n, int64_t k, float alpha,
-             const float *x, const uint16_t *x16, int64_t ldx, const float *y, const uint16_t *y16,
-             int64_t ldy, bool accumulate, float *c, int64_t ldc) {
-  if (x16 && y16 &&
-      blockGemm(DType::BF16, m, n, k, alpha, {x16, ldx, trans_x}, {y16, ldy, trans_y}, accumulate,
-                c, ldc))
+             const Operand &x, const Operand &y, bool accumulate, float *c, int64_t ldc) {
+  if (x.bf16 && y.bf16 &&
+      blockGemm(DType::BF16, m, n, k, alpha, {x.bf16, x.ld16, trans_x}, {y.bf16, y.ld16, trans_y},
+                accumulate, c, ldc))
     return;
   thread_local std::vector<float> x_scratch, y_scratch;
-  x = widened(x, x16, trans_x ? k : m, ldx, x_scratch);
-  y = widened(y, y16, trans_y ? n : k, ldy, y_scratch);
-  if (blockGemm(DType::F32, m, n, k, alpha, {x, ldx, trans_x}, {y, ldy, trans_y}, accumulate, c,
+  const auto [x32, ldx] = widened(x, trans_x ? k : m, trans_x ? m : k, x_scratch);
+  const auto [y32, ldy] = widened(y, trans_y ? n : k, trans_y ? k : n, y_scratch);
+  if (blockGemm(DType::F32, m, n, k, alpha, {x32, ldx, trans_x}, {y32, ldy, trans_y}, accumulate, c,
                 ldc))
     return;
-  gemm(trans_x, trans_y, m, n, k, alpha, x, ldx, y, ldy, accumulate ? 1.0f : 0.0f, c, ldc);
+  gemm(trans_x, trans_y, m, n, k, alpha, x32, ldx, y32, ldy, accumulate ? 1.0f : 0.0f, c, ldc);
 }
 
 // scores [rows, cols] = scale * q k^T of a query block at i0 against a key
 // block at j0, the keys a row does not see -inf.
-void blockScores(const Attention &a, const float *q, const uint16_t *q16, const float *k,
-                 const uint16_t *k16, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                 std::vector<float> &scores) {
+void blockScores(const Attention &a, const Operand &q, const Operand &k, int64_t i0, int64_t rows,
+                 int64_t j0, int64_t cols, std::vector<float> &scores) {
   scores.resize(static_cast<size_t>(rows * cols));
-  product(false, true, rows, cols, a.D, a.scale, q, q16, a.D, k, k16, a.D, false, scores.data(),
-          cols);
+  product(false, true, rows, cols, a.D, a.scale, q, k, false, scores.data(), cols);
   if (!a.causal || j0 + cols <= i0 + 1)
     return;
   for (int64_t r = 0; r < rows; ++r)
@@ -144,27 +216,23 @@ void blockScores(const Attention &a, const float *q, const uint16_t *q16, const 
       scores[r * cols + c] = -std::numeric_limits<float>::infinity();
 }
 
-// P or dS as the cube reads it, rounded to the compute dtype: on bf16 units
-// its bf16 bits alone (`bits`; the f32 pointer returned is null, `p` is
-// left as it was), else `p` rounded in place (nothing to do in f32).
-struct CubeOperand {
-  const float *f32;
-  const uint16_t *bf16;
-};
-
-CubeOperand forCube(std::vector<float> &p, const Attention &a, std::vector<uint16_t> &bits) {
+// P or dS (rows of `cols`) as the cube reads it, rounded to the compute
+// dtype: on bf16 units its bf16 bits alone (`bits`; `p` is left as it
+// was), else `p` rounded in place (nothing to do in f32).
+Operand forCube(std::vector<float> &p, int64_t cols, const Attention &a,
+                std::vector<uint16_t> &bits) {
   const auto n = static_cast<int64_t>(p.size());
   if (bf16Products(a)) {
     bits.resize(p.size());
     narrowRow(p.data(), n, DType::BF16, OverflowMode::InfNan, bits.data(), 0);
-    return {nullptr, bits.data()};
+    return {nullptr, 0, bits.data(), cols};
   }
   if (a.dtype == DType::BF16)
     roundRowToBf16(p.data(), n);
   else if (a.dtype != DType::F32)
     for (float &x : p)
       x = roundToDType(x, a.dtype, OverflowMode::InfNan);
-  return {p.data(), nullptr};
+  return {p.data(), cols, nullptr, 0};
 }
 
 // One (b, n): each query block against its key blocks in one pass
@@ -177,15 +245,18 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
   float *row_max = args[4] < 0 ? nullptr : static_cast<float *>(buffers[args[4]]);
   float *row_sum = args[5] < 0 ? nullptr : static_cast<float *>(buffers[args[5]]);
   const int64_t kv = n / a.group(), D = a.D;
+  // Scratch kept from call to call on each thread: no allocation per head.
+  thread_local std::vector<float> qb, keys, values, p, acc, m, l;
+  thread_local std::vector<uint16_t> p16, q_bits, k_bits, v_bits;
+  const Head qh = forProducts(headOf(q, a, a.N, b, n), a, q_bits);
+  const Head kh = forProducts(headOf(k, a, a.Nkv, b, kv), a, k_bits);
+  const Head vh = forProducts(headOf(v, a, a.Nkv, b, kv), a, v_bits);
   // The head's keys and values, widened once: O(S D), read by every block;
   // nothing to widen where the products run on bf16 units.
   const bool widen = !bf16Products(a);
-  // Scratch kept from call to call on each thread: no allocation per head.
-  thread_local std::vector<float> qb, keys, values, p, acc, m, l;
-  thread_local std::vector<uint16_t> p16;
   if (widen) {
-    loadRows(k, a, a.Nkv, b, kv, 0, a.keysFor(a.S - 1), keys);
-    loadRows(v, a, a.Nkv, b, kv, 0, a.keysFor(a.S - 1), values);
+    loadRows(kh, a, 0, a.keysFor(a.S - 1), keys);
+    loadRows(vh, a, 0, a.keysFor(a.S - 1), values);
   } else { // empty: rowsAt gives null, not an earlier call's rows
     keys.clear();
     values.clear();
@@ -194,14 +265,14 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
   for (int64_t i0 = 0; i0 < a.S; i0 += kOuter) {
     const int64_t rows = std::min(kOuter, a.S - i0), key_end = a.keysFor(i0 + rows - 1);
     if (widen)
-      loadRows(q, a, a.N, b, n, i0, rows, qb);
+      loadRows(qh, a, i0, rows, qb);
     m.assign(static_cast<size_t>(rows), -std::numeric_limits<float>::infinity());
     l.assign(static_cast<size_t>(rows), 0.0f);
     acc.assign(static_cast<size_t>(rows * D), 0.0f);
     for (int64_t j0 = 0; j0 < key_end; j0 += kInner) {
       const int64_t cols = std::min(kInner, key_end - j0);
-      blockScores(a, rowsAt(qb, 0), bf16Rows(q, a, a.N, b, n, i0), rowsAt(keys, j0 * D),
-                  bf16Rows(k, a, a.Nkv, b, kv, j0), i0, rows, j0, cols, p);
+      blockScores(a, operandOf(qb, 0, qh, a, i0), operandOf(keys, j0 * D, kh, a, j0), i0, rows, j0,
+                  cols, p);
       for (int64_t r = 0; r < rows; ++r) {
         float *s = &p[r * cols];
         // A NaN score makes the row NaN (std::max would drop it).
@@ -214,22 +285,24 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
         if (rescale != 1.0f)
           scaleRow(&acc[r * D], D, rescale);
       }
-      const CubeOperand pc = forCube(p, a, p16);
-      product(false, false, rows, D, cols, 1.0f, pc.f32, pc.bf16, cols, rowsAt(values, j0 * D),
-              bf16Rows(v, a, a.Nkv, b, kv, j0), D, true, acc.data(), D);
+      product(false, false, rows, D, cols, 1.0f, forCube(p, cols, a, p16),
+              operandOf(values, j0 * D, vh, a, j0), true, acc.data(), D);
     }
     for (int64_t r = 0; r < rows; ++r)
       divideRow(&acc[r * D], D, l[r]);
-    narrowRow(acc.data(), rows * D, a.dtype, a.overflow, out, a.row(a.N, b, n, i0));
+    storeRows(acc.data(), a, a.N, b, n, i0, rows, out);
     const int64_t stat = (b * a.N + n) * a.S + i0;
     if (row_max)
       std::copy(m.begin(), m.end(), row_max + stat);
     if (row_sum)
       std::copy(l.begin(), l.end(), row_sum + stat);
   }
-  if (bytesOf(keys) + bytesOf(values) > kScratchKeepBytes) {
+  if (bytesOf(keys) + bytesOf(values) + bytesOf(q_bits) + bytesOf(k_bits) + bytesOf(v_bits) >
+      kScratchKeepBytes) {
     std::vector<float>().swap(keys);
     std::vector<float>().swap(values);
+    for (auto *bits : {&q_bits, &k_bits, &v_bits})
+      std::vector<uint16_t>().swap(*bits);
   }
 }
 
@@ -257,22 +330,26 @@ GradInputs gradInputsOf(void **buffers, const int64_t *args) {
 }
 
 // What the backward reads of query head n, whole: q (where its products
-// are f32), dout and delta = rowsum(dout * out) in f32, and where its saved
-// statistics start.
+// are f32), dout and delta = rowsum(dout * out) in f32, where q's and
+// dout's rows are for the products, and where its saved statistics start.
 struct QueryHead {
   int64_t stat = 0;
   std::vector<float> q, dout, delta;
+  std::vector<uint16_t> q_bits, dout_bits; // gathered for the products
+  Head q_rows{}, dout_rows{};
 };
 
 void loadQueryHead(const GradInputs &in, const Attention &a, int64_t b, int64_t n, QueryHead &h) {
   h.stat = (b * a.N + n) * a.S;
   thread_local std::vector<float> out;
+  h.q_rows = forProducts(headOf(in.q, a, a.N, b, n), a, h.q_bits);
+  h.dout_rows = forProducts(headOf(in.dout, a, a.N, b, n), a, h.dout_bits);
   if (!bf16Products(a))
-    loadRows(in.q, a, a.N, b, n, 0, a.S, h.q);
+    loadRows(h.q_rows, a, 0, a.S, h.q);
   else
     h.q.clear();
-  loadRows(in.dout, a, a.N, b, n, 0, a.S, h.dout);
-  loadRows(in.out, a, a.N, b, n, 0, a.S, out);
+  loadRows(h.dout_rows, a, 0, a.S, h.dout);
+  loadRows(headOf(in.out, a, a.N, b, n), a, 0, a.S, out);
   h.delta.resize(static_cast<size_t>(a.S));
   for (int64_t r = 0; r < a.S; ++r) {
     float delta = 0; // in a register: the vector's element would be stored every step
@@ -298,12 +375,14 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
     dq[h].assign(static_cast<size_t>(a.S * D), 0.0f);
   }
   thread_local std::vector<float> kb, vb, p, ds, dk, dv;
-  thread_local std::vector<uint16_t> p16, ds16;
+  thread_local std::vector<uint16_t> p16, ds16, k_bits, v_bits;
+  const Head kh = forProducts(headOf(in.k, a, a.Nkv, b, kv), a, k_bits);
+  const Head vh = forProducts(headOf(in.v, a, a.Nkv, b, kv), a, v_bits);
   for (int64_t j0 = 0; j0 < a.S; j0 += kOuter) {
     const int64_t cols = std::min(kOuter, a.S - j0);
     if (!bf16Products(a)) { // on bf16 units the products read the bits alone
-      loadRows(in.k, a, a.Nkv, b, kv, j0, cols, kb);
-      loadRows(in.v, a, a.Nkv, b, kv, j0, cols, vb);
+      loadRows(kh, a, j0, cols, kb);
+      loadRows(vh, a, j0, cols, vb);
     } else {
       kb.clear();
       vb.clear();
@@ -314,53 +393,57 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
       const QueryHead &qh = heads[h];
       for (int64_t i0 = a.causal ? j0 : 0; i0 < a.S; i0 += kInner) {
         const int64_t rows = std::min(kInner, a.S - i0);
-        const float *qb = rowsAt(qh.q, i0 * D);
-        const uint16_t *q16 = bf16Rows(in.q, a, a.N, b, kv * g + h, i0);
-        const uint16_t *k16 = bf16Rows(in.k, a, a.Nkv, b, kv, j0);
-        const uint16_t *v16 = bf16Rows(in.v, a, a.Nkv, b, kv, j0);
-        const uint16_t *dout16 = bf16Rows(in.dout, a, a.N, b, kv * g + h, i0);
-        blockScores(a, qb, q16, rowsAt(kb, 0), k16, i0, rows, j0, cols, p);
+        const Operand q = operandOf(qh.q, i0 * D, qh.q_rows, a, i0);
+        const Operand k = operandOf(kb, 0, kh, a, j0);
+        const Operand v = operandOf(vb, 0, vh, a, j0);
+        const Operand dout = operandOf(qh.dout, i0 * D, qh.dout_rows, a, i0);
+        blockScores(a, q, k, i0, rows, j0, cols, p);
         for (int64_t r = 0; r < rows; ++r)
           expShiftedDivide(&p[r * cols], cols, in.row_max[qh.stat + i0 + r],
                            in.row_sum[qh.stat + i0 + r]);
         // ds = scale * p * (dout v^T - delta)
         ds.resize(p.size());
-        const float *dout = &qh.dout[i0 * D];
-        product(false, true, rows, cols, D, 1.0f, dout, dout16, D, rowsAt(vb, 0), v16, D, false,
-                ds.data(), cols);
+        product(false, true, rows, cols, D, 1.0f, dout, v, false, ds.data(), cols);
         for (int64_t r = 0; r < rows; ++r)
           scoreGradientRow(&p[r * cols], cols, qh.delta[i0 + r], a.scale, &ds[r * cols]);
-        const CubeOperand dsc = forCube(ds, a, ds16);
+        const Operand dsc = forCube(ds, cols, a, ds16);
         if (in.dq)
-          product(false, false, rows, D, cols, 1.0f, dsc.f32, dsc.bf16, cols, rowsAt(kb, 0), k16, D,
-                  true, &dq[h][i0 * D], D);
+          product(false, false, rows, D, cols, 1.0f, dsc, k, true, &dq[h][i0 * D], D);
         if (in.dk)
-          product(true, false, cols, D, rows, 1.0f, dsc.f32, dsc.bf16, cols, qb, q16, D, true,
-                  dk.data(), D);
-        if (in.dv) {
-          const CubeOperand pc = forCube(p, a, p16);
-          product(true, false, cols, D, rows, 1.0f, pc.f32, pc.bf16, cols, dout, dout16, D, true,
-                  dv.data(), D);
-        }
+          product(true, false, cols, D, rows, 1.0f, dsc, q, true, dk.data(), D);
+        if (in.dv)
+          product(true, false, cols, D, rows, 1.0f, forCube(p, cols, a, p16), dout, true, dv.data(),
+                  D);
       }
     }
-    const int64_t base = a.row(a.Nkv, b, kv, j0);
     if (in.dk)
-      narrowRow(dk.data(), cols * D, a.dtype, a.overflow, in.dk, base);
+      storeRows(dk.data(), a, a.Nkv, b, kv, j0, cols, in.dk);
     if (in.dv)
-      narrowRow(dv.data(), cols * D, a.dtype, a.overflow, in.dv, base);
+      storeRows(dv.data(), a, a.Nkv, b, kv, j0, cols, in.dv);
   }
   for (int64_t h = 0; in.dq && h < g; ++h)
-    narrowRow(dq[h].data(), a.S * D, a.dtype, a.overflow, in.dq, a.row(a.N, b, kv * g + h, 0));
-  size_t kept = 0;
+    storeRows(dq[h].data(), a, a.N, b, kv * g + h, 0, a.S, in.dq);
+  size_t kept = bytesOf(k_bits) + bytesOf(v_bits);
   for (int64_t h = 0; h < g; ++h)
-    kept += bytesOf(heads[h].q) + bytesOf(heads[h].dout) + bytesOf(dq[h]);
+    kept += bytesOf(heads[h].q) + bytesOf(heads[h].dout) + bytesOf(dq[h]) +
+            bytesOf(heads[h].q_bits) + bytesOf(heads[h].dout_bits);
   if (kept > kScratchKeepBytes) {
     heads.clear();
     heads.shrink_to_fit();
     dq.clear();
     dq.shrink_to_fit();
+    std::vector<uint16_t>().swap(k_bits);
+    std::vector<uint16_t>().swap(v_bits);
   }
+}
+
+// The units [first, end) of `units` that the kernel's rows [row_begin,
+// row_end) of a.rows stand for: unit u belongs to row u * rows / units, so
+// the tiles of a launch take every unit once, in order.
+std::pair<int64_t, int64_t> unitsOf(const Attention &a, int64_t units, int64_t row_begin,
+                                    int64_t row_end) {
+  auto first = [&](int64_t row) { return (row * units + a.rows - 1) / a.rows; };
+  return {first(row_begin), first(row_end)};
 }
 
 } // namespace
@@ -373,8 +456,9 @@ extern "C" void kilnFlashAttention(void **buffers, int64_t row_begin, int64_t ro
                                    uint32_t *status, const int64_t *args) {
   const Attention a = attentionOf(args, 6);
   takeFloatStatus();
-  for (int64_t r = row_begin; r < row_end; ++r) // rows are (b, n)
-    forwardHead(buffers, args, a, r / a.N, r % a.N);
+  const auto [first, end] = unitsOf(a, a.B * a.N, row_begin, row_end);
+  for (int64_t u = first; u < end; ++u) // units are heads (b, n)
+    forwardHead(buffers, args, a, u / a.N, u % a.N);
   publish(status, takeFloatStatus());
 }
 
@@ -383,13 +467,8 @@ extern "C" void kilnFlashAttentionGrad(void **buffers, int64_t row_begin, int64_
   const Attention a = attentionOf(args, 10);
   const GradInputs in = gradInputsOf(buffers, args);
   takeFloatStatus();
-  if (a.N == a.Nkv) { // rows are (b, n): n is its own key/value head
-    for (int64_t r = row_begin; r < row_end; ++r)
-      backwardGroup(in, a, r / a.N, r % a.N);
-  } else { // rows are batches
-    for (int64_t b = row_begin; b < row_end; ++b)
-      for (int64_t kv = 0; kv < a.Nkv; ++kv)
-        backwardGroup(in, a, b, kv);
-  }
+  const auto [first, end] = unitsOf(a, a.B * a.Nkv, row_begin, row_end);
+  for (int64_t u = first; u < end; ++u) // units are key/value heads (b, kv)
+    backwardGroup(in, a, u / a.Nkv, u % a.Nkv);
   publish(status, takeFloatStatus());
 }

@@ -43,20 +43,25 @@ inline constexpr char kEmbeddingGradRoutine[] = "kiln_embedding_grad";
 // cols, p (a double's bits), stream.
 inline constexpr char kDropoutRoutine[] = "kiln_dropout";
 
-// FlashAttentionScore (ops/defs/nn.xml) for rows (b, n) of [B, N]: each
-// block of query rows against the key blocks it sees, twice (the row max and
-// sum, then the probabilities, rounded to the compute dtype, times v), in
-// f32. args: q, k, v buffers, out, softmax_max, softmax_sum slots (-1 for a
-// statistic the kernel does not store), the dtype, B, N, Nkv, S, D, scale
-// (a double's bits), causal.
+// FlashAttentionScore (ops/defs/nn.xml): for each head (b, n), each block
+// of query rows against the keys it sees in one pass (FlashAttention-2's
+// online softmax), the probabilities rounded to the compute dtype times v,
+// in f32. The kernel's rows are (b, n) in BNSD, (b, s) in BSND; a launch's
+// rows [begin, end) of R take heads [ceil(begin H / R), ceil(end H / R)) of
+// H = B N, so the tiles take every head once. args: q, k, v buffers, out,
+// softmax_max, softmax_sum slots (-1 for a statistic the kernel does not
+// store), the dtype, B, N, Nkv, S, D, scale (a double's bits), causal, the
+// layout (ops::AttentionLayout), R.
 inline constexpr char kFlashAttentionRoutine[] = "kiln_flash_attention";
 
 // FlashAttentionScoreGrad: dq, dk and dv, each element's sum accumulated in
-// f32 from probabilities recomputed from q, k and the saved statistics.
-// Rows are (b, n) when every query head has its own key/value head, else
-// batches b.
+// f32 from probabilities recomputed from q, k and the saved statistics. The
+// units are the key/value heads (b, kv) with their query heads, spread over
+// the kernel's rows as above: (b, n) of BNSD when every query head has its
+// own key/value head, batches b when not, (b, s) of BSND.
 // args: q, k, v, out, dout, softmax_max, softmax_sum buffers, dq, dk, dv
-// slots, the dtype, B, N, Nkv, S, D, scale (a double's bits), causal.
+// slots, the dtype, B, N, Nkv, S, D, scale (a double's bits), causal, the
+// layout, R.
 inline constexpr char kFlashAttentionGradRoutine[] = "kiln_flash_attention_grad";
 
 } // namespace kiln::kernels

@@ -94,8 +94,8 @@ std::vector<KernelDiagnostic> checkKernel(const passes::FusionView &view, const 
       fail(kErrFusedOp, "'" + node.name + "' is a " + node.op + ", which " + target.name +
                             " does not have (CANN ships the fused attention for the Atlas A2 "
                             "series)");
-    else if (passes::Verdict fit =
-                 passes::flashAttentionTilesFit(target, graph.type(node.inputs[0]));
+    else if (passes::Verdict fit = passes::flashAttentionTilesFit(
+                 target, graph.type(node.inputs[0]), ops::attentionLayoutOf(node.attrs));
              !fit)
       fail(kErrFusedOp, "'" + node.name + "': " + fit.reason());
   }

@@ -9,28 +9,39 @@
 #include <limits>
 
 #include "ir/float16.h"
+#include "ops/attention_layout.h"
 #include "ops/op_builder.h"
 #include "ops/op_registry.h"
 
 namespace kiln::ops {
 namespace {
 
-// q [B, N, S, D] against k and v [B, Nkv, S, D].
+// q [B, N, S, D] against k and v [B, Nkv, S, D], or the same in BSND.
 struct Dims {
   int64_t B = 0, N = 0, Nkv = 0, S = 0, D = 0;
+  AttentionLayout layout = AttentionLayout::BNSD;
   int64_t group() const { return N / Nkv; }
 };
 
-Expected<Dims> dimsOf(const TensorType &q, const TensorType &k, const TensorType &v) {
+Expected<Dims> dimsOf(const TensorType &q, const TensorType &k, const TensorType &v,
+                      const AttrMap &attrs) {
+  const char *dims =
+      attentionLayoutOf(attrs) == AttentionLayout::BSND ? "[B, S, N, D]" : "[B, N, S, D]";
+  if (attrs.has("input_layout") && !parseAttentionLayout(attrs.getString("input_layout")))
+    return Error("FlashAttentionScore: input_layout '" + attrs.getString("input_layout") +
+                 "': expected BNSD or BSND");
   if (q.rank() != 4 || k.rank() != 4 || !(k == v))
     return Error("FlashAttentionScore: q " + typeToString(q) + ", k " + typeToString(k) +
-                 " and v " + typeToString(v) +
-                 ": expected q [B, N, S, D] and k, v of one type [B, Nkv, S, D]");
+                 " and v " + typeToString(v) + ": expected q " + dims +
+                 " and k, v of one type with Nkv heads for N");
   if (q.dtype != k.dtype)
     return Error("FlashAttentionScore: q is " + std::string(dtypeName(q.dtype)) + ", k and v " +
                  std::string(dtypeName(k.dtype)) + ": expected one dtype");
-  Dims d{q.shape[0], q.shape[1], k.shape[1], q.shape[2], q.shape[3]};
-  if (k.shape[0] != d.B || k.shape[2] != d.S || k.shape[3] != d.D || d.Nkv < 1 || d.N % d.Nkv != 0)
+  const AttentionLayout layout = attentionLayoutOf(attrs);
+  const AttentionShape qs = attentionShapeOf(q.shape, layout),
+                       ks = attentionShapeOf(k.shape, layout);
+  Dims d{qs.B, qs.heads, ks.heads, qs.S, qs.D, layout};
+  if (ks.B != d.B || ks.S != d.S || ks.D != d.D || d.Nkv < 1 || d.N % d.Nkv != 0)
     return Error("FlashAttentionScore: q " + typeToString(q) + " and k " + typeToString(k) +
                  ": expected equal batch, sequence and head size, and query heads a multiple "
                  "of the key/value heads");
@@ -47,7 +58,7 @@ Status checkScale(const AttrMap &attrs) {
 
 Expected<std::vector<TensorType>> inferFlashAttention(const std::vector<TensorType> &in,
                                                       const AttrMap &attrs) {
-  KILN_ASSIGN_OR_RETURN(Dims d, dimsOf(in[0], in[1], in[2]));
+  KILN_ASSIGN_OR_RETURN(Dims d, dimsOf(in[0], in[1], in[2], attrs));
   KILN_RETURN_IF_ERROR(checkScale(attrs));
   const TensorType stats{DType::F32, {d.B, d.N, d.S}};
   return std::vector<TensorType>{in[0], stats, stats};
@@ -61,12 +72,14 @@ Expected<std::vector<ValueId>> gradFlashAttention(GradContext &ctx) {
   return ctx.builder.createMulti(
       "FlashAttentionScoreGrad", "grad",
       {ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0), dout, ctx.output(1), ctx.output(2)},
-      {{"scale", ctx.attrs().getFloat("scale")}, {"causal", ctx.attrs().getBool("causal")}});
+      {{"scale", ctx.attrs().getFloat("scale")},
+       {"causal", ctx.attrs().getBool("causal")},
+       {"input_layout", std::string(attentionLayoutName(attentionLayoutOf(ctx.attrs())))}});
 }
 
-// Element (b, n, s, d) of a [B, heads, S, D] tensor.
+// Element (b, n, s, d) of a tensor of `heads` heads in the attention's layout.
 int64_t at(const Dims &x, int64_t heads, int64_t b, int64_t n, int64_t s, int64_t d) {
-  return ((b * heads + n) * x.S + s) * x.D + d;
+  return attentionOffset({x.B, heads, x.S, x.D}, x.layout, b, n, s, d);
 }
 
 // The scores of query row i of head n against every key it sees, in double.
@@ -87,7 +100,7 @@ std::vector<double> scoresOf(const Dims &x, const Tensor &q, const Tensor &k, in
 Status flashAttentionKernel(const KernelContext &ctx, const std::vector<const Tensor *> &in,
                             std::vector<Tensor> &out, const AttrMap &attrs) {
   const Tensor &q = *in[0], &k = *in[1], &v = *in[2];
-  KILN_ASSIGN_OR_RETURN(Dims x, dimsOf(q.type(), k.type(), v.type()));
+  KILN_ASSIGN_OR_RETURN(Dims x, dimsOf(q.type(), k.type(), v.type(), attrs));
   const double scale = attrs.getFloat("scale");
   const bool causal = attrs.getBool("causal");
   const DType dt = q.dtype();
@@ -121,7 +134,7 @@ Status flashAttentionKernel(const KernelContext &ctx, const std::vector<const Te
 
 Expected<std::vector<TensorType>> inferFlashAttentionGrad(const std::vector<TensorType> &in,
                                                           const AttrMap &attrs) {
-  KILN_ASSIGN_OR_RETURN(Dims d, dimsOf(in[0], in[1], in[2]));
+  KILN_ASSIGN_OR_RETURN(Dims d, dimsOf(in[0], in[1], in[2], attrs));
   KILN_RETURN_IF_ERROR(checkScale(attrs));
   const TensorType stats{DType::F32, {d.B, d.N, d.S}};
   if (!(in[3] == in[0]) || !(in[4] == in[0]) || !(in[5] == stats) || !(in[6] == stats))
@@ -136,7 +149,7 @@ Status flashAttentionGradKernel(const KernelContext &ctx, const std::vector<cons
                                 std::vector<Tensor> &out, const AttrMap &attrs) {
   const Tensor &q = *in[0], &k = *in[1], &v = *in[2], &o = *in[3], &dout = *in[4];
   const Tensor &row_max = *in[5], &row_sum = *in[6];
-  KILN_ASSIGN_OR_RETURN(Dims x, dimsOf(q.type(), k.type(), v.type()));
+  KILN_ASSIGN_OR_RETURN(Dims x, dimsOf(q.type(), k.type(), v.type(), attrs));
   const double scale = attrs.getFloat("scale");
   const bool causal = attrs.getBool("causal");
   const DType dt = q.dtype();

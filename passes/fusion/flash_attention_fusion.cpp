@@ -11,8 +11,10 @@
 // keeps the attention unfused (and says which node reads them).
 #include "passes/fusion/flash_attention_fusion.h"
 
+#include <algorithm>
 #include <optional>
 
+#include "ops/attention_layout.h"
 #include "ops/op_builder.h"
 #include "passes/fusion/fusion_group_util.h"
 #include "passes/pass_registry.h"
@@ -27,8 +29,9 @@ constexpr int64_t kTileRows = 128;
 struct AttentionCore {
   std::vector<NodeId> nodes; // everything the fused op replaces
   ValueId q = kNoValue, k = kNoValue, v = kNoValue;
-  ValueId result = kNoValue; // [B,N,S,D], what the fused op's out replaces
+  ValueId result = kNoValue; // [B,N,S,D] (or BSND), what the fused op's out replaces
   double scale = 1;
+  ops::AttentionLayout layout = ops::AttentionLayout::BNSD;
 };
 
 std::string describe(const Node &node) { return node.op + " '" + node.name + "'"; }
@@ -43,6 +46,12 @@ bool swapsLastTwoAxes(const Node &node) {
     if (perm[a] != (a < r - 2 ? a : a == r - 2 ? r - 1 : r - 2))
       return false;
   return r >= 2;
+}
+
+// A Transpose between [B, S, N, D] and [B, N, S, D] (either way: the
+// permutation is its own inverse).
+bool swapsHeadsAndSequence(const Node &node) {
+  return node.op == "Transpose" && node.attrs.getInts("perm") == std::vector<int64_t>{0, 2, 1, 3};
 }
 
 class Matcher {
@@ -116,7 +125,34 @@ public:
     }
     if (!matchContext(softmax, core, why) || !checkShapes(core, why))
       return std::nullopt;
+    absorbTransposes(core);
     return core;
+  }
+
+  // BSND, CANN's input_layout for a projection's heads as they are: q, k
+  // and v each a BSND tensor's Transpose that only the attention reads, and
+  // the context read only by a Transpose back. The fused op then reads and
+  // writes BSND and the four Transposes go with the core.
+  void absorbTransposes(AttentionCore &core) const {
+    std::vector<NodeId> in;
+    for (ValueId x : {core.q, core.k, core.v}) {
+      const NodeId t = view_.producer(x);
+      if (t == kNoNode || !swapsHeadsAndSequence(g_.node(t)) || view_.isGraphOutput(x) ||
+          view_.users(x).size() != 1 || std::find(in.begin(), in.end(), t) != in.end())
+        return;
+      in.push_back(t);
+    }
+    const auto &users = view_.users(core.result);
+    if (users.size() != 1 || view_.isGraphOutput(core.result) ||
+        !swapsHeadsAndSequence(g_.node(users[0])))
+      return;
+    core.q = g_.node(in[0]).inputs[0];
+    core.k = g_.node(in[1]).inputs[0];
+    core.v = g_.node(in[2]).inputs[0];
+    core.nodes.insert(core.nodes.end(), in.begin(), in.end());
+    core.nodes.push_back(users[0]);
+    core.result = g_.node(users[0]).outputs[0];
+    core.layout = ops::AttentionLayout::BSND;
   }
 
 private:
@@ -234,7 +270,10 @@ public:
             "forward through Cast and Reshape to the BatchMatMul with v; the whole core becomes "
             "one FlashAttentionScore (CANN's op: scores, row max and sum in f32, the "
             "probabilities in the compute dtype for P v; only the per-row statistics are kept "
-            "for the backward). Runs on the forward graph before autodiff, so the backward is "
+            "for the backward). Where q, k and v are Transposes of [B, S, N, D] heads read by "
+            "the attention alone and the context goes back by a Transpose, the op takes "
+            "input_layout BSND and the four Transposes go with the core (statistic bsnd). Runs "
+            "on the forward graph before autodiff, so the backward is "
             "FlashAttentionScoreGrad, which recomputes the probabilities tile by tile "
             "(FlashAttention-2). Applies where the target ships the fused op (ascend910b; "
             "CANN has it for the Atlas A2 series only) and the tiles fit its buffers. Leaves an "
@@ -279,10 +318,13 @@ public:
         result.reject(node, why);
         continue;
       }
-      if (Verdict fit = flashAttentionTilesFit(ctx.target(), graph.type(core->q)); !fit) {
+      if (Verdict fit = flashAttentionTilesFit(ctx.target(), graph.type(core->q), core->layout);
+          !fit) {
         result.reject(node, fit);
         continue;
       }
+      if (core->layout == ops::AttentionLayout::BSND)
+        ++result.statistics["bsnd"];
       cores.push_back(std::move(*core));
       anchors.push_back(id);
     }
@@ -300,8 +342,11 @@ private:
     ops::OpBuilder b(graph);
     b.setProvenance(Provenance{kFlashAttentionPassName, origins});
     const std::string name = fusedName(graph, softmax);
-    std::vector<ValueId> outs = b.createMulti(kFlashAttentionOp, name, {core.q, core.k, core.v},
-                                              {{"scale", core.scale}, {"causal", true}});
+    std::vector<ValueId> outs =
+        b.createMulti(kFlashAttentionOp, name, {core.q, core.k, core.v},
+                      {{"scale", core.scale},
+                       {"causal", true},
+                       {"input_layout", std::string(ops::attentionLayoutName(core.layout))}});
     graph.replaceAllUses(core.result, outs[0]);
     for (NodeId n : core.nodes)
       graph.eraseNode(n);
@@ -312,10 +357,11 @@ KILN_REGISTER_PASS(FlashAttentionFusionPass);
 
 } // namespace
 
-Verdict flashAttentionTilesFit(const target::Target &t, const TensorType &q) {
-  const int64_t d = q.shape[3], bytes = static_cast<int64_t>(dtypeSize(q.dtype));
-  for (int64_t br = std::min<int64_t>(kTileRows, std::max<int64_t>(q.shape[2], 16)); br >= 16;
-       br /= 2) {
+Verdict flashAttentionTilesFit(const target::Target &t, const TensorType &q,
+                               ops::AttentionLayout layout) {
+  const ops::AttentionShape a = ops::attentionShapeOf(q.shape, layout);
+  const int64_t d = a.D, bytes = static_cast<int64_t>(dtypeSize(q.dtype));
+  for (int64_t br = std::min<int64_t>(kTileRows, std::max<int64_t>(a.S, 16)); br >= 16; br /= 2) {
     const int64_t l0a = br * d * bytes, l0c = br * br * 4;
     const int64_t ub = br * br * 4 + br * d * 4 + 2 * br * 4;
     if (l0a <= t.memory.l0a_bytes && l0a <= t.memory.l0b_bytes && l0c <= t.memory.l0c_bytes &&

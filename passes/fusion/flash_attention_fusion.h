@@ -12,6 +12,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "ops/attention_layout.h"
 #include "passes/pass.h"
 #include "passes/pass_context.h"
 #include "support/error.h"
@@ -21,11 +22,13 @@ namespace kiln::passes {
 inline constexpr const char *kFlashAttentionPassName = "FlashAttentionFusionPass";
 inline constexpr const char *kFlashAttentionOp = "FlashAttentionScore";
 
-// Whether FlashAttentionScore's tiles for queries `q` ([B, N, S, D]) fit
-// the target's L0 buffers and UB: 128-row tiles halved down to 16 until they
-// do, or why not, with the numbers. The pass fuses only where they fit; the
-// code generator checks a fused op read from a graph file the same way.
-Verdict flashAttentionTilesFit(const target::Target &t, const TensorType &q);
+// Whether FlashAttentionScore's tiles for queries `q` ([B, N, S, D], or
+// BSND) fit the target's L0 buffers and UB: 128-row tiles halved down to
+// 16 until they do, or why not, with the numbers. The pass fuses only where
+// they fit; the code generator checks a fused op read from a graph file the
+// same way.
+Verdict flashAttentionTilesFit(const target::Target &t, const TensorType &q,
+                               ops::AttentionLayout layout);
 
 // Whether the job's attention is fused: the pass is enabled and its target
 // has the fused op. The one answer the driver, the memory formula and the

@@ -32,7 +32,7 @@ TEST_F(KernelsCli, SecondCompileOfQwen14bComesFromTheCache) {
   Result cold = run(args);
   ASSERT_EQ(cold.exit_code, 0) << cold.err;
   json c = json::parse(slurp(path("r.json")))["kernels"];
-  EXPECT_GT(c["total"].get<int64_t>(), 3500); // about 95 a layer, attention fused
+  EXPECT_GT(c["total"].get<int64_t>(), 3000); // about 83 a layer, attention fused in BSND
   EXPECT_LT(c["unique"].get<int64_t>(), c["total"].get<int64_t>() / 20); // 40 identical layers
   EXPECT_EQ(c["compiled"], c["unique"]);
   Result warm = run(args);

@@ -5,6 +5,7 @@
 // length; in f16 the fused op keeps the scores in f32, so it stays finite
 // where the unfused one overflows.
 #include <cmath>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -126,6 +127,63 @@ TEST(FlashAttention, F16FollowsTheUnfusedNumericsAndKeepsScoresInF32) {
       ASSERT_TRUE(std::isfinite(big.at(name).getFloat(i))) << name << " " << i;
 }
 
+// The attention of BSND q, k and v (weighted by w, with its gradients):
+// FlashAttentionScore in BSND itself, or in BNSD between Transposes.
+Graph bsndGraph(const Case &c, bool native) {
+  Graph g("attention_bsnd");
+  const TensorType qt{DType::F32, {c.B, c.S, c.N, c.D}}, kt{DType::F32, {c.B, c.S, c.Nkv, c.D}};
+  ValueId q = g.addInput("q", qt, InputRole::Data);
+  ValueId k = g.addInput("k", kt, InputRole::Data);
+  ValueId v = g.addInput("v", kt, InputRole::Data);
+  ValueId w = g.addInput("w", qt, InputRole::Data);
+  OpBuilder b(g);
+  const AttrMap swap{{"perm", std::vector<int64_t>{0, 2, 1, 3}}};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.D));
+  ValueId out;
+  if (native) {
+    out = b.createMulti("FlashAttentionScore", "fa", {q, k, v},
+                        {{"scale", scale}, {"input_layout", std::string("BSND")}})[0];
+  } else {
+    std::vector<ValueId> heads;
+    for (auto [x, name] : {std::pair{q, "tq"}, {k, "tk"}, {v, "tv"}})
+      heads.push_back(b.create("Transpose", name, {x}, swap));
+    out = b.createMulti("FlashAttentionScore", "fa", heads, {{"scale", scale}})[0];
+    out = b.create("Transpose", "tout", {out}, swap);
+  }
+  ValueId loss = b.create("ReduceSum", "loss", {b.create("Mul", "weighted", {out, w})},
+                          {{"axes", std::vector<int64_t>{0, 1, 2, 3}}, {"keepdims", false}});
+  auto grads = autodiff::gradients(b, loss, {q, k, v});
+  EXPECT_TRUE(grads.isOk()) << grads.message();
+  g.addOutput("out", out);
+  if (grads) {
+    g.addOutput("dq", (*grads)[0]);
+    g.addOutput("dk", (*grads)[1]);
+    g.addOutput("dv", (*grads)[2]);
+  }
+  return g;
+}
+
+// BSND is an indexing of the same attention: the same bits as BNSD between
+// Transposes, forward and backward, multi-head and grouped-query.
+TEST(FlashAttention, BsndGivesTheBitsOfBnsdBetweenTransposes) {
+  for (const Case &c : {Case{2, 2, 2, 7, 8}, Case{1, 4, 2, 9, 16}}) {
+    TensorMap feed;
+    feed["q"] = testing::randomTensor(TensorType{DType::F32, {c.B, c.S, c.N, c.D}}, 1);
+    feed["k"] = testing::randomTensor(TensorType{DType::F32, {c.B, c.S, c.Nkv, c.D}}, 2);
+    feed["v"] = testing::randomTensor(TensorType{DType::F32, {c.B, c.S, c.Nkv, c.D}}, 3);
+    feed["w"] = testing::randomTensor(TensorType{DType::F32, {c.B, c.S, c.N, c.D}}, 4);
+    auto native = interpret(bsndGraph(c, true), feed);
+    auto transposed = interpret(bsndGraph(c, false), feed);
+    ASSERT_TRUE(native.isOk()) << native.message();
+    ASSERT_TRUE(transposed.isOk()) << transposed.message();
+    for (const char *name : {"out", "dq", "dk", "dv"}) {
+      const Tensor &a = native->at(name), &b = transposed->at(name);
+      ASSERT_EQ(a.type(), b.type()) << name;
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.byteSize())) << name;
+    }
+  }
+}
+
 TEST(FlashAttention, ShapesAndBadInputs) {
   const TensorType q{DType::BF16, {2, 8, 16, 4}}, kv{DType::BF16, {2, 2, 16, 4}};
   auto t = inferOp("FlashAttentionScore", {q, kv, kv}, {{"scale", 0.5}});
@@ -138,6 +196,16 @@ TEST(FlashAttention, ShapesAndBadInputs) {
               {{"scale", 0.5}}))
       << "8 query heads over 3 key/value heads";
   EXPECT_FALSE(inferOp("FlashAttentionScore", {q, kv, kv}, {{"scale", 0.0}}));
+  EXPECT_FALSE(inferOp("FlashAttentionScore", {q, kv, kv},
+                       {{"scale", 0.5}, {"input_layout", std::string("BHSD")}}));
+  // BSND: [B, S, N, D], the statistics still [B, N, S].
+  auto bsnd =
+      inferOp("FlashAttentionScore",
+              {TensorType{DType::BF16, {2, 16, 8, 4}}, TensorType{DType::BF16, {2, 16, 2, 4}},
+               TensorType{DType::BF16, {2, 16, 2, 4}}},
+              {{"scale", 0.5}, {"input_layout", std::string("BSND")}});
+  ASSERT_TRUE(bsnd.isOk()) << bsnd.message();
+  EXPECT_EQ((*bsnd)[1], (TensorType{DType::F32, {2, 8, 16}}));
   EXPECT_FALSE(inferOp("FlashAttentionScore",
                        {q, TensorType{DType::F16, kv.shape}, TensorType{DType::F16, kv.shape}},
                        {{"scale", 0.5}}));

@@ -1,7 +1,8 @@
 // FlashAttentionFusionPass on attention as exporters write it: k^T as a
 // Transpose of k's last two axes (torch's q @ k.transpose(-2, -1), as an
-// ONNX export holds it) fuses like the matmul's own transpose_b, and the
-// fused op computes what the unfused graph does.
+// ONNX export holds it) fuses like the matmul's own transpose_b; heads
+// transposed from BSND fuse in BSND; the fused op computes what the unfused
+// graph does.
 #include <string>
 #include <vector>
 
@@ -76,6 +77,71 @@ TEST(FlashAttentionFusion, LeavesOtherTransposesAndSharedOnesAlone) {
   r = runOnePass(shared.g, kPass);
   EXPECT_EQ(r.effect_times, 0);
   EXPECT_TRUE(mentions(reasonFor(r, "softmax"), {"'k_t'", "graph output"}));
+}
+
+// q, k and v [1, 6, 2, 4] BSND as a projection's heads come, each
+// transposed to BNSD for the attention and the context transposed back: the
+// fused op reads and writes BSND, and the four transposes go with it, unless
+// one of them is read elsewhere.
+struct BsndCase {
+  Graph g{"attn_bsnd"};
+  ops::TensorMap feed;
+  ValueId q_heads = kNoValue;
+
+  explicit BsndCase(bool q_heads_output) {
+    const TensorType t{DType::F32, {1, 6, 2, 4}};
+    ops::OpBuilder b(g);
+    const AttrMap swap{{"perm", std::vector<int64_t>{0, 2, 1, 3}}};
+    std::vector<ValueId> heads;
+    for (const char *name : {"q", "k", "v"}) {
+      feed[name] = randomTensor(t, 7 + feed.size());
+      heads.push_back(b.create("Transpose", std::string(name) + "_heads",
+                               {g.addInput(name, t, InputRole::Data)}, swap));
+    }
+    ValueId s = b.create("BatchMatMul", "scores", {heads[0], heads[1]}, {{"transpose_b", true}});
+    s = b.create("Mul", "scale", {s, b.constant(0.5, DType::F32, "scale_factor")});
+    s = b.create("CausalMask", "mask", {s}, {{"fill", -1e9}});
+    ValueId p = b.create("Softmax", "softmax", {s}, {{"axis", int64_t{3}}});
+    ValueId context = b.create("BatchMatMul", "context", {p, heads[2]});
+    g.addOutput("out", b.create("Transpose", "context_bsnd", {context}, swap));
+    if (q_heads_output)
+      g.addOutput("q_heads", heads[0]);
+    EXPECT_TRUE(b.status().isOk()) << b.status().message();
+  }
+  int count(const std::string &op) const {
+    int n = 0;
+    for (const Node &node : g.nodes())
+      n += node.op == op;
+    return n;
+  }
+  const Node *fused() const {
+    for (const Node &node : g.nodes())
+      if (node.op == "FlashAttentionScore")
+        return &node;
+    return nullptr;
+  }
+};
+
+TEST(FlashAttentionFusion, TakesBsndHeadsWithoutTransposes) {
+  BsndCase c(false);
+  Graph unfused = c.g;
+  passes::PassResult r = runOnePass(c.g, kPass);
+  EXPECT_EQ(r.effect_times, 1);
+  EXPECT_EQ(r.statistics["bsnd"], 1);
+  ASSERT_NE(c.fused(), nullptr);
+  EXPECT_EQ(c.fused()->attrs.getString("input_layout"), "BSND");
+  EXPECT_EQ(c.count("Transpose"), 0);
+  EXPECT_TRUE(fusedMatchesUnfused(c.g, unfused, c.feed, DType::F32));
+
+  // q's heads also a graph output: its Transpose stays, and with it BNSD.
+  BsndCase shared(true);
+  unfused = shared.g;
+  r = runOnePass(shared.g, kPass);
+  EXPECT_EQ(r.effect_times, 1);
+  ASSERT_NE(shared.fused(), nullptr);
+  EXPECT_EQ(shared.fused()->attrs.getString("input_layout"), "BNSD");
+  EXPECT_EQ(shared.count("Transpose"), 4);
+  EXPECT_TRUE(fusedMatchesUnfused(shared.g, unfused, shared.feed, DType::F32));
 }
 
 } // namespace

@@ -24,6 +24,22 @@ struct Case {
   int64_t B, N, Nkv, S, D;
 };
 
+// Outputs "out" and "dq", "dk", "dv": the gradients of loss = sum(out_f32 * w)
+// in the inputs.
+void addWeightedLoss(Graph &g, OpBuilder &b, ValueId out, ValueId out_f32, ValueId w,
+                     const std::vector<ValueId> &inputs) {
+  ValueId loss = b.create("ReduceSum", "loss", {b.create("Mul", "weighted", {out_f32, w})},
+                          {{"axes", std::vector<int64_t>{0, 1, 2, 3}}, {"keepdims", false}});
+  auto grads = autodiff::gradients(b, loss, inputs);
+  EXPECT_TRUE(grads.isOk()) << grads.message();
+  g.addOutput("out", out);
+  if (grads) {
+    g.addOutput("dq", (*grads)[0]);
+    g.addOutput("dk", (*grads)[1]);
+    g.addOutput("dv", (*grads)[2]);
+  }
+}
+
 // loss = sum(attention(q, k, v) * w), fused or as the frontend writes it,
 // with d loss / d q, k, v as outputs "dq", "dk", "dv" and the attention as "out".
 Graph attentionGraph(const Case &c, DType dt, bool fused) {
@@ -55,17 +71,8 @@ Graph attentionGraph(const Case &c, DType dt, bool fused) {
     out = b.create("BatchMatMul", "context", {p, v});
     out = reshape(out, {c.B, c.N, c.S, c.D}, "context_heads");
   }
-  ValueId of = b.create("Cast", "out_f32", {out}, {{"dtype", DType::F32}});
-  ValueId loss = b.create("ReduceSum", "loss", {b.create("Mul", "weighted", {of, w})},
-                          {{"axes", std::vector<int64_t>{0, 1, 2, 3}}, {"keepdims", false}});
-  auto grads = autodiff::gradients(b, loss, {q, k, v});
-  EXPECT_TRUE(grads.isOk()) << grads.message();
-  g.addOutput("out", out);
-  if (grads) {
-    g.addOutput("dq", (*grads)[0]);
-    g.addOutput("dk", (*grads)[1]);
-    g.addOutput("dv", (*grads)[2]);
-  }
+  addWeightedLoss(g, b, out, b.create("Cast", "out_f32", {out}, {{"dtype", DType::F32}}), w,
+                  {q, k, v});
   return g;
 }
 
@@ -150,16 +157,7 @@ Graph bsndGraph(const Case &c, bool native) {
     out = b.createMulti("FlashAttentionScore", "fa", heads, {{"scale", scale}})[0];
     out = b.create("Transpose", "tout", {out}, swap);
   }
-  ValueId loss = b.create("ReduceSum", "loss", {b.create("Mul", "weighted", {out, w})},
-                          {{"axes", std::vector<int64_t>{0, 1, 2, 3}}, {"keepdims", false}});
-  auto grads = autodiff::gradients(b, loss, {q, k, v});
-  EXPECT_TRUE(grads.isOk()) << grads.message();
-  g.addOutput("out", out);
-  if (grads) {
-    g.addOutput("dq", (*grads)[0]);
-    g.addOutput("dk", (*grads)[1]);
-    g.addOutput("dv", (*grads)[2]);
-  }
+  addWeightedLoss(g, b, out, out, w, {q, k, v});
   return g;
 }
 

@@ -32,6 +32,9 @@ struct KernelLaunch {
   // A GEMM whose f32 accumulator is read only within the row being computed:
   // each tile may run its GEMM rows and then its epilogue while they are hot.
   bool accumulator_row_local = false;
+  // The kernel's one output is its GEMM's f32 result as it is: the runtime
+  // may have the GEMM write it and check it for inf and NaN itself.
+  bool output_is_accumulator = false;
   // Per stored output: a row sum, added over the tiles in f32 after them.
   std::vector<char> row_sums;
 };

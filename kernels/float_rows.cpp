@@ -118,15 +118,6 @@ __attribute__((target("avx2"))) bool allFiniteAvx2(const float *x, int64_t n) {
   return !any;
 }
 
-bool allFinite(const float *x, int64_t n) {
-  if (hostHasAvx2())
-    return allFiniteAvx2(x, n);
-  for (int64_t i = 0; i < n; ++i)
-    if ((std::bit_cast<uint32_t>(x[i]) & 0x7f800000u) == 0x7f800000u)
-      return false;
-  return true;
-}
-
 // Whether a value of the row is past bf16's finite range (or NaN).
 bool narrowBf16Row(const float *x, int64_t n, uint16_t *out) {
   if (hostHasAvx512Bf16())
@@ -140,6 +131,15 @@ bool narrowBf16Row(const float *x, int64_t n, uint16_t *out) {
 }
 
 } // namespace
+
+bool allFinite(const float *x, int64_t n) {
+  if (hostHasAvx2())
+    return allFiniteAvx2(x, n);
+  for (int64_t i = 0; i < n; ++i)
+    if ((std::bit_cast<uint32_t>(x[i]) & 0x7f800000u) == 0x7f800000u)
+      return false;
+  return true;
+}
 
 void widenRow(const void *data, DType dtype, int64_t first, int64_t n, float *out) {
   if (dtype == DType::F32) {

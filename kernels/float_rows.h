@@ -20,4 +20,7 @@ void widenRow(const void *data, DType dtype, int64_t first, int64_t n, float *ou
 void narrowRow(const float *x, int64_t n, DType dtype, OverflowMode overflow, void *out,
                int64_t first);
 
+// Whether no x[i], i < n, is inf or NaN.
+bool allFinite(const float *x, int64_t n);
+
 } // namespace kiln::kernels

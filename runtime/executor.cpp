@@ -12,6 +12,7 @@
 #include "kernels/gemm.h"
 #include "kernels/row_sums.h"
 #include "runtime/buffer_donation.h"
+#include "runtime/dnnl_blocks.h"
 
 namespace kiln::runtime {
 
@@ -319,45 +320,6 @@ Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values
   return status;
 }
 
-namespace {
-
-// The whole accumulator on oneDNN, one block per pool thread, each
-// single-threaded: a single matmul by blocks of rows when it has at least
-// as many rows as columns, else by blocks of columns (oneDNN's bf16 and f32
-// kernels run 5-10 % faster on the longer side's halves of Qwen's
-// projections, docs/performance.md), a batch by blocks of whole matrices.
-// False when oneDNN cannot run the shape.
-bool dnnlBlocks(ThreadPool &pool, const kernels::GemmPlan &gemm, DType dtype, const void *a,
-                const void *b, float *acc) {
-  std::atomic<bool> ok = true;
-  const int64_t threads = pool.size();
-  auto run = [&](const kernels::GemmBlock &block) {
-    if (!kernels::gemmDnnlBlock(gemm, dtype, a, b, block, acc))
-      ok = false;
-  };
-  if (gemm.batch > 1) {
-    const int64_t blocks = std::min<int64_t>(gemm.batch, threads);
-    pool.parallelFor(blocks, [&](int64_t t, int) {
-      run({gemm.batch * t / blocks, gemm.batch * (t + 1) / blocks, 0, gemm.m, 0, gemm.n});
-    });
-  } else if (gemm.m >= gemm.n) {
-    const int64_t height = ((gemm.m + threads - 1) / threads + 15) / 16 * 16;
-    pool.parallelFor(threads, [&](int64_t t, int) {
-      const int64_t r0 = std::min(gemm.m, t * height);
-      run({0, 1, r0, std::min(gemm.m, r0 + height), 0, gemm.n});
-    });
-  } else {
-    const int64_t width = ((gemm.n + threads - 1) / threads + 15) / 16 * 16;
-    pool.parallelFor(threads, [&](int64_t t, int) {
-      const int64_t c0 = std::min(gemm.n, t * width);
-      run({0, 1, 0, gemm.m, c0, std::min(gemm.n, c0 + width)});
-    });
-  }
-  return ok;
-}
-
-} // namespace
-
 float *Executor::wholeAccumulator(const kernels::GemmPlan &gemm, const Tensor &a, const Tensor &b,
                                   std::optional<kernels::GemmOperands> &operands) {
   // Written whole, so kept between launches and never initialised.
@@ -435,6 +397,14 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
   const bool f32 = gemm && gemm->m > 0 && gemm->n > 0 && gemm->k > 0 &&
                    gemm_a->dtype() == DType::F32 && gemm_b->dtype() == DType::F32;
   const bool on_dnnl = bf16 || f32;
+  // A lone matmul's f32 output (INFNAN mode: saturation clamps in the
+  // store): oneDNN writes it and each block is checked for inf and NaN
+  // while hot, instead of the epilogue reading and writing it again.
+  if (on_dnnl && launch.output_is_accumulator && kernels_.overflow == OverflowMode::InfNan)
+    if (std::optional<uint32_t> stored =
+            dnnlBlocksStored(pool_, *gemm, gemm_a->dtype(), gemm_a->data(), gemm_b->data(),
+                             static_cast<float *>(buffers[acc_slot + 1])))
+      return *stored;
   const bool whole_gemm = gemm && (on_dnnl || !launch.accumulator_row_local);
   int64_t rows_per_tile = std::max<int64_t>(1, options_.tile_elements / row_elements);
   if (gemm && !whole_gemm) {

@@ -30,6 +30,7 @@ executable::KernelLaunch launchOf(const KernelProgram &program) {
   }
   launch.scratch_elements_per_row = program.scratchElementsPerRow();
   launch.accumulator_row_local = program.accumulatorIsRowLocal();
+  launch.output_is_accumulator = program.storesAccumulatorAsIs();
   for (const StoredOutput &o : program.outputs)
     launch.row_sums.push_back(o.row_sum_stage >= 0);
   return launch;

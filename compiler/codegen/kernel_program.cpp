@@ -269,6 +269,24 @@ bool KernelProgram::hasRowSums() const {
   return false;
 }
 
+bool KernelProgram::storesAccumulatorAsIs() const {
+  if (accumulator < 0 || !library.empty() || stages.size() != 1 || outputs.size() != 1 ||
+      outputs[0].dtype != DType::F32 || outputs[0].row_sum_stage >= 0)
+    return false;
+  const Stage &stage = stages[outputs[0].stage];
+  ExprRef body = stage.body;
+  if (body->kind == ExprKind::Round && body->dtype == DType::F32)
+    body = body->operands[0];
+  if (stage.materialized || stage.shape != inputs[accumulator].shape ||
+      body->kind != ExprKind::Load || body->buffer != accumulator ||
+      body->operands.size() != stage.shape.size())
+    return false;
+  for (size_t d = 0; d < body->operands.size(); ++d)
+    if (body->operands[d]->kind != ExprKind::Var || body->operands[d]->var != static_cast<int>(d))
+      return false;
+  return true;
+}
+
 bool KernelProgram::accumulatorIsRowLocal() const {
   return accumulator >= 0 && outer_rank + 1 == static_cast<int>(inputs[accumulator].shape.size());
 }

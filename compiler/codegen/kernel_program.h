@@ -87,6 +87,10 @@ struct KernelProgram {
   int64_t scratchOffset(int stage) const;
   // The accumulator's rows are the kernel's rows (outer_rank is all its axes but the last).
   bool accumulatorIsRowLocal() const;
+  // The one stored output is the GEMM's f32 result as it is (a lone matmul
+  // without bias): the epilogue would only copy it and check it for inf and
+  // NaN, which the runtime can do on the result itself.
+  bool storesAccumulatorAsIs() const;
 };
 
 // Marks the stages that must be materialised and chooses the largest

@@ -76,6 +76,42 @@ TEST(FloatStatusCodegen, AGemmEpilogueRaisesIt) {
   }
 }
 
+// A lone matmul with an f32 result: the runtime has oneDNN write the output
+// and checks it for inf and NaN itself (KernelLaunch::output_is_accumulator),
+// one block per thread, a batch too; the status and the values are the
+// epilogue's (the reference's, and in saturation mode the epilogue runs).
+TEST(FloatStatusCodegen, ALoneF32MatmulRaisesItWithoutAnEpilogue) {
+  for (DType in : {DType::F32, DType::BF16})
+    for (const Shape &a_shape : {Shape{40, 64}, Shape{3, 40, 64}}) {
+      Graph g("matmul");
+      ops::OpBuilder b(g);
+      ValueId a = g.addInput("a", {in, a_shape}, InputRole::Data);
+      ValueId w = g.addInput("w", {in, {64, 24}}, InputRole::Data);
+      ValueId c = b.create(a_shape.size() == 3 ? "BatchMatMul" : "MatMul", "mm",
+                           {a, a_shape.size() == 3 ? b.create("BroadcastTo", "wb", {w},
+                                                              {{"shape", Shape{3, 64, 24}}})
+                                                   : w});
+      g.addOutput("c",
+                  in == DType::F32 ? c : b.create("Cast", "c32", {c}, {{"dtype", DType::F32}}));
+      auto target = target::loadTarget("ascend910b");
+      auto kernels = codegen::compileKernels(g, *target, {});
+      ASSERT_TRUE(kernels.isOk()) << kernels.message();
+      bool direct = false;
+      for (const codegen::CompiledKernel &k : kernels->kernels)
+        direct |= k.launch.output_is_accumulator;
+      if (in == DType::F32 && a_shape.size() == 2) {
+        EXPECT_TRUE(direct) << "a lone f32 MatMul stores its result as it is";
+      }
+      for (OverflowMode mode : {OverflowMode::Saturation, OverflowMode::InfNan}) {
+        SCOPED_TRACE(std::string(dtypeName(in)) + " rank " + std::to_string(a_shape.size()) + " " +
+                     std::string(overflowModeName(mode)));
+        // 64 products of 1e19 x 1e19 overflow f32; 1 x 1 do not.
+        EXPECT_TRUE(raises(g, filled(g, 1e19f), mode));
+        EXPECT_FALSE(raises(g, filled(g, 1.0f), mode));
+      }
+    }
+}
+
 TEST(FloatStatusCodegen, ANanInputRaisesItAndSaturationStoresZero) {
   const Graph g = mulGraph(DType::F16);
   ops::TensorMap inputs = filled(g, 1.0f);

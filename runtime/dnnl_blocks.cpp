@@ -12,24 +12,24 @@ namespace {
 
 // Runs `block` on each thread's block of `gemm`'s result.
 void forEachBlock(ThreadPool &pool, const kernels::GemmPlan &gemm,
-                  const std::function<void(const kernels::GemmBlock &)> &block) {
+                  const std::function<void(const kernels::GemmBlock &, int)> &block) {
   const int64_t threads = pool.size();
   if (gemm.batch > 1) {
     const int64_t blocks = std::min<int64_t>(gemm.batch, threads);
-    pool.parallelFor(blocks, [&](int64_t t, int) {
-      block({gemm.batch * t / blocks, gemm.batch * (t + 1) / blocks, 0, gemm.m, 0, gemm.n});
+    pool.parallelFor(blocks, [&](int64_t t, int worker) {
+      block({gemm.batch * t / blocks, gemm.batch * (t + 1) / blocks, 0, gemm.m, 0, gemm.n}, worker);
     });
   } else if (gemm.m >= gemm.n) {
     const int64_t height = ((gemm.m + threads - 1) / threads + 15) / 16 * 16;
-    pool.parallelFor(threads, [&](int64_t t, int) {
+    pool.parallelFor(threads, [&](int64_t t, int worker) {
       const int64_t r0 = std::min(gemm.m, t * height);
-      block({0, 1, r0, std::min(gemm.m, r0 + height), 0, gemm.n});
+      block({0, 1, r0, std::min(gemm.m, r0 + height), 0, gemm.n}, worker);
     });
   } else {
     const int64_t width = ((gemm.n + threads - 1) / threads + 15) / 16 * 16;
-    pool.parallelFor(threads, [&](int64_t t, int) {
+    pool.parallelFor(threads, [&](int64_t t, int worker) {
       const int64_t c0 = std::min(gemm.n, t * width);
-      block({0, 1, 0, gemm.m, c0, std::min(gemm.n, c0 + width)});
+      block({0, 1, 0, gemm.m, c0, std::min(gemm.n, c0 + width)}, worker);
     });
   }
 }
@@ -46,26 +46,31 @@ bool blockFinite(const kernels::GemmPlan &gemm, const kernels::GemmBlock &block,
 
 } // namespace
 
-bool dnnlBlocks(ThreadPool &pool, const kernels::GemmPlan &gemm, DType dtype, const void *a,
-                const void *b, float *c) {
+bool dnnlBlocksThen(ThreadPool &pool, const kernels::GemmPlan &gemm, DType dtype, const void *a,
+                    const void *b, float *c,
+                    const std::function<void(const kernels::GemmBlock &, int)> &then) {
   std::atomic<bool> ok = true;
-  forEachBlock(pool, gemm, [&](const kernels::GemmBlock &block) {
+  forEachBlock(pool, gemm, [&](const kernels::GemmBlock &block, int worker) {
     if (!kernels::gemmDnnlBlock(gemm, dtype, a, b, block, c))
       ok = false;
+    else if (then)
+      then(block, worker);
   });
   return ok;
 }
 
+bool dnnlBlocks(ThreadPool &pool, const kernels::GemmPlan &gemm, DType dtype, const void *a,
+                const void *b, float *c) {
+  return dnnlBlocksThen(pool, gemm, dtype, a, b, c, nullptr);
+}
+
 std::optional<uint32_t> dnnlBlocksStored(ThreadPool &pool, const kernels::GemmPlan &gemm,
                                          DType dtype, const void *a, const void *b, float *out) {
-  std::atomic<bool> ok = true, finite = true;
-  forEachBlock(pool, gemm, [&](const kernels::GemmBlock &block) {
-    if (!kernels::gemmDnnlBlock(gemm, dtype, a, b, block, out))
-      ok = false;
-    else if (!blockFinite(gemm, block, out))
-      finite = false;
-  });
-  if (!ok)
+  std::atomic<bool> finite = true;
+  if (!dnnlBlocksThen(pool, gemm, dtype, a, b, out, [&](const kernels::GemmBlock &block, int) {
+        if (!blockFinite(gemm, block, out))
+          finite = false;
+      }))
     return std::nullopt;
   return finite ? 0u : kFloatStatusOverflow;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "ir/dtype.h"
@@ -18,6 +19,13 @@ namespace kiln::runtime {
 // blocks of whole matrices. False when oneDNN cannot run the shape.
 bool dnnlBlocks(ThreadPool &pool, const kernels::GemmPlan &gemm, DType dtype, const void *a,
                 const void *b, float *c);
+
+// dnnlBlocks, each block followed in the same task (on pool worker
+// `worker`, while the block is hot) by then(block, worker); a block oneDNN
+// cannot run is not followed.
+bool dnnlBlocksThen(ThreadPool &pool, const kernels::GemmPlan &gemm, DType dtype, const void *a,
+                    const void *b, float *c,
+                    const std::function<void(const kernels::GemmBlock &, int)> &then);
 
 // The same into a kernel's f32 output, each block then checked while it is
 // hot for what the kernel's store would have flagged (inf or NaN): the

@@ -320,15 +320,19 @@ Expected<uint32_t> Executor::runOnHost(size_t index, std::vector<Tensor> &values
   return status;
 }
 
-float *Executor::wholeAccumulator(const kernels::GemmPlan &gemm, const Tensor &a, const Tensor &b,
-                                  std::optional<kernels::GemmOperands> &operands) {
+float *Executor::accumulatorBuffer(const kernels::GemmPlan &gemm) {
   // Written whole, so kept between launches and never initialised.
   const size_t size = static_cast<size_t>(gemm.batch * gemm.m * gemm.n);
   if (whole_acc_size_ < size) {
     whole_acc_.reset(new float[size]);
     whole_acc_size_ = size;
   }
-  float *acc = whole_acc_.get();
+  return whole_acc_.get();
+}
+
+float *Executor::wholeAccumulator(const kernels::GemmPlan &gemm, const Tensor &a, const Tensor &b,
+                                  std::optional<kernels::GemmOperands> &operands) {
+  float *acc = accumulatorBuffer(gemm);
   if (!operands) {
     if (dnnlBlocks(pool_, gemm, a.dtype(), a.data(), b.data(), acc))
       return acc;
@@ -418,6 +422,26 @@ uint32_t Executor::launch(size_t index, std::vector<Tensor> &values,
   const size_t scratch_slots = static_cast<size_t>(launch.scratch_elements_per_row);
   alignas(4) uint32_t status = 0; // the tiles or their bits in atomically
 
+  // A single matmul split by rows with an epilogue that stays within rows
+  // (and no sums over them): each thread runs the epilogue on its rows
+  // right after its GEMM block, while they are hot.
+  if (on_dnnl && gemm->batch == 1 && gemm->m >= gemm->n && gemm->m == rows &&
+      launch.accumulator_row_local &&
+      std::none_of(launch.row_sums.begin(), launch.row_sums.end(), [](char s) { return s; })) {
+    float *acc = accumulatorBuffer(*gemm);
+    if (dnnlBlocksThen(pool_, *gemm, gemm_a->dtype(), gemm_a->data(), gemm_b->data(), acc,
+                       [&](const kernels::GemmBlock &block, int worker) {
+                         std::vector<uint64_t> &scratch = scratch_[worker];
+                         if (scratch.size() < scratch_slots)
+                           scratch.resize(scratch_slots);
+                         std::vector<void *> local = buffers;
+                         local[acc_slot] = acc;
+                         entry(local.data(), scratch.data(), block.row_begin, block.row_end,
+                               &status);
+                       }))
+      return status;
+    status = 0; // a block oneDNN refused: the whole kernel again, below
+  }
   std::optional<kernels::GemmOperands> operands;
   if (gemm && !(whole_gemm && on_dnnl))
     operands.emplace(*gemm, gemm_a->data(), gemm_a->dtype(), gemm_b->data(), gemm_b->dtype());

@@ -112,6 +112,8 @@ private:
   // when oneDNN cannot run it.
   float *wholeAccumulator(const kernels::GemmPlan &gemm, const Tensor &a, const Tensor &b,
                           std::optional<kernels::GemmOperands> &operands);
+  // The buffer for it, kept between launches and never initialised.
+  float *accumulatorBuffer(const kernels::GemmPlan &gemm);
   Expected<uint32_t> runOnHost(size_t kernel, std::vector<Tensor> &values,
                                const std::shared_ptr<uint8_t[]> &arena);
   // `from`'s bytes into `to` (of the same type), which lies in an arena.

@@ -152,35 +152,33 @@ const float *rowsAt(const std::vector<float> &rows, int64_t at) {
   return rows.empty() ? nullptr : rows.data() + at;
 }
 
-// One operand of a block product: its f32 values (rows `ld32` apart) where
-// widened, its bf16 bits (rows `ld16` apart) where the products may run on
-// them; the same values.
+// One operand of a block product: its f32 values where widened, its bf16
+// bits where the products may run on them (the same values), rows `ld`
+// apart in both.
 struct Operand {
   const float *f32 = nullptr;
-  int64_t ld32 = 0;
   const uint16_t *bf16 = nullptr;
-  int64_t ld16 = 0;
+  int64_t ld = 0;
 };
 
 // Widened rows of D from element `at`, and where the products run on bf16
-// units the bits of rows [s0, ...) of head `h`.
+// units the bits of rows [s0, ...) of head `h`, which forProducts made
+// contiguous.
 Operand operandOf(const std::vector<float> &rows, int64_t at, const Head &h, const Attention &a,
                   int64_t s0) {
   if (!bf16Products(a))
-    return {rowsAt(rows, at), a.D, nullptr, 0};
-  return {rowsAt(rows, at), a.D, static_cast<const uint16_t *>(h.data) + h.first + s0 * h.ld, h.ld};
+    return {rowsAt(rows, at), nullptr, a.D};
+  return {rowsAt(rows, at), static_cast<const uint16_t *>(h.data) + h.first + s0 * a.D, a.D};
 }
 
-// An operand's f32 values and their row stride: as widened, else its bf16
-// bits (`rows` rows of `width` used elements) widened into `scratch`.
-std::pair<const float *, int64_t> widened(const Operand &x, int64_t rows, int64_t width,
-                                          std::vector<float> &scratch) {
+// An operand's f32 values: as widened, else its bf16 bits (`rows` rows)
+// widened into `scratch`.
+const float *widened(const Operand &x, int64_t rows, std::vector<float> &scratch) {
   if (x.f32)
-    return {x.f32, x.ld32};
-  const int64_t span = (rows - 1) * x.ld16 + width; // not past the last row's end
-  scratch.resize(static_cast<size_t>(span));
-  widenRow(x.bf16, DType::BF16, 0, span, scratch.data());
-  return {scratch.data(), x.ld16};
+    return x.f32;
+  scratch.resize(static_cast<size_t>(rows * x.ld));
+  widenRow(x.bf16, DType::BF16, 0, rows * x.ld, scratch.data());
+  return scratch.data();
 }
 
 // c [m, n] = op(x) op(y) (+ c when `accumulate`): on the bf16 operands where
@@ -191,16 +189,16 @@ std::pair<const float *, int64_t> widened(const Operand &x, int64_t rows, int64_
 void product(bool trans_x, bool trans_y, int64_t m, int64_t n, int64_t k, float alpha,
              const Operand &x, const Operand &y, bool accumulate, float *c, int64_t ldc) {
   if (x.bf16 && y.bf16 &&
-      blockGemm(DType::BF16, m, n, k, alpha, {x.bf16, x.ld16, trans_x}, {y.bf16, y.ld16, trans_y},
+      blockGemm(DType::BF16, m, n, k, alpha, {x.bf16, x.ld, trans_x}, {y.bf16, y.ld, trans_y},
                 accumulate, c, ldc))
     return;
   thread_local std::vector<float> x_scratch, y_scratch;
-  const auto [x32, ldx] = widened(x, trans_x ? k : m, trans_x ? m : k, x_scratch);
-  const auto [y32, ldy] = widened(y, trans_y ? n : k, trans_y ? k : n, y_scratch);
-  if (blockGemm(DType::F32, m, n, k, alpha, {x32, ldx, trans_x}, {y32, ldy, trans_y}, accumulate, c,
-                ldc))
+  const float *x32 = widened(x, trans_x ? k : m, x_scratch);
+  const float *y32 = widened(y, trans_y ? n : k, y_scratch);
+  if (blockGemm(DType::F32, m, n, k, alpha, {x32, x.ld, trans_x}, {y32, y.ld, trans_y}, accumulate,
+                c, ldc))
     return;
-  gemm(trans_x, trans_y, m, n, k, alpha, x32, ldx, y32, ldy, accumulate ? 1.0f : 0.0f, c, ldc);
+  gemm(trans_x, trans_y, m, n, k, alpha, x32, x.ld, y32, y.ld, accumulate ? 1.0f : 0.0f, c, ldc);
 }
 
 // scores [rows, cols] = scale * q k^T of a query block at i0 against a key
@@ -225,14 +223,14 @@ Operand forCube(std::vector<float> &p, int64_t cols, const Attention &a,
   if (bf16Products(a)) {
     bits.resize(p.size());
     narrowRow(p.data(), n, DType::BF16, OverflowMode::InfNan, bits.data(), 0);
-    return {nullptr, 0, bits.data(), cols};
+    return {nullptr, bits.data(), cols};
   }
   if (a.dtype == DType::BF16)
     roundRowToBf16(p.data(), n);
   else if (a.dtype != DType::F32)
     for (float &x : p)
       x = roundToDType(x, a.dtype, OverflowMode::InfNan);
-  return {p.data(), cols, nullptr, 0};
+  return {p.data(), nullptr, cols};
 }
 
 // One (b, n): each query block against its key blocks in one pass

@@ -28,12 +28,6 @@ AttentionShape attentionShapeOf(const Shape &shape, AttentionLayout layout) {
   return {shape[0], shape[1], shape[2], shape[3]};
 }
 
-Shape attentionTensorShape(const AttentionShape &a, AttentionLayout layout) {
-  if (layout == AttentionLayout::BSND)
-    return {a.B, a.S, a.heads, a.D};
-  return {a.B, a.heads, a.S, a.D};
-}
-
 int64_t attentionOffset(const AttentionShape &a, AttentionLayout layout, int64_t b, int64_t n,
                         int64_t s, int64_t d) {
   if (layout == AttentionLayout::BSND)

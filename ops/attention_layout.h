@@ -28,8 +28,6 @@ struct AttentionShape {
   int64_t B = 0, heads = 0, S = 0, D = 0;
 };
 AttentionShape attentionShapeOf(const Shape &shape, AttentionLayout layout);
-// The tensor's shape for those extents.
-Shape attentionTensorShape(const AttentionShape &a, AttentionLayout layout);
 // Element (b, n, s, d) of a tensor of extents `a`.
 int64_t attentionOffset(const AttentionShape &a, AttentionLayout layout, int64_t b, int64_t n,
                         int64_t s, int64_t d);

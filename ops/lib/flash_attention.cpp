@@ -25,8 +25,8 @@ struct Dims {
 
 Expected<Dims> dimsOf(const TensorType &q, const TensorType &k, const TensorType &v,
                       const AttrMap &attrs) {
-  const char *dims =
-      attentionLayoutOf(attrs) == AttentionLayout::BSND ? "[B, S, N, D]" : "[B, N, S, D]";
+  const AttentionLayout layout = attentionLayoutOf(attrs);
+  const char *dims = layout == AttentionLayout::BSND ? "[B, S, N, D]" : "[B, N, S, D]";
   if (attrs.has("input_layout") && !parseAttentionLayout(attrs.getString("input_layout")))
     return Error("FlashAttentionScore: input_layout '" + attrs.getString("input_layout") +
                  "': expected BNSD or BSND");
@@ -37,7 +37,6 @@ Expected<Dims> dimsOf(const TensorType &q, const TensorType &k, const TensorType
   if (q.dtype != k.dtype)
     return Error("FlashAttentionScore: q is " + std::string(dtypeName(q.dtype)) + ", k and v " +
                  std::string(dtypeName(k.dtype)) + ": expected one dtype");
-  const AttentionLayout layout = attentionLayoutOf(attrs);
   const AttentionShape qs = attentionShapeOf(q.shape, layout),
                        ks = attentionShapeOf(k.shape, layout);
   Dims d{qs.B, qs.heads, ks.heads, qs.S, qs.D, layout};

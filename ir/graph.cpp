@@ -16,13 +16,15 @@ std::string_view inputRoleName(InputRole role) {
     return "hyper";
   case InputRole::Frozen:
     return "frozen";
+  case InputRole::WeightCopy:
+    return "weight_copy";
   }
   return "?";
 }
 
 std::optional<InputRole> parseInputRole(std::string_view name) {
   for (InputRole r : {InputRole::Data, InputRole::Parameter, InputRole::OptimizerState,
-                      InputRole::Hyperparameter, InputRole::Frozen})
+                      InputRole::Hyperparameter, InputRole::Frozen, InputRole::WeightCopy})
     if (inputRoleName(r) == name)
       return r;
   return std::nullopt;

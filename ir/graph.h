@@ -30,7 +30,17 @@ inline constexpr GroupId kNoGroup = -1;
 // What a graph input stands for; it decides where the runtime gets its data.
 // A Frozen input is a weight that is not trained (the base model under
 // LoRA): bound like a Parameter, but no gradient, master copy or moments.
-enum class InputRole : uint8_t { Data, Parameter, OptimizerState, Hyperparameter, Frozen };
+// WeightCopy: a trained weight in the dtype the step computes in, which the
+// runtime holds beside the weight and the update writes (Megatron's bf16
+// parameters beside the fp32 main ones; compiler/parallel/weight_copies.h).
+enum class InputRole : uint8_t {
+  Data,
+  Parameter,
+  OptimizerState,
+  Hyperparameter,
+  Frozen,
+  WeightCopy
+};
 
 // Weights, trained or frozen: what a model's weights file supplies.
 inline bool isWeight(InputRole role) {

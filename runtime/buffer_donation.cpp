@@ -54,11 +54,14 @@ std::vector<ValueId> donatableInputs(const Graph &graph, const executable::Execu
     if (in == inputs.end() || k == kNoValue || taken[in->second])
       continue;
     const ValueId input = in->second;
-    if (offsets[input] >= 0 || !(graph.type(input) == graph.type(out.value)) ||
-        last_use_kernel[input] != k)
+    if (offsets[input] >= 0 || !(graph.type(input) == graph.type(out.value)))
       continue;
-    const executable::CompiledKernel &kernel = kernels.kernels[static_cast<size_t>(k)];
-    if (!elementwiseOver(graph, kernel, graph.type(input).shape))
+    // An input no kernel reads (a weight's old compute copy) is free bytes
+    // from the start; one that is read, only once its last reader has read
+    // the element it writes.
+    if (last_use_kernel[input] >= 0 &&
+        (last_use_kernel[input] != k ||
+         !elementwiseOver(graph, kernels.kernels[static_cast<size_t>(k)], graph.type(input).shape)))
       continue;
     over[out.value] = input;
     taken[input] = 1;

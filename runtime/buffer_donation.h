@@ -16,10 +16,11 @@ namespace kiln::runtime {
 // Per value: for a graph output, the graph input whose bytes the kernel
 // that makes it may write it over; otherwise kNoValue. An output qualifies
 // when a graph input has its name and type and lies outside the arena
-// (`offsets` -1: the caller holds it), and the kernel that makes it is its
-// input's last reader (`last_use_kernel`) and reads it only at the element
-// it writes: every member op elementwise (or AdamW, elementwise in its
-// same-shaped operands) and every member output of the input's shape.
+// (`offsets` -1: the caller holds it), and either no kernel reads the input
+// (`last_use_kernel` -1) or the kernel that makes the output is its last
+// reader and reads it only at the element it writes: every member op
+// elementwise (or AdamW, elementwise in its same-shaped operands) and every
+// member output of the input's shape.
 std::vector<ValueId> donatableInputs(const Graph &graph, const executable::Executable &kernels,
                                      const std::vector<int64_t> &offsets,
                                      const std::vector<ValueId> &last_use_kernel);

@@ -92,7 +92,23 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
   KILN_RETURN_IF_ERROR(placeWeights(weights, resume_path.empty()));
   if (!resume_path.empty())
     KILN_RETURN_IF_ERROR(resume(resume_path));
+  makeWeightCopies();
   return Status::ok();
+}
+
+// The compute copies of the weights as placed or resumed: the Cast the
+// step would make, rounded as its kernels round (INFNAN mode, the only one
+// with copies). Updates write them from then on.
+void Trainer::makeWeightCopies() {
+  for (size_t i = 0; i < program_.params.size(); ++i) {
+    const parallel::Parameter &p = program_.params[i];
+    if (!p.copy_dtype)
+      continue;
+    for (int d = 0; d < layout_.devices(); ++d)
+      if (stageOf(d) == p.stage)
+        weights_[d][program_.signature.weight_copy[i]] =
+            weights_[d].at(p.name).castTo(*p.copy_dtype, OverflowMode::InfNan);
+  }
 }
 
 // The executors of the step (or its stages) and of the update buckets.
@@ -194,7 +210,10 @@ Status Trainer::placeWeights(const std::map<std::string, Tensor> &weights, bool 
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const parallel::Parameter &p = program_.params[i];
     const std::string &m = program_.signature.moment[i], &v = program_.signature.velocity[i];
+    const std::string &copy = program_.signature.weight_copy[i];
     param_of_[p.name] = param_of_[m] = param_of_[v] = i;
+    if (!copy.empty())
+      param_of_[copy] = i;
     if (fresh)
       KILN_RETURN_IF_ERROR(place(p.name, p.type, p.split, p.stage, p.weight_sliced));
     const TensorType moment{DType::F32, p.sliceType().shape};
@@ -202,6 +221,8 @@ Status Trainer::placeWeights(const std::map<std::string, Tensor> &weights, bool 
       if (stageOf(d) != p.stage)
         continue;
       KILN_RETURN_IF_ERROR(memory_[d].allocate(p.name, bytesOf(p.heldType())));
+      if (!copy.empty())
+        KILN_RETURN_IF_ERROR(memory_[d].allocate(copy, p.copyBytes()));
       moments_[d][m] = Tensor(moment);
       moments_[d][v] = Tensor(moment);
       KILN_RETURN_IF_ERROR(memory_[d].allocate(m, bytesOf(moment)));
@@ -437,6 +458,9 @@ Status Trainer::update(int device, double grad_scale, double lr) {
       inputs[sig.gradient[i]] = zero_.updateInput(i, sums_.at(device, i), device);
       inputs[sig.moment[i]] = std::move(moments_[device][sig.moment[i]]);
       inputs[sig.velocity[i]] = std::move(moments_[device][sig.velocity[i]]);
+      // The old compute copy, which the new one is written over.
+      if (!sig.weight_copy[i].empty())
+        inputs[sig.weight_copy[i]] = std::move(weights_[device][sig.weight_copy[i]]);
     }
     profileHost(device, "update inputs", clock);
     if (profiler_)

@@ -142,6 +142,7 @@ private:
   Status startProfiler();
   Status placeWeights(const std::map<std::string, Tensor> &weights, bool fresh);
   Status resume(const std::string &path);
+  void makeWeightCopies();
   Expected<StepRecord> step();
   // Validation (trainer_validation.cpp): the held-out loss, and one
   // micro-batch of it on local replica `r`: the windows from `first`
@@ -214,9 +215,10 @@ private:
   // Per local device: replica r's tensor-parallel rank t is device r*T + t.
   std::vector<DeviceMemory> memory_;
   std::vector<FloatStatus> float_status_; // cleared before each step
-  std::vector<ops::TensorMap> weights_;   // per device: its pieces (ZeRO-3: their slices)
-  std::vector<ops::TensorMap> moments_;   // of its slices (ZeRO) or whole pieces
-  GradientSums sums_;                     // per device and parameter, f32
+  // Per device: its pieces (ZeRO-3: their slices), and their compute copies.
+  std::vector<ops::TensorMap> weights_;
+  std::vector<ops::TensorMap> moments_; // of its slices (ZeRO) or whole pieces
+  GradientSums sums_;                   // per device and parameter, f32
   // A parameter's or its moments' name -> its index in program_.params.
   std::map<std::string, size_t> param_of_;
   int64_t step_ = 0;

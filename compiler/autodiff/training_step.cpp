@@ -120,7 +120,8 @@ Expected<Graph> buildTrainingStep(const Graph &forward, const TrainingStepOption
 }
 
 Expected<Graph> buildOptimizerStep(const std::vector<std::pair<std::string, TensorType>> &params,
-                                   const TrainingStepOptions &options) {
+                                   const TrainingStepOptions &options,
+                                   const std::map<std::string, DType> &compute_copies) {
   Graph graph("optimizer");
   ops::OpBuilder b(graph);
   const auto [lr, t] = addAdamCounters(graph, b);
@@ -144,6 +145,11 @@ Expected<Graph> buildOptimizerStep(const std::vector<std::pair<std::string, Tens
     graph.addOutput(name, updated[0]);
     graph.addOutput(adamMomentName(name), updated[1]);
     graph.addOutput(adamVelocityName(name), updated[2]);
+    if (auto copy = compute_copies.find(name); copy != compute_copies.end()) {
+      graph.addInput(weightCopyName(name), {copy->second, type.shape}, InputRole::WeightCopy);
+      graph.addOutput(weightCopyName(name),
+                      b.create("Cast", "compute_copy", {updated[0]}, {{"dtype", copy->second}}));
+    }
   }
   KILN_RETURN_IF_ERROR(b.status());
   KILN_RETURN_IF_ERROR(ops::verifyGraph(graph));

@@ -2,7 +2,10 @@
 // norm and the AdamW update of every parameter.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ir/graph.h"
 #include "support/error.h"
@@ -38,6 +41,9 @@ inline std::string adamVelocityName(const std::string &param) { return "adam.v."
 inline constexpr const char *kAdamStepName = "adam.step";
 inline constexpr const char *kLearningRateName = "lr";
 inline std::string gradientName(const std::string &param) { return "grad." + param; }
+// A weight's compute copy: the weight in the dtype the step computes in
+// (compiler/parallel/weight_copies.h).
+inline std::string weightCopyName(const std::string &param) { return "compute." + param; }
 inline constexpr const char *kLossScaleName = "loss_scale";
 inline constexpr const char *kGradScaleName = "grad_scale";
 
@@ -58,7 +64,12 @@ Expected<ValueId> lossOutput(const Graph &forward, const std::string &name);
 // "grad_scale" (f32 scalar: every gradient is multiplied by it first — the
 // unscale, the data-parallel mean and the clip in one factor). Outputs: the
 // updated parameter and moments under the input names, and "adam.step" + 1.
+// A parameter in `compute_copies` also has its compute copy in that dtype
+// (weightCopyName, role WeightCopy) as an input, which nothing reads (the
+// runtime hands it over so the new copy may be written over its bytes), and
+// as an output: the Cast of the updated parameter.
 Expected<Graph> buildOptimizerStep(const std::vector<std::pair<std::string, TensorType>> &params,
-                                   const TrainingStepOptions &options);
+                                   const TrainingStepOptions &options,
+                                   const std::map<std::string, DType> &compute_copies = {});
 
 } // namespace kiln::autodiff

@@ -1,8 +1,11 @@
 #include "compiler/driver/compile.h"
 
+#include <iterator>
+
 #include "compiler/autodiff/training_step.h"
 #include "compiler/driver/training_loss.h"
 #include "compiler/frontend/model_loader.h"
+#include "ops/op_verifier.h"
 #include "passes/fusion/flash_attention_fusion.h"
 #include "passes/precision/setting_matches.h"
 
@@ -30,13 +33,30 @@ Expected<Graph> buildModelGraph(const ModelRequest &request, const ResolvedJob &
 
 Expected<passes::PipelineReport> compileGraph(Graph &graph, const ResolvedJob &job,
                                               const passes::Instrumentation &instrumentation,
-                                              bool check_settings) {
+                                              bool check_settings,
+                                              const GraphRewrite &after_precision) {
   std::vector<passes::SettingMatch> settings;
   if (check_settings) {
     KILN_ASSIGN_OR_RETURN(settings, passes::matchPrecisionSettings(graph, *job.context));
   }
   passes::PassManager manager(*job.registry, *job.context, instrumentation);
-  KILN_ASSIGN_OR_RETURN(passes::PipelineReport report, manager.run(graph));
+  if (!after_precision) {
+    KILN_ASSIGN_OR_RETURN(passes::PipelineReport report, manager.run(graph));
+    report.settings = std::move(settings);
+    return report;
+  }
+  // Group by group, the rewrite after the precision passes.
+  passes::PipelineReport report;
+  for (passes::PassGroup group : passes::kAllPassGroups) {
+    KILN_ASSIGN_OR_RETURN(passes::PipelineReport part, manager.run(graph, group));
+    report.target = part.target;
+    std::move(part.passes.begin(), part.passes.end(), std::back_inserter(report.passes));
+    if (group == passes::PassGroup::Precision) {
+      KILN_RETURN_IF_ERROR(after_precision(graph));
+      KILN_RETURN_IF_ERROR(graph.compact());
+      KILN_RETURN_IF_ERROR(ops::verifyGraph(graph));
+    }
+  }
   report.settings = std::move(settings);
   return report;
 }

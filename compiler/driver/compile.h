@@ -2,6 +2,7 @@
 // whole training step) and run the job's passes over it.
 #pragma once
 
+#include <functional>
 #include <map>
 
 #include <string>
@@ -35,8 +36,14 @@ Expected<Graph> buildModelGraph(const ModelRequest &request, const ResolvedJob &
 // graph lacks is an error); the report says what each of them matched.
 // `check_settings` false skips that check: for graphs cut out of a model
 // (debug reduce), which lack most of its nodes and layers.
+// `after_precision`, when given, rewrites the graph between the precision
+// passes and the step rewrites and fusions (the training driver's weight
+// copies: they replace the Casts the precision passes made, before fusion
+// takes the Casts into kernels).
+using GraphRewrite = std::function<Status(Graph &)>;
 Expected<passes::PipelineReport> compileGraph(Graph &graph, const ResolvedJob &job,
                                               const passes::Instrumentation &instrumentation = {},
-                                              bool check_settings = true);
+                                              bool check_settings = true,
+                                              const GraphRewrite &after_precision = {});
 
 } // namespace kiln::driver

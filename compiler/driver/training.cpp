@@ -4,6 +4,7 @@
 
 #include "compiler/autodiff/training_step.h"
 #include "compiler/frontend/model_loader.h"
+#include "compiler/parallel/weight_copies.h"
 #include "compiler/parallel/zero_shard.h"
 #include "ir/tensor_split.h"
 #include "passes/fusion/flash_attention_fusion.h"
@@ -14,11 +15,13 @@ namespace kiln::driver {
 namespace {
 
 // `check_settings` false for a pipeline stage, which lacks the other
-// stages' layers (the whole step was checked).
+// stages' layers (the whole step was checked); `after_precision` as
+// compileGraph takes it.
 Expected<parallel::CompiledGraph> compiled(Graph graph, const ResolvedJob &job,
                                            const KernelSettings &settings,
-                                           cache::KernelCache *cache, bool check_settings = true) {
-  KILN_RETURN_IF_ERROR(compileGraph(graph, job, {}, check_settings).status());
+                                           cache::KernelCache *cache, bool check_settings = true,
+                                           const GraphRewrite &after_precision = {}) {
+  KILN_RETURN_IF_ERROR(compileGraph(graph, job, {}, check_settings, after_precision).status());
   KILN_ASSIGN_OR_RETURN(JobKernels kernels,
                         compileJobKernels(graph, job, settings, nullptr, cache));
   if (!kernels.kernels.fallbacks.empty())
@@ -49,6 +52,29 @@ Status recomputeFirst(Graph &step, const ResolvedJob &job) {
   return manager.run(step, passes::PassGroup::StepRewrite).status();
 }
 
+// What a step program's compile does after the precision passes: with
+// weight copies, its Casts of trained weights read the copies instead
+// (parallel/weight_copies.h), each weight's copy dtype gathered into
+// `copies` over the programs. Without ZeRO only: with it the update writes a
+// slice of the weight, and the copy would need gathering too. And in INFNAN
+// mode only: saturation mode raises the float status where a Cast clamps,
+// which the step reports and the update does not.
+GraphRewrite weightCopies(const parallel::TrainingProgram &program, const ResolvedJob &job,
+                          std::map<std::string, DType> &copies) {
+  if (!program.parallel.weight_copies || program.parallel.zero != 0 ||
+      job.overflow != OverflowMode::InfNan)
+    return {};
+  std::set<std::string> trained;
+  for (const parallel::Parameter &p : program.params)
+    trained.insert(p.name);
+  return [trained, &copies](Graph &graph) -> Status {
+    for (const auto &[name, dtype] : parallel::readWeightCopies(graph, trained))
+      if (!copies.emplace(name, dtype).second && copies.at(name) != dtype)
+        return Error("weight '" + name + "': its step programs read it in two dtypes");
+    return Status::ok();
+  };
+}
+
 // `graph` cut into the layout's model stages (pp x virtual_stages), the
 // layers split as it says.
 Expected<parallel::PipelinePartition> cutPipeline(const Graph &graph,
@@ -61,16 +87,17 @@ Expected<parallel::PipelinePartition> cutPipeline(const Graph &graph,
 // The step cut into its model stages, each program compiled; a parameter
 // lives on the devices of its model stage's pipeline rank.
 Status compilePipelineStages(parallel::TrainingProgram &program, Graph step, const ResolvedJob &job,
-                             const KernelSettings &settings, cache::KernelCache *cache) {
+                             const KernelSettings &settings, cache::KernelCache *cache,
+                             const GraphRewrite &after_precision) {
   KILN_RETURN_IF_ERROR(passes::matchPrecisionSettings(step, *job.context).status());
   KILN_RETURN_IF_ERROR(recomputeFirst(step, job));
   KILN_ASSIGN_OR_RETURN(parallel::PipelinePartition cut, cutPipeline(step, program.parallel));
   for (int s = 0; s < cut.stages; ++s) {
     parallel::PipelineStage stage;
-    KILN_ASSIGN_OR_RETURN(stage.forward,
-                          compiled(std::move(cut.forward[s]), job, settings, cache, false));
-    KILN_ASSIGN_OR_RETURN(stage.backward,
-                          compiled(std::move(cut.backward[s]), job, settings, cache, false));
+    KILN_ASSIGN_OR_RETURN(stage.forward, compiled(std::move(cut.forward[s]), job, settings, cache,
+                                                  false, after_precision));
+    KILN_ASSIGN_OR_RETURN(stage.backward, compiled(std::move(cut.backward[s]), job, settings, cache,
+                                                   false, after_precision));
     program.stages.push_back(std::move(stage));
   }
   program.transfers = std::move(cut.transfers);
@@ -131,18 +158,26 @@ Expected<parallel::TrainingProgram> compileTrainingStep(const ModelRequest &mode
       trained.insert(p.name);
     KILN_ASSIGN_OR_RETURN(step, parallel::shardWeights(step, trained, config.dp));
   }
+  std::map<std::string, DType> copies;
+  const GraphRewrite copy_weights = weightCopies(program, job, copies);
   if (config.pp > 1) {
-    KILN_RETURN_IF_ERROR(compilePipelineStages(program, std::move(step), job, settings, cache));
+    KILN_RETURN_IF_ERROR(
+        compilePipelineStages(program, std::move(step), job, settings, cache, copy_weights));
   } else {
-    KILN_ASSIGN_OR_RETURN(program.step, compiled(std::move(step), job, settings, cache));
+    KILN_ASSIGN_OR_RETURN(program.step,
+                          compiled(std::move(step), job, settings, cache, true, copy_weights));
   }
   sig.learning_rate = autodiff::kLearningRateName;
   sig.grad_scale = autodiff::kGradScaleName;
   sig.adam_step = autodiff::kAdamStepName;
-  for (const parallel::Parameter &p : program.params) {
+  for (parallel::Parameter &p : program.params) {
     sig.gradient.push_back(autodiff::gradientName(p.name));
     sig.moment.push_back(autodiff::adamMomentName(p.name));
     sig.velocity.push_back(autodiff::adamVelocityName(p.name));
+    auto copy = copies.find(p.name);
+    sig.weight_copy.push_back(copy == copies.end() ? "" : autodiff::weightCopyName(p.name));
+    if (copy != copies.end())
+      p.copy_dtype = copy->second;
   }
   return program;
 }
@@ -174,9 +209,15 @@ Status addTrainingUpdates(parallel::TrainingProgram &program, const ResolvedJob 
         staged.push_back(i);
     for (std::vector<size_t> &bucket : parallel::updateBuckets(sizes, staged)) {
       std::vector<std::pair<std::string, TensorType>> params;
-      for (size_t i : bucket)
-        params.emplace_back(program.params[i].name, program.params[i].sliceType());
-      KILN_ASSIGN_OR_RETURN(Graph update, autodiff::buildOptimizerStep(params, stepOptions()));
+      std::map<std::string, DType> copies;
+      for (size_t i : bucket) {
+        const parallel::Parameter &p = program.params[i];
+        params.emplace_back(p.name, p.sliceType());
+        if (p.copy_dtype)
+          copies.emplace(p.name, *p.copy_dtype);
+      }
+      KILN_ASSIGN_OR_RETURN(Graph update,
+                            autodiff::buildOptimizerStep(params, stepOptions(), copies));
       KILN_ASSIGN_OR_RETURN(parallel::CompiledGraph c,
                             compiled(std::move(update), job, settings, cache));
       program.optimizers.push_back(std::move(c));

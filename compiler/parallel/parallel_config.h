@@ -47,6 +47,10 @@ struct ParallelConfig {
   // the group's collectives all-gather and reduce-scatter it. Only with tp > 1.
   bool sequence_parallel = false;
   bool sequenceParallel() const { return sequence_parallel && tp > 1; }
+  // Under mixed precision the device keeps the weights the step casts in
+  // their compute dtype too, written by the update (weight_copies.h): the
+  // step reads them instead of casting. Only without ZeRO.
+  bool weight_copies = true;
   int devicesPerReplica() const { return pp * tp; }
   // ZeRO-2 and -3: each gradient leaves the device as it is made (the
   // reduce-scatter overlaps the backward); a device keeps only its slice of

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "compiler/autodiff/training_step.h"
 #include "compiler/parallel/pipeline_schedule.h"
 #include "executable/memory_plan.h"
 #include "support/byte_size.h"
@@ -123,14 +124,18 @@ std::string MemoryBreakdown::toText() const {
   return out;
 }
 
+int64_t Parameter::copyBytes() const { return copy_dtype ? bytesOf(copyType()) : 0; }
+
 std::set<std::string> TrainingProgram::heldBuffers() const {
   std::set<std::string> held;
   for (const std::vector<Parameter> *table : {&params, &frozen})
     for (const Parameter &p : *table)
       held.insert(p.name);
   for (const std::vector<std::string> *names :
-       {&signature.gradient, &signature.moment, &signature.velocity})
-    held.insert(names->begin(), names->end());
+       {&signature.gradient, &signature.moment, &signature.velocity, &signature.weight_copy})
+    for (const std::string &name : *names)
+      if (!name.empty())
+        held.insert(name);
   return held;
 }
 
@@ -243,7 +248,8 @@ DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int s, const
       e.frozen_weights = saturatingAdd(e.frozen_weights, bytesOf(p.type));
   for (const Parameter &p : program.params)
     if (p.stage == s)
-      e.trainable_weights = saturatingAdd(e.trainable_weights, bytesOf(p.heldType()));
+      e.trainable_weights =
+          saturatingAdd(e.trainable_weights, saturatingAdd(bytesOf(p.heldType()), p.copyBytes()));
   e.step_peak = saturatingAdd(step.bytes, saturatingAdd(e.frozen_weights, e.trainable_weights));
   // During the update the device holds its weights (frozen ones too), the
   // f32 gradient sums (with ZeRO-2 and -3 its slices of them) and the
@@ -257,7 +263,8 @@ DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int s, const
       continue;
     const int64_t slice_f32 = saturatingMul(4, numElements(p.sliceType().shape));
     e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, slice_f32));
-    in_update.weights = saturatingAdd(in_update.weights, bytesOf(p.heldType()));
+    in_update.weights =
+        saturatingAdd(in_update.weights, saturatingAdd(bytesOf(p.heldType()), p.copyBytes()));
     in_update.gradients =
         saturatingAdd(in_update.gradients, program.parallel.gradientsLeaveWhenMade()
                                                ? slice_f32
@@ -325,8 +332,11 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
       std::vector<std::pair<std::string, int64_t>> buffers;
       for (const std::vector<Parameter> *table : {&program.params, &program.frozen})
         for (const Parameter &p : *table)
-          if (p.stage == s)
+          if (p.stage == s) {
             buffers.emplace_back(p.name, bytesOf(p.heldType()));
+            if (p.copy_dtype)
+              buffers.emplace_back(autodiff::weightCopyName(p.name), p.copyBytes());
+          }
       for (const executable::BufferPlacement &b : step_peaks[s].plan->buffers)
         buffers.emplace_back(b.value, b.bytes);
       std::stable_sort(buffers.begin(), buffers.end(),

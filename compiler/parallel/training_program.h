@@ -6,6 +6,7 @@
 // runtime (runtime/trainer.h) runs it; nothing in it is compiled again.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -32,7 +33,9 @@ struct CompiledGraph {
 // bucket's new weights and moments (`workspace`).
 struct MemoryBreakdown {
   bool update = false; // the peak is the update's, not the step's
-  int64_t weights = 0; // trained weights, in the model's dtype (kiln keeps no separate master copy)
+  // Trained weights in the model's dtype, and their compute copies where the
+  // step reads those (weight_copies.h).
+  int64_t weights = 0;
   int64_t frozen_weights = 0;
   int64_t gradients =
       0; // the step's gradient outputs; in the update their f32 sums (ZeRO-2: owned)
@@ -51,9 +54,9 @@ struct MemoryBreakdown {
 struct DeviceMemoryEstimate {
   int rank = 0;          // a device with the highest peak (with pipeline stages, its stage's first)
   int64_t step_peak = 0; // the forward+backward arena: weights, activations, gradients
-  int64_t frozen_weights = 0;        // of step_peak: the frozen base weights (LoRA)
-  int64_t trainable_weights = 0;     // of step_peak: the weights the update trains
-  int64_t optimizer_state = 0;       // AdamW moments the device keeps between steps
+  int64_t frozen_weights = 0;    // of step_peak: the frozen base weights (LoRA)
+  int64_t trainable_weights = 0; // of step_peak: the weights the update trains, and their copies
+  int64_t optimizer_state = 0;   // AdamW moments the device keeps between steps
   int64_t accumulated_gradients = 0; // f32 sums held over the micro-batches (grad_accum > 1)
   int in_flight = 0; // pipeline: the micro-batches whose activations the stage holds at its peak
   int64_t update_peak = 0;        // during its update, with the weights and gradients it holds
@@ -79,6 +82,9 @@ struct TrainingSignature {
   // Per parameter, in TrainingProgram::params order: its gradient (a step
   // output, an update input) and its AdamW moments (update inputs and outputs).
   std::vector<std::string> gradient, moment, velocity;
+  // Per parameter: its compute copy (weight_copies.h; a step input, an update
+  // input and output), or empty where the step reads the weight itself.
+  std::vector<std::string> weight_copy;
 };
 
 // One weight of the program: the one table of what the compiler, the
@@ -94,6 +100,12 @@ struct Parameter {
   // takeFlatSlice); 0: every replica the whole piece.
   int64_t slice = 0;
   bool weight_sliced = false; // ZeRO-3: the device keeps only its slice of the weight too
+  // The dtype of the compute copy the device keeps beside the weight
+  // (weight_copies.h), or none.
+  std::optional<DType> copy_dtype;
+  // The copy's type and bytes (0 without one).
+  TensorType copyType() const { return {copy_dtype.value_or(type.dtype), type.shape}; }
+  int64_t copyBytes() const;
   // What the update reads and the moments' shape: the slice, or the piece.
   TensorType sliceType() const { return slice > 0 ? TensorType{type.dtype, {slice}} : type; }
   // The weight a device keeps between steps.
@@ -156,7 +168,8 @@ struct TrainingProgram {
   // The step's programs: the whole step, or every stage's forward and backward.
   std::vector<const CompiledGraph *> stepPrograms() const;
   // The names of what the trainer keeps on each device across runs
-  // (weights, gradient sums, moments): read where they are by every run;
+  // (weights and their compute copies, gradient sums, moments): read where
+  // they are by every run;
   // the rest of a run's inputs it receives into its arena.
   std::set<std::string> heldBuffers() const;
 };

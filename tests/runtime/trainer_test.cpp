@@ -48,10 +48,13 @@ protected:
                                 std::unique_ptr<Trainer> *trainer_out = nullptr) {
     auto config = frontend::readDecoderConfig(kTiny);
     EXPECT_TRUE(config.isOk()) << config.message();
-    auto job = driver::resolveJob(std::nullopt, driver::JobSettings{}, driver::kDefaultModelDType);
+    driver::JobSettings settings;
+    settings.precision_mode = precision_;
+    auto job = driver::resolveJob(std::nullopt, settings, driver::kDefaultModelDType);
     EXPECT_TRUE(job.isOk()) << job.message();
     auto layout = parallel::resolveParallelConfig(devices, dp, tp, zero, 4);
     EXPECT_TRUE(layout.isOk()) << layout.message();
+    layout->weight_copies = weight_copies_;
     driver::ModelRequest model;
     model.model = kTiny;
     model.training = true;
@@ -92,6 +95,8 @@ protected:
   }
 
   std::optional<TokenData> data_;
+  std::optional<passes::PrecisionMode> precision_; // the job's; none: f32 throughout
+  bool weight_copies_ = true;
 };
 
 TEST_F(TrainerTest, ReplicasTrainAsOneDeviceAndZeroSlicesAsWholeWeights) {
@@ -143,6 +148,55 @@ TEST_F(TrainerTest, AnOverflowSkipsTheUpdateOnEveryReplicaAndHalvesTheScale) {
   EXPECT_EQ(r[0].loss, clean[0].loss);
   EXPECT_EQ(r[1].loss, clean[1].loss);
   EXPECT_NE(r[2].loss, clean[2].loss);
+}
+
+// Under bf16 mixed precision the devices keep the weights' bf16 copies and
+// the update writes them: the step reads them instead of casting, with the
+// same bits as the step's own Casts, on one device and on replicas that
+// share one update; every device's measured peak is still its plan, and a
+// run resumed from a checkpoint makes its copies again and ends as an
+// unbroken one.
+TEST_F(TrainerTest, WeightCopiesTrainAsTheStepsOwnCasts) {
+  precision_ = passes::PrecisionMode::AllowMixPrecisionBf16;
+  const std::string copy = "compute.transformer.h.0.attn.c_attn.weight";
+  for (int dp : {1, 2}) {
+    std::unique_ptr<Trainer> trainer;
+    weight_copies_ = true;
+    const std::vector<StepRecord> with = train(dp, dp, 1, 0, 3, unscaled(), &trainer);
+    ASSERT_NE(trainer, nullptr);
+    for (int d = 0; d < trainer->localDevices(); ++d) {
+      EXPECT_TRUE(trainer->memory(d).holds(copy)) << "npu:" << d;
+      EXPECT_EQ(trainer->memory(d).peak(), trainer->plannedPeak()) << "npu:" << d;
+    }
+    weight_copies_ = false;
+    const std::vector<StepRecord> without = train(dp, dp, 1, 0, 3, unscaled(), &trainer);
+    ASSERT_NE(trainer, nullptr);
+    EXPECT_FALSE(trainer->memory(0).holds(copy));
+    ASSERT_EQ(with.size(), 3u);
+    ASSERT_EQ(without.size(), 3u);
+    for (size_t s = 0; s < with.size(); ++s) {
+      EXPECT_EQ(with[s].loss, without[s].loss) << "dp " << dp << ", step " << s + 1;
+      EXPECT_EQ(with[s].grad_norm, without[s].grad_norm) << "dp " << dp << ", step " << s + 1;
+    }
+  }
+
+  weight_copies_ = true;
+  const fs::path unbroken = scratch("copies_unbroken"), resumed = scratch("copies_resumed");
+  fs::remove_all(unbroken);
+  fs::remove_all(resumed);
+  TrainerOptions options = unscaled();
+  options.checkpoint_dir = unbroken.string();
+  options.checkpoint_every = 2;
+  const std::vector<StepRecord> whole = train(1, 1, 1, 0, 4, options);
+  ASSERT_EQ(whole.size(), 4u);
+  fs::create_directories(resumed);
+  fs::copy_file(unbroken / "step-000002.safetensors", resumed / "step-000002.safetensors");
+  options.checkpoint_dir = resumed.string();
+  options.resume = true;
+  const std::vector<StepRecord> rest = train(1, 1, 1, 0, 4, options);
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[0].loss, whole[2].loss) << "step 3 reads the copies of step 2's weights";
+  EXPECT_EQ(rest[1].loss, whole[3].loss);
 }
 
 } // namespace

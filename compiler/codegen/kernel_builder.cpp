@@ -41,12 +41,47 @@ Expected<GemmPlan> planGemm(const Graph &graph, const KernelSpec &kernel, NodeId
   return plan;
 }
 
+// The Reshape through which alone the kernel reads a single matmul's [m, n]
+// result when it only splits the rows (to [..., n], the leading extents m
+// in all: a linear layer's output unflattened to [batch, seq, n]), or
+// kNoNode. The accumulator is then declared in that shape: the kernel's rows
+// are the GEMM's rows, each row's epilogue reads its own row of the
+// accumulator, and the runtime may run it on each thread's rows as their
+// GEMM block finishes. Read through the Reshape's index arithmetic instead,
+// the rows would not line up and the epilogue would run as one row.
+NodeId rowSplittingReshape(const Graph &graph, const KernelSpec &kernel, const GemmPlan &plan) {
+  const ValueId product = graph.node(plan.node).outputs[0];
+  if (plan.batch != 1 || graph.type(product).shape.size() != 2)
+    return kNoNode;
+  for (ValueId out : kernel.outputs)
+    if (out == product)
+      return kNoNode;
+  NodeId reshape = kNoNode;
+  for (NodeId id : kernel.members)
+    for (ValueId in : graph.node(id).inputs)
+      if (in == product) {
+        if (reshape != kNoNode || graph.node(id).op != "Reshape")
+          return kNoNode;
+        reshape = id;
+      }
+  if (reshape == kNoNode)
+    return kNoNode;
+  const Shape &to = graph.type(graph.node(reshape).outputs[0]).shape;
+  if (to.size() < 2 || to.back() != plan.n)
+    return kNoNode;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < to.size(); ++d)
+    rows *= to[d];
+  return rows == plan.m ? reshape : kNoNode;
+}
+
 } // namespace
 
 Expected<KernelBuild> buildKernel(const Graph &graph, const KernelSpec &kernel) {
   KernelBuild build;
   KernelProgram &program = build.program;
   std::unordered_map<ValueId, int> buffer_of;
+  NodeId row_view = kNoNode; // rowSplittingReshape's
   for (size_t i = 0; i < kernel.inputs.size(); ++i) {
     program.inputs.push_back(graph.type(kernel.inputs[i]));
     buffer_of[kernel.inputs[i]] = static_cast<int>(i);
@@ -60,14 +95,20 @@ Expected<KernelBuild> buildKernel(const Graph &graph, const KernelSpec &kernel) 
                    "'); a kernel drives one GEMM");
     KILN_ASSIGN_OR_RETURN(GemmPlan plan, planGemm(graph, kernel, id));
     build.gemm = plan;
+    row_view = rowSplittingReshape(graph, kernel, plan);
     program.accumulator = static_cast<int>(program.inputs.size());
-    program.inputs.push_back(TensorType{DType::F32, graph.type(graph.node(id).outputs[0]).shape});
+    program.inputs.push_back(TensorType{
+        DType::F32, graph.type(graph.node(row_view == kNoNode ? id : row_view).outputs[0]).shape});
   }
 
   const bool round_each = !kernel.grouped || kernel.intermediates == Intermediates::Storage;
   int next_rvar = 0;
   for (NodeId id : kernel.members) {
     const Node &node = graph.node(id);
+    if (id == row_view) { // the matmul's stage has its shape already
+      buffer_of[node.outputs[0]] = buffer_of.at(node.inputs[0]);
+      continue;
+    }
     std::vector<TensorType> in_types, out_types;
     std::vector<int> in_buffers;
     for (ValueId v : node.inputs) {
@@ -80,6 +121,8 @@ Expected<KernelBuild> buildKernel(const Graph &graph, const KernelSpec &kernel) 
     std::vector<ExprRef> bodies;
     if (isMatMul(node)) {
       // The epilogue part of the matmul: the accumulator, plus the bias in f32.
+      if (row_view != kNoNode)
+        out_types[0].shape = program.inputs[program.accumulator].shape;
       const Shape &shape = out_types[0].shape;
       const int acc = static_cast<int>(program.inputs.size()) - 1;
       ExprRef body = load(acc, ScalarType::F32, LowerContext::vars(shape.size()));

@@ -98,6 +98,35 @@ TEST(MatmulCodegen, EpilogueAcrossRowsUsesTheWholeAccumulator) {
   expectCompiledMatchesReference(g, randomInputs(g, 6), matmulTolerance(DType::F16));
 }
 
+// A linear layer's output unflattened to [batch, seq, n] before its
+// epilogue (the residual add of an MLP's down projection): the kernel's
+// rows are the GEMM's rows, not one row of the whole result.
+TEST(MatmulCodegen, AnUnflattenedEpilogueKeepsTheGemmsRows) {
+  for (DType d : {DType::F32, DType::BF16}) {
+    Graph g("unflatten");
+    ValueId x = g.addInput("x", {d, {70, 32}}, InputRole::Data);
+    ValueId w = g.addInput("w", {d, {32, 48}}, InputRole::Parameter);
+    ValueId residual = g.addInput("residual", {DType::F32, {7, 10, 48}}, InputRole::Data);
+    ops::OpBuilder b(g);
+    ValueId c = b.create("MatMul", "mm", {x, w}, {{"fp32_out", true}});
+    ValueId y = b.create("Reshape", "unflatten", {c}, {{"shape", Shape{7, 10, 48}}});
+    g.addOutput("y", b.create("Add", "residual_add", {y, residual}));
+    ASSERT_TRUE(b.status()) << b.status().message();
+    GroupId id =
+        g.addGroup(FusionGroup{"fused.mm", "matmul_elemwise", "Test", Intermediates::Storage});
+    for (size_t n = 0; n < g.numNodes(); ++n)
+      g.node(static_cast<NodeId>(n)).group = id;
+    auto target = target::loadTarget("ascend910b");
+    ASSERT_TRUE(target.isOk());
+    auto k = codegen::compileKernels(g, *target, {});
+    ASSERT_TRUE(k.isOk()) << k.message();
+    ASSERT_EQ(k->kernels.size(), 1u);
+    EXPECT_EQ(k->kernels[0].launch.rows, 70) << dtypeName(d);
+    EXPECT_TRUE(k->kernels[0].launch.accumulator_row_local) << dtypeName(d);
+    expectCompiledMatchesReference(g, randomInputs(g, 8), matmulTolerance(d));
+  }
+}
+
 // bf16 on the host's bf16 units (oneDNN) against widening to f32 and
 // sgemm, every transpose: small integers make every product and sum exact,
 // so both must give the same bits; the kernel tests above run the oneDNN

@@ -49,7 +49,8 @@ struct ParallelConfig {
   bool sequenceParallel() const { return sequence_parallel && tp > 1; }
   // Under mixed precision the device keeps the weights the step casts in
   // their compute dtype too, written by the update (weight_copies.h): the
-  // step reads them instead of casting. Only without ZeRO.
+  // step reads them instead of casting. Only without ZeRO and in INFNAN
+  // mode (the training driver says why); false: the step casts.
   bool weight_copies = true;
   int devicesPerReplica() const { return pp * tp; }
   // ZeRO-2 and -3: each gradient leaves the device as it is made (the

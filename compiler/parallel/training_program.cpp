@@ -4,7 +4,6 @@
 #include <map>
 #include <set>
 
-#include "compiler/autodiff/training_step.h"
 #include "compiler/parallel/pipeline_schedule.h"
 #include "executable/memory_plan.h"
 #include "support/byte_size.h"
@@ -332,11 +331,11 @@ DeviceMemoryEstimate estimateDeviceMemory(const TrainingProgram &program) {
       std::vector<std::pair<std::string, int64_t>> buffers;
       for (const std::vector<Parameter> *table : {&program.params, &program.frozen})
         for (const Parameter &p : *table)
-          if (p.stage == s) {
+          if (p.stage == s)
             buffers.emplace_back(p.name, bytesOf(p.heldType()));
-            if (p.copy_dtype)
-              buffers.emplace_back(autodiff::weightCopyName(p.name), p.copyBytes());
-          }
+      for (size_t i = 0; i < program.params.size(); ++i)
+        if (program.params[i].stage == s && program.params[i].copy_dtype)
+          buffers.emplace_back(program.signature.weight_copy[i], program.params[i].copyBytes());
       for (const executable::BufferPlacement &b : step_peaks[s].plan->buffers)
         buffers.emplace_back(b.value, b.bytes);
       std::stable_sort(buffers.begin(), buffers.end(),

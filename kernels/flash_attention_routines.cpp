@@ -54,6 +54,10 @@ struct Attention {
   int64_t ld(int64_t heads) const { return bsnd ? heads * D : D; }
   // The last key query row i sees, plus one.
   int64_t keysFor(int64_t i) const { return causal ? i + 1 : S; }
+  // Of a block of `cols` keys from j0, how many query row i sees (its first).
+  int64_t seenIn(int64_t i, int64_t j0, int64_t cols) const {
+    return std::clamp<int64_t>(keysFor(i) - j0, 0, cols);
+  }
 };
 
 Attention attentionOf(const int64_t *args, int first) {
@@ -201,17 +205,29 @@ void product(bool trans_x, bool trans_y, int64_t m, int64_t n, int64_t k, float 
   gemm(trans_x, trans_y, m, n, k, alpha, x32, x.ld, y32, y.ld, accumulate ? 1.0f : 0.0f, c, ldc);
 }
 
-// scores [rows, cols] = scale * q k^T of a query block at i0 against a key
-// block at j0, the keys a row does not see -inf.
-void blockScores(const Attention &a, const Operand &q, const Operand &k, int64_t i0, int64_t rows,
-                 int64_t j0, int64_t cols, std::vector<float> &scores) {
+// scores [rows, cols] = scale * q k^T of a query block against a key block.
+// Where causal, a row's keys past Attention::seenIn are computed (the
+// block's product is whole) but not read: the row steps stop at the keys the
+// row sees (expRow).
+void blockScores(const Attention &a, const Operand &q, const Operand &k, int64_t rows, int64_t cols,
+                 std::vector<float> &scores) {
   scores.resize(static_cast<size_t>(rows * cols));
   product(false, true, rows, cols, a.D, a.scale, q, k, false, scores.data(), cols);
-  if (!a.causal || j0 + cols <= i0 + 1)
-    return;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < cols; ++c)
-      scores[r * cols + c] = -std::numeric_limits<float>::infinity();
+}
+
+// A row of scores, of which the first `seen` are seen, made probabilities by
+// `exp` (the row step, over a count of scores from the first) with the
+// unseen ones -inf, the same bits as over the whole masked row: the step
+// runs up to the end of the 16-wide vector holding the last seen score (its
+// sum adds in the same lanes and order), and past it each probability is 0,
+// which exp(-inf - shift) / divisor is for a finite shift and a positive
+// divisor (`exact`). Otherwise the step runs over the whole row, so a NaN
+// or infinite row comes out as before.
+template <typename Exp> void expRow(float *row, int64_t seen, int64_t cols, bool exact, Exp exp) {
+  const int64_t stepped = exact ? std::min(cols, (seen + 15) / 16 * 16) : cols;
+  std::fill(row + seen, row + stepped, -std::numeric_limits<float>::infinity());
+  exp(stepped);
+  std::fill(row + stepped, row + cols, 0.0f);
 }
 
 // P or dS (rows of `cols`) as the cube reads it, rounded to the compute
@@ -269,15 +285,17 @@ void forwardHead(void **buffers, const int64_t *args, const Attention &a, int64_
     acc.assign(static_cast<size_t>(rows * D), 0.0f);
     for (int64_t j0 = 0; j0 < key_end; j0 += kInner) {
       const int64_t cols = std::min(kInner, key_end - j0);
-      blockScores(a, operandOf(qb, 0, qh, a, i0), operandOf(keys, j0 * D, kh, a, j0), i0, rows, j0,
-                  cols, p);
+      blockScores(a, operandOf(qb, 0, qh, a, i0), operandOf(keys, j0 * D, kh, a, j0), rows, cols,
+                  p);
       for (int64_t r = 0; r < rows; ++r) {
         float *s = &p[r * cols];
+        const int64_t seen = a.seenIn(i0 + r, j0, cols);
         // A NaN score makes the row NaN (std::max would drop it).
-        const float block_max = rowMax(s, cols);
+        const float block_max = rowMax(s, seen);
         const float mb = std::isnan(block_max) ? block_max : std::max(m[r], block_max);
         const float rescale = std::exp(m[r] - mb);
-        const float sum = expShiftedSum(s, cols, mb);
+        float sum = 0;
+        expRow(s, seen, cols, std::isfinite(mb), [&](int64_t n) { sum = expShiftedSum(s, n, mb); });
         l[r] = l[r] * rescale + sum;
         m[r] = mb;
         if (rescale != 1.0f)
@@ -395,10 +413,13 @@ void backwardGroup(const GradInputs &in, const Attention &a, int64_t b, int64_t 
         const Operand k = operandOf(kb, 0, kh, a, j0);
         const Operand v = operandOf(vb, 0, vh, a, j0);
         const Operand dout = operandOf(qh.dout, i0 * D, qh.dout_rows, a, i0);
-        blockScores(a, q, k, i0, rows, j0, cols, p);
-        for (int64_t r = 0; r < rows; ++r)
-          expShiftedDivide(&p[r * cols], cols, in.row_max[qh.stat + i0 + r],
-                           in.row_sum[qh.stat + i0 + r]);
+        blockScores(a, q, k, rows, cols, p);
+        for (int64_t r = 0; r < rows; ++r) {
+          const float max = in.row_max[qh.stat + i0 + r], sum = in.row_sum[qh.stat + i0 + r];
+          float *row = &p[r * cols];
+          expRow(row, a.seenIn(i0 + r, j0, cols), cols, std::isfinite(max) && sum > 0,
+                 [&](int64_t n) { expShiftedDivide(row, n, max, sum); });
+        }
         // ds = scale * p * (dout v^T - delta)
         ds.resize(p.size());
         product(false, true, rows, cols, D, 1.0f, dout, v, false, ds.data(), cols);

@@ -23,10 +23,11 @@ struct Case {
 };
 
 // BSND's rows are (b, s), over which the routines spread their heads: one
-// batch of one head, heads not dividing the rows, grouped heads.
-const Case kCases[] = {{1, 2, 2, 7, 8},         {2, 4, 2, 33, 16},      {1, 2, 1, 130, 8},
-                       {1, 1, 1, 300, 4},       {1, 2, 2, 7, 8, true},  {2, 4, 2, 33, 16, true},
-                       {3, 3, 1, 130, 8, true}, {1, 1, 1, 300, 4, true}};
+// batch of one head, heads not dividing the rows, grouped heads. Past 512
+// keys a second key block begins, which the first rows do not see at all.
+const Case kCases[] = {{1, 2, 2, 7, 8},         {2, 4, 2, 33, 16},       {1, 2, 1, 130, 8},
+                       {1, 1, 1, 300, 4},       {1, 1, 1, 600, 4},       {1, 2, 2, 7, 8, true},
+                       {2, 4, 2, 33, 16, true}, {3, 3, 1, 130, 8, true}, {1, 1, 1, 300, 4, true}};
 
 AttrMap attrsOf(const Case &c) {
   return {{"scale", 1.0 / std::sqrt(static_cast<double>(c.D))},

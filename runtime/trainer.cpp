@@ -98,16 +98,23 @@ Status Trainer::start(std::map<std::string, Tensor> weights) {
 
 // The compute copies of the weights as placed or resumed: the Cast the
 // step would make, rounded as its kernels round (INFNAN mode, the only one
-// with copies). Updates write them from then on.
+// with copies). Updates write them from then on. The replicas of a
+// tensor-parallel rank hold the same piece (copies are only kept without
+// ZeRO), so they share one copy, as they share the update's results.
 void Trainer::makeWeightCopies() {
   for (size_t i = 0; i < program_.params.size(); ++i) {
     const parallel::Parameter &p = program_.params[i];
     if (!p.copy_dtype)
       continue;
-    for (int d = 0; d < layout_.devices(); ++d)
-      if (stageOf(d) == p.stage)
-        weights_[d][program_.signature.weight_copy[i]] =
-            weights_[d].at(p.name).castTo(*p.copy_dtype, OverflowMode::InfNan);
+    std::map<int, Tensor> of_rank;
+    for (int d = 0; d < layout_.devices(); ++d) {
+      if (stageOf(d) != p.stage)
+        continue;
+      auto [made, fresh] = of_rank.try_emplace(tpRankOf(d));
+      if (fresh)
+        made->second = weights_[d].at(p.name).castTo(*p.copy_dtype, OverflowMode::InfNan);
+      weights_[d][program_.signature.weight_copy[i]] = made->second;
+    }
   }
 }
 

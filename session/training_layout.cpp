@@ -25,6 +25,7 @@ Expected<TrainingLayout> resolveTrainingLayout(const LayoutFlags &flags,
     return Error("--sequence-parallel splits the sequence over a tensor-parallel group: it "
                  "needs --tp 2 or more");
   layout.parallel.sequence_parallel = job.effective.sequence_parallel.value_or(false);
+  layout.parallel.weight_copies = flags.weight_copies;
   layout.batch =
       flags.batch > 0 ? flags.batch : int64_t{layout.parallel.dp} * layout.parallel.grad_accum;
   return layout;

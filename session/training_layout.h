@@ -24,6 +24,7 @@ struct LayoutFlags {
   int virtual_stages = 1;
   std::string pp_layers;          // "9,10,10,11"; empty: balanced
   bool sequence_parallel = false; // the flag (the job may set it too)
+  bool weight_copies = true;      // false: --no-weight-copies
   int64_t batch = 0;              // 0: not given
 };
 

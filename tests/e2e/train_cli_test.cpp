@@ -321,6 +321,29 @@ TEST_F(TrainCli, GradientAccumulationTrainsAsTheWholeBatch) {
                    {"--batch 12", "2 replicas x 4 micro-batches", "multiple of 8"});
 }
 
+// Under mixed precision the devices keep the weights' compute copies unless
+// --no-weight-copies: the same losses either way, and a plan without the
+// copies where the update sets the peak (the tiny Qwen in f16 on the 910B).
+TEST_F(TrainCli, WeightCopiesTrainAsTheCastsAndCanBeTurnedOff) {
+  const std::string mixed = train("--steps 3 --devices 2 --target ascend910b --precision-mode "
+                                  "allow_mix_precision --loss-scale dynamic:1024,2,1000 ");
+  Result with = run(mixed + "--log-json with.jsonl");
+  Result without = run(mixed + "--no-weight-copies --log-json without.jsonl");
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  expectMeasuredPeakIsPlan(with.out, "with copies");
+  expectMeasuredPeakIsPlan(without.out, "without copies");
+  EXPECT_GT(measuredAndPlannedBytes(with.out).second, measuredAndPlannedBytes(without.out).second)
+      << "the copies are held through the update";
+  const std::vector<json> a = logLines("with.jsonl"), b = logLines("without.jsonl");
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t s = 0; s < a.size(); ++s) {
+    EXPECT_EQ(a[s]["loss"], b[s]["loss"]) << "step " << s + 1;
+    EXPECT_EQ(a[s]["grad_norm"], b[s]["grad_norm"]) << "step " << s + 1;
+  }
+}
+
 TEST_F(TrainCli, BadInputIsAClearError) {
   expectRunError(run(train("--steps 1 --devices 3 --tp 3")),
                  {"tensor parallelism over 3 ranks", "num_attention_heads (4)"});

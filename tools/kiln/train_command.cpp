@@ -189,6 +189,9 @@ void addLayoutFlags(CLI::App &cmd, TrainOptions &opts) {
   cmd.add_option("--micro-batches", opts.layout.micro_batches,
                  "micro-batches per step through the pipeline (the same count as --grad-accum)")
       ->check(PositiveInteger);
+  cmd.add_flag("!--no-weight-copies", opts.layout.weight_copies,
+               "under mixed precision, cast the weights in the step instead of keeping their "
+               "compute copies, which the update writes (2 bytes a weight; docs/training.md)");
   cmd.add_option("--zero", opts.layout.zero,
                  "0; 1: shard the optimizer state over the replicas in equal slices; 2: and "
                  "the gradients; 3: and the weights, gathered before each use")

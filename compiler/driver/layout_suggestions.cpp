@@ -27,6 +27,8 @@ std::string flagsOf(const Switches &from, const Switches &to) {
     add("--recompute " + std::string(passes::recomputeModeName(to.recompute)));
   if (to.layout.grad_accum != from.layout.grad_accum)
     add("--grad-accum " + std::to_string(to.layout.grad_accum));
+  if (from.layout.weight_copies && !to.layout.weight_copies)
+    add("--no-weight-copies");
   return flags;
 }
 
@@ -48,6 +50,13 @@ std::vector<Switches> nextTo(const Switches &s, int64_t batch) {
     Switches n = s;
     n.layout.tp *= 2;
     n.layout.dp /= 2;
+    next.push_back(n);
+  }
+  // Mixed precision's weight copies are kept only without ZeRO; where the
+  // update sets the peak, casting in the step instead lowers it.
+  if (s.layout.weight_copies && s.layout.zero == 0) {
+    Switches n = s;
+    n.layout.weight_copies = false;
     next.push_back(n);
   }
   const int64_t per_replica = batch / s.layout.dp;
@@ -78,6 +87,7 @@ std::vector<LayoutSuggestion> suggestLayouts(const ModelRequest &model, const Re
         !parallel::setPipelineShape(*checked, s.layout.virtual_stages, s.layout.stage_layers))
       return std::nullopt;
     checked->sequence_parallel = s.layout.sequence_parallel;
+    checked->weight_copies = s.layout.weight_copies;
     auto program =
         compileTrainingProgram(model, withRecompute(job, s.recompute), settings, *checked);
     if (!program)

@@ -79,6 +79,21 @@ TEST_F(TrainMemoryCli, APlanThatDoesNotFitSaysWhichSwitchesWould) {
   EXPECT_NE(small.out.find("    --recompute full: "), std::string::npos) << small.out;
 }
 
+// Where the update sets the peak of a mixed-precision plan, the weights'
+// compute copies are one of the switches: planned without them the tiny
+// Qwen in f16 on the 910B fits, and the command the suggestion names does.
+TEST_F(TrainMemoryCli, AnUpdateBoundMixedPlanSuggestsCastingInTheStep) {
+  const std::string plan = "train " + kTiny +
+                           " --batch 8 --seq 16 --devices 2 --compile-only --target ascend910b "
+                           "--precision-mode allow_mix_precision --device-memory 2900000";
+  Result r = run(plan);
+  ASSERT_EQ(r.exit_code, 4) << r.err;
+  const size_t at = r.out.find("    --no-weight-copies: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.substr(r.out.find('\n', at) - 6, 6), ", fits") << r.out;
+  EXPECT_EQ(run(plan + " --no-weight-copies").exit_code, 0);
+}
+
 // The plan the check above uses is what the devices then hold: measured
 // while training, the peak is the plan.
 TEST_F(TrainMemoryCli, TheMeasuredPeakStaysWithinThePlan) {

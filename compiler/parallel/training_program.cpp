@@ -123,7 +123,11 @@ std::string MemoryBreakdown::toText() const {
   return out;
 }
 
-int64_t Parameter::copyBytes() const { return copy_dtype ? bytesOf(copyType()) : 0; }
+int64_t Parameter::copyBytes() const {
+  return copy_dtype ? bytesOf(TensorType{*copy_dtype, type.shape}) : 0;
+}
+
+int64_t Parameter::keptBytes() const { return saturatingAdd(bytesOf(heldType()), copyBytes()); }
 
 std::set<std::string> TrainingProgram::heldBuffers() const {
   std::set<std::string> held;
@@ -247,8 +251,7 @@ DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int s, const
       e.frozen_weights = saturatingAdd(e.frozen_weights, bytesOf(p.type));
   for (const Parameter &p : program.params)
     if (p.stage == s)
-      e.trainable_weights =
-          saturatingAdd(e.trainable_weights, saturatingAdd(bytesOf(p.heldType()), p.copyBytes()));
+      e.trainable_weights = saturatingAdd(e.trainable_weights, p.keptBytes());
   e.step_peak = saturatingAdd(step.bytes, saturatingAdd(e.frozen_weights, e.trainable_weights));
   // During the update the device holds its weights (frozen ones too), the
   // f32 gradient sums (with ZeRO-2 and -3 its slices of them) and the
@@ -262,8 +265,7 @@ DeviceMemoryEstimate deviceEstimate(const TrainingProgram &program, int s, const
       continue;
     const int64_t slice_f32 = saturatingMul(4, numElements(p.sliceType().shape));
     e.optimizer_state = saturatingAdd(e.optimizer_state, saturatingMul(2, slice_f32));
-    in_update.weights =
-        saturatingAdd(in_update.weights, saturatingAdd(bytesOf(p.heldType()), p.copyBytes()));
+    in_update.weights = saturatingAdd(in_update.weights, p.keptBytes());
     in_update.gradients =
         saturatingAdd(in_update.gradients, program.parallel.gradientsLeaveWhenMade()
                                                ? slice_f32

@@ -103,9 +103,10 @@ struct Parameter {
   // The dtype of the compute copy the device keeps beside the weight
   // (weight_copies.h), or none.
   std::optional<DType> copy_dtype;
-  // The copy's type and bytes (0 without one).
-  TensorType copyType() const { return {copy_dtype.value_or(type.dtype), type.shape}; }
+  // The copy's bytes (0 without one).
   int64_t copyBytes() const;
+  // What a device keeps of it between steps: the held weight and its copy.
+  int64_t keptBytes() const;
   // What the update reads and the moments' shape: the slice, or the piece.
   TensorType sliceType() const { return slice > 0 ? TensorType{type.dtype, {slice}} : type; }
   // The weight a device keeps between steps.

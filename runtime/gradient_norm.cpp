@@ -55,7 +55,32 @@ __attribute__((target("avx2,fma"))) double blockSquaresAvx2(const float *p, int6
   return addLanes(lanes);
 }
 
+// The same lanes again, eight doubles a vector: half the conversions and
+// FMAs of the AVX2 loop, which bound it (the small Qwen's 68 MB of
+// gradients: 2.2 -> 1.2 ms on two Zen 5 cores).
+__attribute__((target("avx512f"))) double blockSquaresAvx512(const float *p, int64_t n) {
+  const __m512d zero = _mm512_setzero_pd();
+  __m512d low = zero, high = zero;
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) {
+    // The all-lanes masked form: GCC 12 reads the plain form's undefined
+    // pass-through as uninitialised (-Werror).
+    const __m512d x = _mm512_mask_cvtps_pd(zero, 0xff, _mm256_loadu_ps(p + k));
+    const __m512d y = _mm512_mask_cvtps_pd(zero, 0xff, _mm256_loadu_ps(p + k + 8));
+    low = _mm512_fmadd_pd(x, x, low);
+    high = _mm512_fmadd_pd(y, y, high);
+  }
+  alignas(64) double lanes[kLanes];
+  _mm512_store_pd(lanes, low);
+  _mm512_store_pd(lanes + 8, high);
+  for (; k < n; ++k)
+    lanes[k % kLanes] += static_cast<double>(p[k]) * p[k];
+  return addLanes(lanes);
+}
+
 double blockSquares(const float *p, int64_t n) {
+  if (kernels::hostHasAvx512())
+    return blockSquaresAvx512(p, n);
   return kernels::hostHasAvx2() ? blockSquaresAvx2(p, n) : blockSquaresScalar(p, n);
 }
 

@@ -3,6 +3,7 @@
 // cores), and not finite when a gradient holds inf or NaN.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -48,6 +49,35 @@ TEST(GradientNorm, CloseToTheExactSumAndTheSameOnAnyThreadCount) {
   for (double s : a)
     total += s;
   EXPECT_EQ(sumOfSquares(two, ptrs), total) << "the gradients' sums added in order";
+}
+
+// The order gradient_norm.cpp promises, written out: blocks of 32768
+// elements, element i of a block squared into lane i % 16, the lanes added
+// in lane order, the blocks in block order.
+double laneOrderSquares(const Tensor &t) {
+  constexpr int64_t kBlock = 32768;
+  const float *p = t.dataAs<float>();
+  double sum = 0;
+  for (int64_t b = 0; b < t.numElements(); b += kBlock) {
+    double lanes[16] = {};
+    for (int64_t i = 0; i < std::min(kBlock, t.numElements() - b); ++i)
+      lanes[i % 16] += static_cast<double>(p[b + i]) * p[b + i];
+    double block = 0;
+    for (double lane : lanes)
+      block += lane;
+    sum += block;
+  }
+  return sum;
+}
+
+TEST(GradientNorm, EveryVectorFormAddsInTheSameLaneOrder) {
+  // Whichever loop the host runs (AVX-512, AVX2 or plain C++), the bits of
+  // the order written out above: a run's norm does not depend on the CPU.
+  const std::vector<Tensor> grads = {randomGradient(23, 7), randomGradient(65536 + 40, 8),
+                                     randomGradient(300001, 9)};
+  ThreadPool pool(2);
+  for (const Tensor &g : grads)
+    EXPECT_EQ(squaresOf(pool, {&g})[0], laneOrderSquares(g)) << g.numElements() << " elements";
 }
 
 TEST(GradientNorm, InfOrNaNMakesTheSumNotFinite) {

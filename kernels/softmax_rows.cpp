@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "ir/float_status.h"
+#include "kernels/exp_polynomial.h"
 #include "kernels/host_features.h"
 
 // libmvec's AVX2 exp (declared with its target so the vector argument passes
@@ -19,7 +20,7 @@ extern "C" __attribute__((target("avx2,fma"))) __m256 _ZGVdN8v_expf(__m256);
 namespace kiln::kernels {
 namespace {
 
-constexpr float kUnderflow = -104.0f;
+constexpr float kUnderflow = exp_polynomial::kUnderflow;
 
 float scalarExp(float x) { return x < kUnderflow ? 0.0f : std::exp(x); }
 
@@ -29,30 +30,26 @@ __attribute__((target("avx2,fma"))) __m256 exp8(__m256 x) {
   return _mm256_andnot_ps(underflows, e);
 }
 
-// exp on sixteen lanes, inline: 2^n p(r) with n = round(x log2 e) and
-// r = x - n ln 2 (ln 2 in two parts, Cody and Waite), p Cephes' degree-7
-// polynomial on |r| <= ln 2 / 2, 2^n by scalef (one rounding, so results
-// in the subnormal range round once). Within 2 ulp of exp; libmvec's call
+// exp_polynomial.h's exp on sixteen lanes, inline; 2^n by scalef (one
+// rounding, so results in the subnormal range round once). libmvec's call
 // took half of the forward routine's non-GEMM time. NaN stays NaN (vminps
-// returns its second operand for NaN), arguments past 88.8 give inf.
+// returns its second operand for NaN).
 __attribute__((target("avx512f"), always_inline)) inline __m512 exp16(__m512 x) {
-  const __mmask16 kept = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kUnderflow), _CMP_NLT_UQ);
+  namespace ep = exp_polynomial;
+  const __mmask16 kept = _mm512_cmp_ps_mask(x, _mm512_set1_ps(ep::kUnderflow), _CMP_NLT_UQ);
   // The all-lanes masked forms: GCC 12 reads the plain forms' undefined
   // pass-through as uninitialised (-Werror).
   const __m512 zero = _mm512_setzero_ps();
   constexpr __mmask16 all = 0xffff;
-  x = _mm512_mask_min_ps(zero, all, _mm512_set1_ps(88.8f), x);
+  x = _mm512_mask_min_ps(zero, all, _mm512_set1_ps(ep::kOverflowClamp), x);
   const __m512 n =
-      _mm512_mask_roundscale_ps(zero, all, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+      _mm512_mask_roundscale_ps(zero, all, _mm512_mul_ps(x, _mm512_set1_ps(ep::kLog2e)),
                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(ep::kLn2High), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(ep::kLn2Low), r);
+  __m512 p = _mm512_set1_ps(ep::kCoefficients[0]);
+  for (int i = 1; i < 6; ++i)
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ep::kCoefficients[i]));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
   p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
   return _mm512_maskz_mov_ps(kept, _mm512_mask_scalef_ps(zero, all, p, n));

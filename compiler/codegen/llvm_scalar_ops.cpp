@@ -4,26 +4,60 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include "compiler/codegen/llvm_storage.h"
+#include "kernels/exp_polynomial.h"
 
 namespace kiln::codegen {
 
 using llvm::Value;
 
+namespace {
+
+// exp_polynomial.h's exp as scalar IR, inline: LLVM vectorises it with the
+// loop (a libmvec call a vector spilt every live register around it and
+// bounded SiLU's and the loss's kernels), and the scalar and vector forms
+// give the same bits, those of the host routines' AVX-512 exp.
+Value *emitExp(llvm::IRBuilder<> &b, Value *x) {
+  namespace ep = kernels::exp_polynomial;
+  auto fma = [&](Value *p, Value *q, Value *r) {
+    return intrinsic(b, llvm::Intrinsic::fma, {p, q, r});
+  };
+  // Lanes that underflow compute on 0, so that n stays in range, and give 0.
+  Value *underflows = b.CreateFCmpOLT(x, f32Constant(b, ep::kUnderflow));
+  Value *y = b.CreateSelect(underflows, f32Constant(b, 0), x);
+  // min(clamp, y) as vminps takes it: NaN compares false and stays NaN.
+  Value *clamp = f32Constant(b, ep::kOverflowClamp);
+  y = b.CreateSelect(b.CreateFCmpOGT(y, clamp), clamp, y);
+  Value *n =
+      intrinsic(b, llvm::Intrinsic::roundeven, {b.CreateFMul(y, f32Constant(b, ep::kLog2e))});
+  Value *minus_n = b.CreateFNeg(n);
+  Value *r = fma(minus_n, f32Constant(b, ep::kLn2High), y);
+  r = fma(minus_n, f32Constant(b, ep::kLn2Low), r);
+  Value *p = f32Constant(b, ep::kCoefficients[0]);
+  for (int i = 1; i < 6; ++i)
+    p = fma(p, r, f32Constant(b, ep::kCoefficients[i]));
+  p = b.CreateFAdd(fma(p, b.CreateFMul(r, r), r), f32Constant(b, 1));
+  // p 2^n with n in [-150, 128], as two normal halves: the first product is
+  // exact and the second rounds once, as vscalefps does (a subnormal result
+  // too). NaN's n converts as 0 (p is NaN): a plain conversion, which
+  // vectorises (a saturating one is scalarised lane by lane).
+  Value *whole = b.CreateSelect(b.CreateFCmpUNO(n, n), f32Constant(b, 0), n);
+  Value *k = b.CreateFPToSI(whole, b.getInt32Ty());
+  Value *k_low = b.CreateAShr(k, 1);
+  auto pow2 = [&](Value *e) {
+    return b.CreateBitCast(b.CreateShl(b.CreateAdd(e, b.getInt32(127)), 23), b.getFloatTy());
+  };
+  Value *e = b.CreateFMul(b.CreateFMul(p, pow2(k_low)), pow2(b.CreateSub(k, k_low)));
+  return b.CreateSelect(underflows, f32Constant(b, 0), e);
+}
+
+} // namespace
+
 Value *emitUnary(llvm::IRBuilder<> &b, UnaryOp op, Value *x, bool f) {
   switch (op) {
   case UnaryOp::Neg:
     return f ? b.CreateFNeg(x) : b.CreateSub(b.getInt64(0), x);
-  case UnaryOp::Exp: {
-    // exp(x) rounds to 0 in f32 for x < -104 (below 2^-150). Those lanes
-    // take 0 directly and hand exp a harmless 0: libmvec sends a whole
-    // vector holding one underflowing argument (a masked score, the
-    // lowest finite float minus the row max) to a scalar fallback. NaN
-    // compares false and goes through exp.
-    Value *underflows = b.CreateFCmpOLT(x, f32Constant(b, -104.0f));
-    Value *e =
-        intrinsic(b, llvm::Intrinsic::exp, {b.CreateSelect(underflows, f32Constant(b, 0), x)});
-    return b.CreateSelect(underflows, f32Constant(b, 0), e);
-  }
+  case UnaryOp::Exp:
+    return emitExp(b, x);
   case UnaryOp::Log:
     return intrinsic(b, llvm::Intrinsic::log, {x});
   case UnaryOp::Sqrt:

@@ -3,12 +3,14 @@
 #include <atomic>
 #include <bit>
 #include <cstring>
+#include <vector>
 
 #include "ir/dropout_mask.h"
 #include "ir/dtype.h"
 #include "ir/float16.h"
 #include "ir/float_status.h"
 #include "kernels/flash_attention_routines.h"
+#include "kernels/float_rows.h"
 #include "kernels/library_kernel_util.h"
 
 namespace kiln::kernels {
@@ -43,40 +45,54 @@ extern "C" void kilnEmbeddingGrad(void **buffers, int64_t row_begin, int64_t row
   if (row_end <= row_begin)
     return;
   // The sums of rows [row_begin, row_end), in f32: in the output itself
-  // when it is f32, else in a buffer rounded into it at the end.
+  // when it is f32, else in a buffer rounded into it at the end. Only the
+  // rows some token adds into are summed and rounded; the others stay 0,
+  // which every dtype and overflow mode stores as 0.
+  const int64_t rows = row_end - row_begin;
   std::vector<float> buffer;
   float *sum = static_cast<float *>(dtable) + row_begin * row;
   if (out_dtype != DType::F32) {
-    buffer.resize(static_cast<size_t>((row_end - row_begin) * row));
+    buffer.resize(static_cast<size_t>(rows * row));
     sum = buffer.data();
   }
-  std::memset(sum, 0, static_cast<size_t>((row_end - row_begin) * row) * sizeof(float));
+  std::memset(sum, 0, static_cast<size_t>(rows * row) * sizeof(float));
+  std::vector<char> touched(static_cast<size_t>(rows), 0);
+  std::vector<float> widened(dy_dtype == DType::F32 ? 0 : static_cast<size_t>(row));
   for (int64_t p = 0; p < tokens; ++p) {
     const int64_t v = loadIndex(indices, index_dtype, p);
     if (v < row_begin || v >= row_end)
       continue;
+    touched[v - row_begin] = 1;
     float *to = sum + (v - row_begin) * row;
-    if (dy_dtype == DType::F32) {
-      const float *from = static_cast<const float *>(dy) + p * row;
-      for (int64_t j = 0; j < row; ++j)
-        to[j] += from[j];
-    } else {
-      for (int64_t j = 0; j < row; ++j)
-        to[j] += loadFloat(dy, dy_dtype, p * row + j);
+    const float *from = static_cast<const float *>(dy) + p * row;
+    if (dy_dtype != DType::F32) { // widened exactly, by the vector loop
+      widenRow(dy, dy_dtype, p * row, row, widened.data());
+      from = widened.data();
     }
+    for (int64_t j = 0; j < row; ++j)
+      to[j] += from[j];
   }
   // The generated kernels' store: the job's rounding, and the float status
   // where it overflows.
   takeFloatStatus();
-  const int64_t n = (row_end - row_begin) * row;
-  if (out_dtype == DType::F32) {
-    roundF32Sums(sum, n, overflow);
-  } else {
-    auto *out = static_cast<uint16_t *>(dtable) + row_begin * row;
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = out_dtype == DType::F16 ? floatToHalf(sum[i], overflow)
-                                       : floatToBFloat16(sum[i], overflow);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (!touched[r])
+      continue;
+    float *row_sum = sum + r * row;
+    if (out_dtype == DType::F32) {
+      roundF32Sums(row_sum, row, overflow);
+      continue;
+    }
+    auto *out = static_cast<uint16_t *>(dtable) + (row_begin + r) * row;
+    for (int64_t j = 0; j < row; ++j)
+      out[j] = out_dtype == DType::F16 ? floatToHalf(row_sum[j], overflow)
+                                       : floatToBFloat16(row_sum[j], overflow);
   }
+  if (out_dtype != DType::F32)
+    for (int64_t r = 0; r < rows; ++r)
+      if (!touched[r])
+        std::memset(static_cast<uint16_t *>(dtable) + (row_begin + r) * row, 0,
+                    static_cast<size_t>(row) * sizeof(uint16_t));
   publish(status, takeFloatStatus());
 }
 

@@ -1,7 +1,6 @@
 #include "compiler/codegen/kernel_expr.h"
 
 #include <algorithm>
-
 #include <cassert>
 #include <sstream>
 
@@ -217,6 +216,77 @@ std::vector<ExprPiece> piecesAlongAxis(const ExprRef &body, int axis, int64_t ex
   if (begin < extent)
     pieces.push_back({begin, extent, finish(e)});
   return pieces;
+}
+
+namespace {
+
+// Var(axis) + c as c; nullopt for any other expression.
+std::optional<int64_t> offsetOfAxis(const Expr &e, int axis) {
+  if (e.kind == ExprKind::Var && e.var == axis)
+    return 0;
+  if (e.kind == ExprKind::Binary && e.binary == BinaryOp::Add &&
+      e.operands[0]->kind == ExprKind::Var && e.operands[0]->var == axis &&
+      e.operands[1]->kind == ExprKind::IConst)
+    return e.operands[1]->ivalue;
+  return std::nullopt;
+}
+
+void collectSplits(const Expr &e, int axis, int64_t extent, std::vector<int64_t> &wraps,
+                   std::vector<int64_t> &picks) {
+  if (e.kind == ExprKind::Binary && e.binary == BinaryOp::Rem &&
+      e.operands[1]->kind == ExprKind::IConst && e.operands[1]->ivalue == extent)
+    if (std::optional<int64_t> c = offsetOfAxis(*e.operands[0], axis); c && *c % extent != 0)
+      wraps.push_back(((extent - *c) % extent + extent) % extent);
+  if (e.kind == ExprKind::Binary && e.binary == BinaryOp::Lt &&
+      e.operands[1]->kind == ExprKind::IConst && offsetOfAxis(*e.operands[0], axis) == 0)
+    picks.push_back(e.operands[1]->ivalue);
+  for (const ExprRef &op : e.operands)
+    collectSplits(*op, axis, extent, wraps, picks);
+}
+
+} // namespace
+
+std::vector<int64_t> wrapSplits(const std::vector<AxisBody> &bodies, int64_t extent) {
+  std::vector<int64_t> wraps, picks;
+  for (const AxisBody &b : bodies)
+    if (b.extent == extent)
+      collectSplits(*b.body, b.axis, extent, wraps, picks);
+  if (wraps.empty())
+    return {};
+  wraps.insert(wraps.end(), picks.begin(), picks.end());
+  std::vector<int64_t> splits;
+  for (int64_t s : wraps)
+    if (s > 0 && s < extent)
+      splits.push_back(s);
+  std::sort(splits.begin(), splits.end());
+  splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
+  return splits;
+}
+
+std::optional<int64_t> rangedRem(const Expr &e, int axis, int64_t lo, int64_t hi) {
+  if (e.kind != ExprKind::Binary || e.binary != BinaryOp::Rem ||
+      e.operands[1]->kind != ExprKind::IConst || e.operands[1]->ivalue <= 0 || hi <= lo)
+    return std::nullopt;
+  const std::optional<int64_t> c = offsetOfAxis(*e.operands[0], axis);
+  const int64_t m = e.operands[1]->ivalue;
+  if (!c || lo + *c < 0 || (lo + *c) / m != (hi - 1 + *c) / m)
+    return std::nullopt;
+  return (lo + *c) / m * m;
+}
+
+std::optional<bool> rangedPick(const Expr &cond, int axis, int64_t lo, int64_t hi) {
+  if (cond.kind != ExprKind::Binary || cond.binary != BinaryOp::Lt ||
+      cond.operands[1]->kind != ExprKind::IConst || hi <= lo)
+    return std::nullopt;
+  const std::optional<int64_t> c = offsetOfAxis(*cond.operands[0], axis);
+  if (!c)
+    return std::nullopt;
+  const int64_t bound = cond.operands[1]->ivalue - *c; // Var < bound
+  if (hi <= bound)
+    return true;
+  if (lo >= bound)
+    return false;
+  return std::nullopt;
 }
 
 bool containsReduce(const ExprRef &e) {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,27 @@ struct ExprPiece {
   ExprRef body;
 };
 std::vector<ExprPiece> piecesAlongAxis(const ExprRef &body, int axis, int64_t extent);
+
+// Index-set splitting of a row's innermost loop, where an index wraps
+// around it (RotateHalf reads x[(j + d/2) mod d], a gather as it stands):
+// the points in (0, extent) at which some body of `bodies` (each with its
+// innermost axis, and only where that axis has `extent` elements) wraps
+// Var + c mod extent, or, once one wraps, picks by Var < c. Empty when
+// none wraps. Within each range between them, rangedRem and rangedPick
+// decide those expressions, so each range reads with an affine index.
+struct AxisBody {
+  ExprRef body;
+  int axis = 0;
+  int64_t extent = 0;
+};
+std::vector<int64_t> wrapSplits(const std::vector<AxisBody> &bodies, int64_t extent);
+// Rem(Var(axis) + c, m) (or Rem(Var(axis), m)) where Var(axis) runs over
+// [lo, hi): the offset k m to subtract when one multiple k covers the range;
+// nullopt otherwise (or for another expression).
+std::optional<int64_t> rangedRem(const Expr &e, int axis, int64_t lo, int64_t hi);
+// Var(axis) < c as a constant where Var(axis) runs over [lo, hi) on one
+// side of c; nullopt otherwise.
+std::optional<bool> rangedPick(const Expr &cond, int axis, int64_t lo, int64_t hi);
 // Deterministic text of an expression (stage bodies in dumps and tests).
 std::string exprToString(const ExprRef &e);
 

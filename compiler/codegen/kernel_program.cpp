@@ -362,4 +362,21 @@ std::string programToString(const KernelProgram &program) {
   return os.str();
 }
 
+std::vector<ExprPiece> wrapRanges(const KernelProgram &program, const Shape &shape) {
+  if (static_cast<size_t>(program.outer_rank) >= shape.size())
+    return {};
+  std::vector<AxisBody> bodies;
+  for (const Stage &stage : program.stages)
+    if (!stage.shape.empty())
+      bodies.push_back({stage.body, static_cast<int>(stage.shape.size()) - 1, stage.shape.back()});
+  std::vector<ExprPiece> ranges;
+  int64_t begin = 0;
+  for (int64_t split : wrapSplits(bodies, shape.back())) {
+    ranges.push_back({begin, split, nullptr});
+    begin = split;
+  }
+  ranges.push_back({begin, shape.back(), nullptr});
+  return ranges;
+}
+
 } // namespace kiln::codegen

@@ -104,4 +104,10 @@ Status planRows(KernelProgram &program);
 // Text of the whole program, for --dump and tests.
 std::string programToString(const KernelProgram &program);
 
+// The ranges of the innermost axis of a row of `shape` between the points
+// where an index of `program` wraps around it (kernel_expr.h's
+// wrapSplits): the emitter runs one loop per range. One range when none
+// wraps (or the row has no inner axis: then empty).
+std::vector<ExprPiece> wrapRanges(const KernelProgram &program, const Shape &shape);
+
 } // namespace kiln::codegen

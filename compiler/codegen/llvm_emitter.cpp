@@ -11,6 +11,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "compiler/codegen/llvm_access_metadata.h"
+#include "compiler/codegen/llvm_library_call.h"
 #include "compiler/codegen/llvm_scalar_ops.h"
 #include "compiler/codegen/llvm_storage.h"
 #include "ir/float16.h"
@@ -25,13 +26,6 @@ int64_t product(const Shape &shape, size_t from, size_t to) {
   for (size_t d = from; d < to; ++d)
     n *= shape[d];
   return n;
-}
-
-std::vector<int64_t> strides(const Shape &shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;)
-    s[d - 1] = s[d] * shape[d];
-  return s;
 }
 
 // Index bindings while an expression is emitted: Var(d) and RVar(id) values.
@@ -73,7 +67,7 @@ public:
     if (program_.library.empty())
       emitRowLoops();
     else
-      emitLibraryCall(name);
+      emitLibraryCall(b_, module_, fn_, program_, overflow_);
     std::string problems;
     llvm::raw_string_ostream os(problems);
     if (llvm::verifyFunction(*fn_, &os))
@@ -123,26 +117,6 @@ private:
                        llvm::AtomicOrdering::Monotonic);
     b_.CreateBr(ret);
     b_.SetInsertPoint(ret);
-    b_.CreateRetVoid();
-  }
-
-  // The whole kernel is a call of its library routine (kernels/library_kernels.h)
-  // with the lowering's arguments and the overflow mode, as a constant array.
-  void emitLibraryCall(const std::string &name) {
-    llvm::Type *ptr = b_.getPtrTy();
-    llvm::Type *i64 = b_.getInt64Ty();
-    std::vector<llvm::Constant *> values;
-    for (int64_t a : program_.library_args)
-      values.push_back(b_.getInt64(a));
-    values.push_back(b_.getInt64(static_cast<int64_t>(overflow_)));
-    auto *array_type = llvm::ArrayType::get(i64, values.size());
-    auto *args =
-        new llvm::GlobalVariable(module_, array_type, true, llvm::GlobalValue::PrivateLinkage,
-                                 llvm::ConstantArray::get(array_type, values), name + ".args");
-    auto *routine_type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64, ptr, ptr}, false);
-    llvm::FunctionCallee routine = module_.getOrInsertFunction(program_.library, routine_type);
-    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
-    b_.CreateCall(routine, {fn_->getArg(0), fn_->getArg(2), fn_->getArg(3), fn_->getArg(4), args});
     b_.CreateRetVoid();
   }
 
@@ -233,16 +207,21 @@ private:
           together.push_back(k);
           done[k] = true;
         }
-      forEachInRow(stage.shape, outer, [&](const std::vector<Value *> &idx, Value *inner) {
-        std::vector<Value *> values;
-        for (size_t k : together)
-          values.push_back(loadStage(program_.stageBuffer(program_.outputs[k].stage), idx));
-        for (size_t j = 0; j < together.size(); ++j) {
-          const DType dtype = program_.outputs[together[j]].dtype;
-          Value *to = pointers_[program_.inputs.size() + together[j]];
-          storage_.store(values[j], dtype, storage_.pointer(to, dtype, b_.CreateAdd(base, inner)));
-        }
-      });
+      const std::vector<ExprPiece> ranges = wrapRanges(program_, stage.shape);
+      forEachInRow(
+          stage.shape, outer,
+          [&](const std::vector<Value *> &idx, Value *inner) {
+            std::vector<Value *> values;
+            for (size_t k : together)
+              values.push_back(loadStage(program_.stageBuffer(program_.outputs[k].stage), idx));
+            for (size_t j = 0; j < together.size(); ++j) {
+              const DType dtype = program_.outputs[together[j]].dtype;
+              Value *to = pointers_[program_.inputs.size() + together[j]];
+              storage_.store(values[j], dtype,
+                             storage_.pointer(to, dtype, b_.CreateAdd(base, inner)));
+            }
+          },
+          ranges.size() > 1 ? &ranges : nullptr);
     }
   }
 
@@ -257,7 +236,7 @@ private:
       return;
     std::vector<Value *> idx(outer);
     idx.resize(shape.size());
-    const std::vector<int64_t> st = strides(shape);
+    const std::vector<int64_t> st = stridesOf(shape);
     std::function<void(size_t, Value *)> nest = [&](size_t d, Value *flat) {
       if (d == shape.size()) {
         body(idx, flat);
@@ -266,13 +245,15 @@ private:
       if (pieces && d + 1 == shape.size()) {
         for (size_t k = 0; k < pieces->size(); ++k) {
           piece_ = k;
-          const int64_t begin = (*pieces)[k].begin;
-          loop((*pieces)[k].end - begin, nullptr, [&](Value *i, Value *) {
+          const int64_t begin = (*pieces)[k].begin, end = (*pieces)[k].end;
+          loop(end - begin, nullptr, [&](Value *i, Value *) {
             idx[d] = b_.CreateAdd(i, b_.getInt64(begin), "", true, true);
+            range_ = {idx[d], begin, end};
             nest(d + 1, b_.CreateAdd(flat, b_.CreateMul(idx[d], b_.getInt64(st[d]))));
             return nullptr;
           });
         }
+        range_ = {};
         return;
       }
       loop(shape[d], nullptr, [&](Value *i, Value *) {
@@ -352,7 +333,7 @@ private:
   Value *fconstant(double v) { return f32Constant(b_, v); }
 
   Value *flatIndex(const Shape &shape, const std::vector<Value *> &idx) {
-    const std::vector<int64_t> st = strides(shape);
+    const std::vector<int64_t> st = stridesOf(shape);
     Value *flat = b_.getInt64(0);
     for (size_t d = 0; d < shape.size(); ++d)
       flat = b_.CreateAdd(flat, b_.CreateMul(idx[d], b_.getInt64(st[d])));
@@ -410,8 +391,14 @@ private:
     case ExprKind::Unary:
       return emitUnary(b_, e.unary, operand(0), f);
     case ExprKind::Binary:
+      if (std::optional<int> d = rangeAxis(env))
+        if (std::optional<int64_t> k = rangedRem(e, *d, range_.begin, range_.end))
+          return *k == 0 ? operand(0) : b_.CreateSub(operand(0), b_.getInt64(*k));
       return emitBinary(b_, e.binary, operand(0), operand(1), f);
     case ExprKind::Select:
+      if (std::optional<int> d = rangeAxis(env))
+        if (std::optional<bool> pick = rangedPick(*e.operands[0], *d, range_.begin, range_.end))
+          return *pick ? operand(1) : operand(2);
       return b_.CreateSelect(operand(0), operand(1), operand(2));
     case ExprKind::Convert:
       return emitConvert(b_, operand(0), e.operands[0]->type, e.type);
@@ -421,6 +408,16 @@ private:
       return emitReduce(e, env);
     }
     return nullptr;
+  }
+
+  // The axis of `env` bound to the ranged innermost index, if any.
+  std::optional<int> rangeAxis(const Env &env) const {
+    if (!range_.index)
+      return std::nullopt;
+    for (size_t d = 0; d < env.vars.size(); ++d)
+      if (env.vars[d] == range_.index)
+        return static_cast<int>(d);
+    return std::nullopt;
   }
 
   Value *emitReduce(const Expr &e, const Env &env) {
@@ -477,7 +474,13 @@ private:
   KernelStorage storage_;
   ScratchScopes scratch_scopes_;
   std::vector<Value *> pointers_;
-  size_t piece_ = 0;                   // the piece forEachInRow's innermost loop runs
+  size_t piece_ = 0; // the piece forEachInRow's innermost loop runs
+  // Its index and the range [begin, end) it runs over, where emitUncached
+  // decides wraps and picks by it (kernel_expr.h's wrapSplits).
+  struct {
+    Value *index = nullptr;
+    int64_t begin = 0, end = 0;
+  } range_;
   std::vector<Value *> single_inputs_; // per input: its one element, loaded on entry
   bool parallel_loops_ = false;        // loops made now are marked parallel (emitOutputs)
   size_t loops_made_ = 0;

@@ -16,6 +16,7 @@
 #include "ir/float16.h"
 #include "ir/float_status.h"
 #include "kernels/host_features.h"
+#include "tests/support/exp_arguments.h"
 
 namespace kiln::kernels {
 namespace {
@@ -79,18 +80,10 @@ TEST(SoftmaxRows, ExpShiftedSumFollowsLibmWithinFourUlps) {
   }
 }
 
-// Every 1999th f32 from the largest argument that underflows (-104) to the
-// smallest that overflows (88.8), against exp in double rounded once.
+// Across exp's range (testing::expArguments), against exp in double
+// rounded once.
 TEST(SoftmaxRows, ExpIsWithinItsUlpsAcrossItsRange) {
-  std::vector<float> args;
-  for (float x = -104.0f; x < 88.8f;) {
-    args.push_back(x);
-    const int32_t bits = std::bit_cast<int32_t>(x);
-    // Down the negative bit patterns to -0, then up the positive ones.
-    x = bits < 0 ? (bits - 1999 > std::bit_cast<int32_t>(-0.0f) ? std::bit_cast<float>(bits - 1999)
-                                                                : 0.0f)
-                 : std::bit_cast<float>(bits + 1999);
-  }
+  const std::vector<float> args = kiln::testing::expArguments();
   std::vector<float> row = args;
   expShiftedSum(row.data(), static_cast<int64_t>(row.size()), 0.0f);
   int worst = 0;

@@ -13,6 +13,7 @@
 #include "kernels/softmax_rows.h"
 #include "ops/op_builder.h"
 #include "tests/support/codegen_test_util.h"
+#include "tests/support/exp_arguments.h"
 
 namespace kiln::testing {
 namespace {
@@ -33,17 +34,10 @@ std::vector<float> compiledExp(const std::vector<float> &args) {
   return std::vector<float>(y.dataAs<float>(), y.dataAs<float>() + n);
 }
 
-// Every 1999th f32 from -104 (below it exp rounds to 0) to 88.8 (past it,
-// inf), padded with 1s to whole vectors of 16.
+// exp's range (testing::expArguments), padded with 1s to whole vectors of
+// 16, so that the host routine runs each through its vector form.
 std::vector<float> sweep() {
-  std::vector<float> args;
-  for (float x = -104.0f; x < 88.8f;) {
-    args.push_back(x);
-    const int32_t bits = std::bit_cast<int32_t>(x);
-    x = bits < 0 ? (bits - 1999 > std::bit_cast<int32_t>(-0.0f) ? std::bit_cast<float>(bits - 1999)
-                                                                : 0.0f)
-                 : std::bit_cast<float>(bits + 1999);
-  }
+  std::vector<float> args = expArguments();
   while (args.size() % 16)
     args.push_back(1.0f);
   return args;

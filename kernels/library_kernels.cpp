@@ -64,11 +64,11 @@ extern "C" void kilnEmbeddingGrad(void **buffers, int64_t row_begin, int64_t row
       continue;
     touched[v - row_begin] = 1;
     float *to = sum + (v - row_begin) * row;
-    const float *from = static_cast<const float *>(dy) + p * row;
-    if (dy_dtype != DType::F32) { // widened exactly, by the vector loop
+    const float *from = widened.data();
+    if (dy_dtype == DType::F32)
+      from = static_cast<const float *>(dy) + p * row;
+    else // widened exactly, by the vector loop
       widenRow(dy, dy_dtype, p * row, row, widened.data());
-      from = widened.data();
-    }
     for (int64_t j = 0; j < row; ++j)
       to[j] += from[j];
   }

@@ -192,33 +192,12 @@ ExprRef reduce(ReduceOp op, int rvar_id, int64_t extent, ExprRef body) {
                    .operands = {std::move(body)}});
 }
 
-std::vector<ExprPiece> piecesAlongAxis(const ExprRef &body, int axis, int64_t extent) {
-  const bool rounded = body->kind == ExprKind::Round;
-  ExprRef e = rounded ? body->operands[0] : body;
-  auto finish = [&](ExprRef x) { return rounded ? round(std::move(x), body->dtype) : x; };
-  std::vector<ExprPiece> pieces;
-  int64_t begin = 0;
-  while (e->kind == ExprKind::Select && begin < extent) {
-    const Expr &cond = *e->operands[0];
-    if (cond.kind != ExprKind::Binary || cond.binary != BinaryOp::Lt ||
-        cond.operands[0]->kind != ExprKind::Var || cond.operands[0]->var != axis ||
-        cond.operands[1]->kind != ExprKind::IConst)
-      break;
-    const int64_t split = std::min(cond.operands[1]->ivalue, extent);
-    if (split > begin) {
-      pieces.push_back({begin, split, finish(e->operands[1])});
-      begin = split;
-    }
-    e = e->operands[2];
-  }
-  if (pieces.empty())
-    return {{0, extent, body}};
-  if (begin < extent)
-    pieces.push_back({begin, extent, finish(e)});
-  return pieces;
-}
-
 namespace {
+
+bool isComparisonWithConstant(const Expr &e) {
+  return e.kind == ExprKind::Binary && (e.binary == BinaryOp::Lt || e.binary == BinaryOp::Ge) &&
+         e.operands[1]->kind == ExprKind::IConst;
+}
 
 // Var(axis) + c as c; nullopt for any other expression.
 std::optional<int64_t> offsetOfAxis(const Expr &e, int axis) {
@@ -231,31 +210,27 @@ std::optional<int64_t> offsetOfAxis(const Expr &e, int axis) {
   return std::nullopt;
 }
 
-void collectSplits(const Expr &e, int axis, int64_t extent, std::vector<int64_t> &wraps,
-                   std::vector<int64_t> &picks) {
+void collectSplits(const Expr &e, int axis, int64_t extent, std::vector<int64_t> &splits) {
   if (e.kind == ExprKind::Binary && e.binary == BinaryOp::Rem &&
       e.operands[1]->kind == ExprKind::IConst && e.operands[1]->ivalue == extent)
     if (std::optional<int64_t> c = offsetOfAxis(*e.operands[0], axis); c && *c % extent != 0)
-      wraps.push_back(((extent - *c) % extent + extent) % extent);
-  if (e.kind == ExprKind::Binary && e.binary == BinaryOp::Lt &&
-      e.operands[1]->kind == ExprKind::IConst && offsetOfAxis(*e.operands[0], axis) == 0)
-    picks.push_back(e.operands[1]->ivalue);
+      splits.push_back(((extent - *c) % extent + extent) % extent);
+  if (isComparisonWithConstant(e))
+    if (std::optional<int64_t> c = offsetOfAxis(*e.operands[0], axis))
+      splits.push_back(e.operands[1]->ivalue - *c);
   for (const ExprRef &op : e.operands)
-    collectSplits(*op, axis, extent, wraps, picks);
+    collectSplits(*op, axis, extent, splits);
 }
 
 } // namespace
 
-std::vector<int64_t> wrapSplits(const std::vector<AxisBody> &bodies, int64_t extent) {
-  std::vector<int64_t> wraps, picks;
+std::vector<int64_t> rangeSplits(const std::vector<AxisBody> &bodies, int64_t extent) {
+  std::vector<int64_t> found;
   for (const AxisBody &b : bodies)
     if (b.extent == extent)
-      collectSplits(*b.body, b.axis, extent, wraps, picks);
-  if (wraps.empty())
-    return {};
-  wraps.insert(wraps.end(), picks.begin(), picks.end());
+      collectSplits(*b.body, b.axis, extent, found);
   std::vector<int64_t> splits;
-  for (int64_t s : wraps)
+  for (int64_t s : found)
     if (s > 0 && s < extent)
       splits.push_back(s);
   std::sort(splits.begin(), splits.end());
@@ -275,17 +250,17 @@ std::optional<int64_t> rangedRem(const Expr &e, int axis, int64_t lo, int64_t hi
 }
 
 std::optional<bool> rangedPick(const Expr &cond, int axis, int64_t lo, int64_t hi) {
-  if (cond.kind != ExprKind::Binary || cond.binary != BinaryOp::Lt ||
-      cond.operands[1]->kind != ExprKind::IConst || hi <= lo)
+  if (!isComparisonWithConstant(cond) || hi <= lo)
     return std::nullopt;
   const std::optional<int64_t> c = offsetOfAxis(*cond.operands[0], axis);
   if (!c)
     return std::nullopt;
   const int64_t bound = cond.operands[1]->ivalue - *c; // Var < bound
+  const bool less = cond.binary == BinaryOp::Lt;
   if (hi <= bound)
-    return true;
+    return less;
   if (lo >= bound)
-    return false;
+    return !less;
   return std::nullopt;
 }
 

@@ -107,37 +107,35 @@ inline ExprRef operator-(ExprRef a) { return unary(UnaryOp::Neg, a); }
 
 bool containsReduce(const ExprRef &e);
 
-// A body that picks by index `axis` against constants (Concat along its
-// innermost axis: select(i < 64, a, select(i < 128, b, c))), split into the
-// expression each range [begin, end) of [0, extent) takes, in order, each
-// under the body's Round when it has one. One piece (the body itself) when
-// it does not pick so.
-struct ExprPiece {
-  int64_t begin = 0, end = 0;
-  ExprRef body;
-};
-std::vector<ExprPiece> piecesAlongAxis(const ExprRef &body, int axis, int64_t extent);
-
-// Index-set splitting of a row's innermost loop, where an index wraps
-// around it (RotateHalf reads x[(j + d/2) mod d], a gather as it stands):
-// the points in (0, extent) at which some body of `bodies` (each with its
-// innermost axis, and only where that axis has `extent` elements) wraps
-// Var + c mod extent, or, once one wraps, picks by Var < c. Empty when
-// none wraps. Within each range between them, rangedRem and rangedPick
-// decide those expressions, so each range reads with an affine index.
+// Index-set splitting of a row's innermost loop. Where an index wraps
+// around it (RotateHalf reads x[(j + d/2) mod d], a gather as it stands)
+// or a body compares it with constants (Concat along the last axis:
+// select(j < 512, a, select(j < 1024, b, c)); Pad's j >= p && j < p + n),
+// the loop runs once per range between those points, and within each range
+// rangedRem and rangedPick decide the wraps and the comparisons: each range
+// reads one input with an affine index (its clamps LLVM drops, knowing the
+// loop's bounds), a vector load.
 struct AxisBody {
   ExprRef body;
   int axis = 0;
   int64_t extent = 0;
 };
-std::vector<int64_t> wrapSplits(const std::vector<AxisBody> &bodies, int64_t extent);
-// Rem(Var(axis) + c, m) (or Rem(Var(axis), m)) where Var(axis) runs over
-// [lo, hi): the offset k m to subtract when one multiple k covers the range;
-// nullopt otherwise (or for another expression).
+struct AxisRange {
+  int64_t begin = 0, end = 0;
+};
+// The points in (0, extent), sorted, at which some body of `bodies` (each
+// with its innermost axis, and only where that axis has `extent` elements)
+// wraps Var + c mod extent or compares Var + c with a constant (<, >=).
+// Empty when none does.
+std::vector<int64_t> rangeSplits(const std::vector<AxisBody> &bodies, int64_t extent);
+// Rem(Var(axis) + c, m) where Var(axis) runs over [lo, hi): the offset k m to
+// subtract when one multiple k covers the range; nullopt otherwise (or for
+// another expression).
 std::optional<int64_t> rangedRem(const Expr &e, int axis, int64_t lo, int64_t hi);
-// Var(axis) < c as a constant where Var(axis) runs over [lo, hi) on one
-// side of c; nullopt otherwise.
+// Var(axis) + c < k or >= k as a constant where Var(axis) runs over [lo,
+// hi) on one side of the bound; nullopt otherwise.
 std::optional<bool> rangedPick(const Expr &cond, int axis, int64_t lo, int64_t hi);
+
 // Deterministic text of an expression (stage bodies in dumps and tests).
 std::string exprToString(const ExprRef &e);
 

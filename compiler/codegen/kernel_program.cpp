@@ -362,20 +362,20 @@ std::string programToString(const KernelProgram &program) {
   return os.str();
 }
 
-std::vector<ExprPiece> wrapRanges(const KernelProgram &program, const Shape &shape) {
+std::vector<AxisRange> innerRanges(const KernelProgram &program, const Shape &shape) {
   if (static_cast<size_t>(program.outer_rank) >= shape.size())
     return {};
   std::vector<AxisBody> bodies;
   for (const Stage &stage : program.stages)
     if (!stage.shape.empty())
       bodies.push_back({stage.body, static_cast<int>(stage.shape.size()) - 1, stage.shape.back()});
-  std::vector<ExprPiece> ranges;
+  std::vector<AxisRange> ranges;
   int64_t begin = 0;
-  for (int64_t split : wrapSplits(bodies, shape.back())) {
-    ranges.push_back({begin, split, nullptr});
+  for (int64_t split : rangeSplits(bodies, shape.back())) {
+    ranges.push_back({begin, split});
     begin = split;
   }
-  ranges.push_back({begin, shape.back(), nullptr});
+  ranges.push_back({begin, shape.back()});
   return ranges;
 }
 

@@ -105,9 +105,10 @@ Status planRows(KernelProgram &program);
 std::string programToString(const KernelProgram &program);
 
 // The ranges of the innermost axis of a row of `shape` between the points
-// where an index of `program` wraps around it (kernel_expr.h's
-// wrapSplits): the emitter runs one loop per range. One range when none
-// wraps (or the row has no inner axis: then empty).
-std::vector<ExprPiece> wrapRanges(const KernelProgram &program, const Shape &shape);
+// where an index of `program` wraps around it or is compared with a
+// constant (kernel_expr.h's rangeSplits): the emitter runs one loop per
+// range. One range when there is none (or the row has no inner axis: then
+// empty).
+std::vector<AxisRange> innerRanges(const KernelProgram &program, const Shape &shape);
 
 } // namespace kiln::codegen

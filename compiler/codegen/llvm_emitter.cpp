@@ -152,29 +152,20 @@ private:
   // what they have in common (AdamW's m and v inside its new parameter,
   // SwiGLU's SiLU inside its product) is computed once per element, each
   // input read once. An element's values are all computed before any is
-  // stored.
+  // stored. The innermost axis runs as one loop per range of innerRanges,
+  // each reading its inputs with affine indices where it can (Concat along
+  // the last axis: each range reads its own input alone).
   void emitOutputs(Value *row, const std::vector<Value *> &outer) {
     const int p = program_.outer_rank;
     const size_t n = program_.outputs.size();
-    std::vector<std::vector<ExprPiece>> pieces(n);
-    for (size_t o = 0; o < n; ++o) {
-      const Stage &stage = program_.stages[program_.outputs[o].stage];
-      if (program_.outputs[o].row_sum_stage < 0 && !stage.materialized &&
-          static_cast<size_t>(p) < stage.shape.size()) {
-        const int last = static_cast<int>(stage.shape.size()) - 1;
-        pieces[o] = piecesAlongAxis(stage.body, last, stage.shape[last]);
-      }
-    }
-    auto plain = [&](size_t o) {
-      return program_.outputs[o].row_sum_stage < 0 && pieces[o].size() <= 1;
-    };
+    auto row_sum = [&](size_t o) { return program_.outputs[o].row_sum_stage >= 0; };
     std::vector<bool> done(n, false);
     for (size_t o = 0; o < n; ++o) {
       if (done[o])
         continue;
       const StoredOutput &out = program_.outputs[o];
       Value *pointer = pointers_[program_.inputs.size() + o];
-      if (out.row_sum_stage >= 0) {
+      if (row_sum(o)) {
         // The tile's f32 partial sums: each row's summands added in row order.
         const Stage &stage = program_.stages[out.row_sum_stage];
         forEachInRow(stage.shape, outer, [&](const std::vector<Value *> &idx, Value *inner) {
@@ -187,27 +178,14 @@ private:
       const Stage &stage = program_.stages[out.stage];
       const int64_t inner_size = product(stage.shape, p, stage.shape.size());
       Value *base = b_.CreateMul(row, b_.getInt64(inner_size));
-      // A body that picks by its innermost index (Concat along the last axis)
-      // runs as one loop per range, each reading its own input alone.
-      if (!plain(o)) {
-        forEachInRow(
-            stage.shape, outer,
-            [&](const std::vector<Value *> &idx, Value *inner) {
-              Value *v = emitExpr(pieces[o][piece_].body, Env{idx, {}});
-              storage_.store(v, out.dtype,
-                             storage_.pointer(pointer, out.dtype, b_.CreateAdd(base, inner)));
-            },
-            &pieces[o]);
-        continue;
-      }
       std::vector<size_t> together{o};
       for (size_t k = o + 1; k < n; ++k)
-        if (!done[k] && plain(k) &&
+        if (!done[k] && !row_sum(k) &&
             program_.stages[program_.outputs[k].stage].shape == stage.shape) {
           together.push_back(k);
           done[k] = true;
         }
-      const std::vector<ExprPiece> ranges = wrapRanges(program_, stage.shape);
+      const std::vector<AxisRange> ranges = innerRanges(program_, stage.shape);
       forEachInRow(
           stage.shape, outer,
           [&](const std::vector<Value *> &idx, Value *inner) {
@@ -226,11 +204,11 @@ private:
   }
 
   // Loops over the row part (axes from outer_rank on) of `shape`; `body` gets
-  // the full indices and the flat index within the row. With `pieces`, the
-  // innermost axis runs as one loop per piece's range, piece_ naming it.
+  // the full indices and the flat index within the row. With `ranges`, the
+  // innermost axis runs as one loop per range, range_ naming it.
   void forEachInRow(const Shape &shape, const std::vector<Value *> &outer,
                     const std::function<void(const std::vector<Value *> &, Value *)> &body,
-                    const std::vector<ExprPiece> *pieces = nullptr) {
+                    const std::vector<AxisRange> *ranges = nullptr) {
     const size_t p = outer.size();
     if (product(shape, p, shape.size()) == 0)
       return;
@@ -242,13 +220,11 @@ private:
         body(idx, flat);
         return;
       }
-      if (pieces && d + 1 == shape.size()) {
-        for (size_t k = 0; k < pieces->size(); ++k) {
-          piece_ = k;
-          const int64_t begin = (*pieces)[k].begin, end = (*pieces)[k].end;
-          loop(end - begin, nullptr, [&](Value *i, Value *) {
-            idx[d] = b_.CreateAdd(i, b_.getInt64(begin), "", true, true);
-            range_ = {idx[d], begin, end};
+      if (ranges && d + 1 == shape.size()) {
+        for (const AxisRange &r : *ranges) {
+          loop(r.end - r.begin, nullptr, [&](Value *i, Value *) {
+            idx[d] = b_.CreateAdd(i, b_.getInt64(r.begin), "", true, true);
+            range_ = {idx[d], r.begin, r.end};
             nest(d + 1, b_.CreateAdd(flat, b_.CreateMul(idx[d], b_.getInt64(st[d]))));
             return nullptr;
           });
@@ -391,9 +367,13 @@ private:
     case ExprKind::Unary:
       return emitUnary(b_, e.unary, operand(0), f);
     case ExprKind::Binary:
-      if (std::optional<int> d = rangeAxis(env))
-        if (std::optional<int64_t> k = rangedRem(e, *d, range_.begin, range_.end))
+      if (std::optional<int> d = rangeAxis(env)) {
+        const int64_t lo = range_.begin, hi = range_.end;
+        if (std::optional<int64_t> k = rangedRem(e, *d, lo, hi))
           return *k == 0 ? operand(0) : b_.CreateSub(operand(0), b_.getInt64(*k));
+        if (std::optional<bool> holds = rangedPick(e, *d, lo, hi))
+          return b_.getInt1(*holds);
+      }
       return emitBinary(b_, e.binary, operand(0), operand(1), f);
     case ExprKind::Select:
       if (std::optional<int> d = rangeAxis(env))
@@ -474,9 +454,9 @@ private:
   KernelStorage storage_;
   ScratchScopes scratch_scopes_;
   std::vector<Value *> pointers_;
-  size_t piece_ = 0; // the piece forEachInRow's innermost loop runs
-  // Its index and the range [begin, end) it runs over, where emitUncached
-  // decides wraps and picks by it (kernel_expr.h's wrapSplits).
+  // The index of forEachInRow's ranged innermost loop and the range [begin,
+  // end) it runs over, where emitUncached decides wraps and comparisons by
+  // it (kernel_expr.h's rangeSplits).
   struct {
     Value *index = nullptr;
     int64_t begin = 0, end = 0;

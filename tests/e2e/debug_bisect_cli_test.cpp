@@ -110,6 +110,9 @@ TEST_F(DebugBisect, ANonFiniteReferenceIsAnError) {
 TEST_F(DebugBisect, AccuracyNeedsWeightsAndInputs) {
   Result r = run("debug bisect " + kTiny + " --check accuracy");
   expectError(r, {"--weights", "--inputs"});
+  ASSERT_EQ(run("make-inputs " + kTiny + " --batch 1 --seq 8 -o " + path("i.st")).exit_code, 0);
+  r = run("debug bisect " + kTiny + " --check accuracy --inputs " + path("i.st"));
+  expectError(r, {"--weights is required", "holds no weights"});
 }
 
 } // namespace

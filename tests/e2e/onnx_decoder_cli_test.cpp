@@ -110,6 +110,29 @@ TEST_F(OnnxDecoder, TheInputShapesArePartOfTheProgramKey) {
   EXPECT_EQ(json::parse(slurp(path("wide.json")))["program_cache"]["hit"], false);
 }
 
+// The debug commands that run a model take an ONNX model's initializers as
+// its weights, as kiln run does; a model without weights still needs them.
+TEST_F(OnnxDecoder, DebugCommandsRunItOnItsOwnWeights) {
+  const std::string model = path("model.onnx") + " --inputs " + path("inputs.safetensors");
+  Result compare = run("debug compare " + model);
+  ASSERT_EQ(compare.exit_code, 0) << compare.err;
+  EXPECT_NE(compare.out.find("no value leaves the tolerance"), std::string::npos) << compare.out;
+  Result overflow = run("debug overflow " + model);
+  ASSERT_EQ(overflow.exit_code, 0) << overflow.err;
+  EXPECT_NE(overflow.out.find("no kernel overflowed"), std::string::npos) << overflow.out;
+  Result bisect = run("debug bisect " + model + " --check accuracy");
+  ASSERT_EQ(bisect.exit_code, 0) << bisect.err;
+  EXPECT_NE(bisect.out.find("nothing to bisect"), std::string::npos) << bisect.out;
+
+  const std::string qwen =
+      kSource + "/examples/qwen-small/config.json --inputs " + path("inputs.safetensors");
+  for (const char *command : {"debug compare ", "debug overflow "}) {
+    Result r = run(command + qwen);
+    EXPECT_EQ(r.exit_code, kExitUsage) << command;
+    EXPECT_NE(r.err.find("--weights is required"), std::string::npos) << command << r.err;
+  }
+}
+
 TEST_F(OnnxDecoder, AnUnboundDimensionNamesTheInput) {
   Result r = this->run("graph " + path("model.onnx") + " --format stats");
   EXPECT_EQ(r.exit_code, 1);

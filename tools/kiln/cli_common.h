@@ -127,6 +127,12 @@ void addModelArgument(CLI::App &cmd, std::string &model, ModelArgument kind,
 // MODEL, --weights, --inputs and --training, as kiln run takes them (the
 // debug commands that run a model).
 void addModelRunFlags(CLI::App &cmd, driver::ReferenceRunRequest &request);
+// What a model run's flags need beyond CLI11's checks: --weights unless the
+// model is ONNX (its initializers are its own; a usage error, exit 2), and
+// --loss as loss_flags.h checks it (exit 1). 0 when they hold; else the
+// exit code, the message printed.
+int checkModelRunFlags(const std::string &model, const std::string &weights, bool training,
+                       const std::string &loss);
 
 void registerGraphCommand(CLI::App &app, Action &action);
 void registerInitCommand(CLI::App &app, Action &action);

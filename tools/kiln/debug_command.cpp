@@ -6,6 +6,7 @@
 #include "compiler/driver/compile.h"
 #include "compiler/driver/kernels.h"
 #include "compiler/driver/reference_run.h"
+#include "compiler/frontend/onnx/onnx_import.h"
 #include "debug/bisect_job.h"
 #include "debug/compare_job.h"
 #include "tools/kiln/cli_common.h"
@@ -33,8 +34,8 @@ struct CompareOptions {
 
 int runCompare(const CompareOptions &opts) {
   const driver::ReferenceRunRequest &run = opts.request.run;
-  if (Status loss = checkLossFlag(run.model, run.training, run.loss); !loss)
-    return fail(loss.error());
+  if (int rc = checkModelRunFlags(run.model, run.weights_path, run.training, run.loss); rc != 0)
+    return rc;
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
@@ -80,11 +81,17 @@ struct BisectOptions {
 int runBisect(const BisectOptions &opts) {
   debug::BisectJobRequest request = opts.request;
   request.accuracy = opts.check == "accuracy";
-  if (request.accuracy && (request.weights.empty() || request.inputs.empty()))
-    return usage("--check accuracy runs the model: give --weights and --inputs");
   const driver::ModelRequest &model = request.model;
-  if (Status loss = checkLossFlag(model.model, model.training, model.loss); !loss)
+  if (request.accuracy) {
+    if (request.inputs.empty())
+      return usage("--check accuracy runs the model: give --inputs (and --weights unless the "
+                   "model is ONNX)");
+    if (int rc = checkModelRunFlags(model.model, request.weights, model.training, model.loss);
+        rc != 0)
+      return rc;
+  } else if (Status loss = checkLossFlag(model.model, model.training, model.loss); !loss) {
     return fail(loss.error());
+  }
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());
@@ -121,16 +128,25 @@ void registerBisect(CLI::App &debug, Action &action) {
 // MODEL, --weights, --inputs and --training, as kiln run takes them.
 void addModelRunFlags(CLI::App &cmd, driver::ReferenceRunRequest &request) {
   addModelArgument(cmd, request.model, ModelArgument::AnyModel);
-  cmd.add_option(
-         "--weights", request.weights_path,
-         "the parameters: a safetensors file, a sharded checkpoint's index, or the model folder")
-      ->required();
+  cmd.add_option("--weights", request.weights_path,
+                 "the parameters: a safetensors file, a sharded checkpoint's index, or the model "
+                 "folder (an ONNX model's are its initializers; given, they override them)");
   cmd.add_option("--inputs", request.inputs_path,
                  "safetensors with input_ids (i64 [B,S]) and optional labels")
       ->required();
   cmd.add_flag("--training", request.training, "forward and backward");
   addLossFlag(cmd, request.loss);
   addInputShapeFlag(cmd, request.input_shapes);
+}
+
+int checkModelRunFlags(const std::string &model, const std::string &weights, bool training,
+                       const std::string &loss) {
+  if (weights.empty() && !frontend::isOnnxPath(model))
+    return usage("--weights is required: " + model +
+                 " holds no weights (an ONNX model's initializers are its own)");
+  if (Status checked = checkLossFlag(model, training, loss); !checked)
+    return fail(checked.error());
+  return 0;
 }
 
 void registerDebugCommand(CLI::App &app, Action &action) {

@@ -7,7 +7,6 @@
 #include "debug/overflow_job.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
-#include "tools/kiln/loss_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -20,8 +19,8 @@ struct OverflowOptions {
 
 int runOverflow(const OverflowOptions &opts) {
   const driver::ReferenceRunRequest &run = opts.request.run;
-  if (Status loss = checkLossFlag(run.model, run.training, run.loss); !loss)
-    return fail(loss.error());
+  if (int rc = checkModelRunFlags(run.model, run.weights_path, run.training, run.loss); rc != 0)
+    return rc;
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());

@@ -6,7 +6,6 @@
 #include "compiler/driver/artifact_run.h"
 #include "compiler/driver/kernels.h"
 #include "compiler/driver/reference_run.h"
-#include "compiler/frontend/onnx/onnx_import.h"
 #include "formats/safetensors.h"
 #include "session/model_run.h"
 #include "tools/kiln/cli_common.h"
@@ -119,12 +118,9 @@ int runRun(const RunOptions &opts, const CLI::App &cmd) {
                  "interpreter instead of them: drop one of the two");
   if (opts.request.model.ends_with(".kiln"))
     return runArtifact(opts, cmd);
-  if (opts.request.weights_path.empty() && !frontend::isOnnxPath(opts.request.model))
-    return usage("--weights is required: " + opts.request.model +
-                 " holds no weights (an ONNX model's initializers are its own)");
-  if (Status loss = checkLossFlag(opts.request.model, opts.request.training, opts.request.loss);
-      !loss)
-    return fail(loss.error());
+  const driver::ReferenceRunRequest &run = opts.request;
+  if (int rc = checkModelRunFlags(run.model, run.weights_path, run.training, run.loss); rc != 0)
+    return rc;
   auto job = resolveJobFlags(opts.job, driver::kDefaultModelDType);
   if (!job)
     return fail(job.error());

@@ -4,6 +4,7 @@
 // position it came from.
 #include "ops/index_inputs.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,21 +63,56 @@ std::string indexIn(const Shape &shape, int64_t pos) {
   return text + "]";
 }
 
+// `wrap` > 0: the value reaches the op through an ONNX import's wrap of
+// negative indices (v < 0 ? v + wrap : v), so [-wrap, 0) counts from the end.
 Status checkUse(const Node &node, const IndexRange &range, const Tensor &value,
-                const Tensor &positions, std::string_view tensor_name) {
+                const Tensor &positions, int64_t wrap, std::string_view tensor_name) {
   const bool label = range.ignore.has_value();
   for (int64_t k = 0; k < positions.numElements(); ++k) {
     const int64_t pos = positions.getInt(k);
     const int64_t v = value.getInt(pos);
-    if ((v >= 0 && v < range.end) || (label && v == *range.ignore))
+    const int64_t reaching = v < 0 && wrap > 0 ? v + wrap : v;
+    if ((reaching >= 0 && reaching < range.end) || (label && v == *range.ignore))
       continue;
+    const std::string lowest = std::to_string(wrap > 0 ? std::max(-wrap, -range.end) : 0);
     return Error("tensor '" + std::string(tensor_name) + "': " + (label ? "label " : "index ") +
                  std::to_string(v) + " at position " + std::to_string(pos) + " (" +
-                 indexIn(value.shape(), pos) + ") is outside [0, " + std::to_string(range.end) +
-                 ")" + (label ? " and is not ignore_index " + std::to_string(*range.ignore) : "") +
-                 ", " + range.role + " of " + node.op + " node '" + node.name + "'");
+                 indexIn(value.shape(), pos) + ") is outside [" + lowest + ", " +
+                 std::to_string(range.end) + ")" +
+                 (label ? " and is not ignore_index " + std::to_string(*range.ignore) : "") + ", " +
+                 range.role + " of " + node.op + " node '" + node.name + "'");
   }
   return Status::ok();
+}
+
+// The Fill constant `v` holds, if a Fill makes it.
+std::optional<double> fillValue(const Graph &graph, ValueId v) {
+  const NodeId producer = graph.value(v).producer;
+  if (producer == kNoNode || graph.node(producer).op != "Fill")
+    return std::nullopt;
+  return graph.node(producer).attrs.getFloat("value");
+}
+
+// Whether `v` is made by `op` from `from` and a Fill: its constant.
+std::optional<double> constantBeside(const Graph &graph, ValueId v, std::string_view op,
+                                     ValueId from) {
+  const NodeId producer = graph.value(v).producer;
+  if (producer == kNoNode)
+    return std::nullopt;
+  const Node &node = graph.node(producer);
+  if (node.op != op || node.inputs.size() != 2 || node.inputs[0] != from)
+    return std::nullopt;
+  return fillValue(graph, node.inputs[1]);
+}
+
+// Where(from < 0, from + n, from), as an ONNX import wraps run-time indices
+// that count from the end (compiler/frontend/onnx): n; 0 for any other node.
+int64_t wrapOf(const Graph &graph, const Node &node, ValueId from) {
+  if (node.op != "Where" || node.inputs.size() != 3 || node.inputs[2] != from ||
+      constantBeside(graph, node.inputs[0], "Less", from) != 0.0)
+    return 0;
+  const std::optional<double> n = constantBeside(graph, node.inputs[1], "Add", from);
+  return n && *n > 0 ? static_cast<int64_t>(*n) : 0;
 }
 
 // The positions (0..n-1) of a tensor of `shape`.
@@ -96,11 +132,17 @@ Status checkIndexInput(const Graph &graph, const GraphInput &input, const Tensor
     return Status::ok();
   const std::vector<std::vector<NodeId>> users = graph.computeUsers();
   const OpRegistry &registry = opsOf(graph);
-  // Each value on the way holds, per element, its position in the input.
-  std::vector<std::pair<ValueId, Tensor>> pending;
-  pending.emplace_back(input.value, iota(value.shape()));
+  // Each value on the way holds, per element, its position in the input;
+  // and the wrap of negative indices it went through, if any.
+  struct Pending {
+    ValueId at;
+    Tensor positions;
+    int64_t wrap = 0;
+  };
+  std::vector<Pending> pending;
+  pending.push_back({input.value, iota(value.shape())});
   while (!pending.empty()) {
-    auto [at, positions] = std::move(pending.back());
+    auto [at, positions, wrap] = std::move(pending.back());
     pending.pop_back();
     NodeId previous = kNoNode;
     for (NodeId id : users[at]) {
@@ -112,7 +154,12 @@ Status checkIndexInput(const Graph &graph, const GraphInput &input, const Tensor
         if (node.inputs[operand] != at)
           continue;
         if (auto range = indexRangeOf(graph, node, operand))
-          KILN_RETURN_IF_ERROR(checkUse(node, *range, value, positions, tensor_name));
+          KILN_RETURN_IF_ERROR(checkUse(node, *range, value, positions, wrap, tensor_name));
+      }
+      if (const int64_t n = wrapOf(graph, node, at);
+          n > 0 && wrap == 0 && graph.type(node.outputs[0]).shape == graph.type(at).shape) {
+        pending.push_back({node.outputs[0], positions, n});
+        continue;
       }
       const RegisteredOp *op = registry.find(node.op);
       if (!onlyMovesValues(node) || !op)
@@ -121,7 +168,7 @@ Status checkIndexInput(const Graph &graph, const GraphInput &input, const Tensor
       KernelContext ctx;
       ctx.node_name = node.name;
       KILN_RETURN_IF_ERROR(op->impl.kernel(ctx, {&positions}, moved, node.attrs));
-      pending.emplace_back(node.outputs[0], std::move(moved[0]));
+      pending.push_back({node.outputs[0], std::move(moved[0]), wrap});
     }
   }
   return Status::ok();

@@ -15,7 +15,9 @@
 namespace kiln::ops {
 
 // Follows `input` through the ops that only move values (Reshape, Slice,
-// Transpose, BroadcastTo) to every op that reads it as indices, and checks
+// Transpose, BroadcastTo) and through an ONNX import's wrap of negative
+// indices (Where(x < 0, x + n, x): then [-n, 0) count from the end too) to
+// every op that reads it as indices, and checks
 // each element that reaches one against that op's range: [0, rows) for
 // Gather and EmbeddingGrad (unless skip_out_of_range), [0, classes) or
 // ignore_index for the cross-entropy losses. One pass over the elements per

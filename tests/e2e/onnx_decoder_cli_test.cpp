@@ -133,6 +133,32 @@ TEST_F(OnnxDecoder, DebugCommandsRunItOnItsOwnWeights) {
   }
 }
 
+// input_ids outside the vocabulary are an error naming the file and the
+// value, compiled (whose kernels would clamp them and run on) as on the
+// interpreter; a negative id counts from the end, as ONNX's Gather says.
+TEST_F(OnnxDecoder, InputIdsOutsideTheVocabularyAreAnError) {
+  auto inputs = readSafetensors(path("inputs.safetensors"));
+  ASSERT_TRUE(inputs.isOk());
+  Tensor &ids = inputs->tensors.at("input_ids");
+  for (int64_t bad : {int64_t{5000}, int64_t{-5000}, int64_t{-1}}) {
+    ids.setInt(3, bad);
+    ASSERT_TRUE(writeSafetensors(path("ids.safetensors"), *inputs));
+    for (const char *how : {"", " --reference"}) {
+      Result r = run("run " + path("model.onnx") + " --inputs " + path("ids.safetensors") +
+                     " --outputs " + path("o.safetensors") + how);
+      if (bad == -1) {
+        EXPECT_EQ(r.exit_code, 0) << how << r.err;
+        continue;
+      }
+      EXPECT_EQ(r.exit_code, kExitError) << bad << how;
+      EXPECT_NE(r.err.find("ids.safetensors: tensor 'input_ids': index " + std::to_string(bad) +
+                           " at position 3 ([0, 3]) is outside [-"),
+                std::string::npos)
+          << how << r.err;
+    }
+  }
+}
+
 TEST_F(OnnxDecoder, AnUnboundDimensionNamesTheInput) {
   Result r = this->run("graph " + path("model.onnx") + " --format stats");
   EXPECT_EQ(r.exit_code, 1);

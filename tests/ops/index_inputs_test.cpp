@@ -55,6 +55,32 @@ TEST(IndexInputs, AGatherThatSkipsOutOfRangeRowsAcceptsAnyIndex) {
   EXPECT_TRUE(check(transposedAndSliced(true), {0, -1, 2, 3, 100, 9}));
 }
 
+// An ONNX import's Gather of run-time indices wraps the negative ones:
+// Where(ids < 0, ids + 10, ids). [-10, 10) reach the table's rows.
+TEST(IndexInputs, AnImportsWrapCountsNegativeIndicesFromTheEnd) {
+  Lookup l;
+  l.ids = l.graph.addInput("ids", {DType::I64, {2, 3}}, InputRole::Data);
+  const ValueId table = l.graph.addInput("table", {DType::F32, {10, 4}}, InputRole::Parameter);
+  OpBuilder b(l.graph);
+  const ValueId negative = b.create("Less", "negative", {l.ids, b.constant(0, DType::I64, "zero")});
+  const ValueId wrapped = b.create("Add", "wrap", {l.ids, b.constant(10, DType::I64, "ten")});
+  const ValueId indices = b.create("Where", "indices", {negative, wrapped, l.ids});
+  l.graph.addOutput("rows", b.create("Gather", "rows", {table, indices}));
+  ASSERT_TRUE(b.status()) << b.status().message();
+  EXPECT_TRUE(check(l, {0, -1, 9, -10, 4, 5}));
+  for (const auto &[bad, message] : std::vector<std::pair<std::vector<int64_t>, std::string>>{
+           {{0, 1, 2, 3, 10, 5},
+            "tensor 'ids': index 10 at position 4 ([1, 1]) is outside [-10, 10), the rows of "
+            "the table of Gather node 'rows'"},
+           {{0, 1, -11, 3, 4, 5},
+            "tensor 'ids': index -11 at position 2 ([0, 2]) is outside [-10, 10), the rows of "
+            "the table of Gather node 'rows'"}}) {
+    Status status = check(l, bad);
+    ASSERT_FALSE(status);
+    EXPECT_EQ(status.message(), message);
+  }
+}
+
 TEST(IndexInputs, LabelsMayBeIgnoreIndex) {
   Graph g;
   const ValueId labels = g.addInput("labels", {DType::I32, {3}}, InputRole::Data);

@@ -54,6 +54,8 @@ TEST_F(OnnxDecoder, GradientsOnAscend910WithTheCubeInF16) {
 TEST_F(OnnxDecoder, TheTrainingStepCompilesToAnArtifactThatRuns) {
   json report = compileReport("--training --loss loss -o " + path("train.kiln"));
   EXPECT_EQ(effects(report, "FlashAttentionFusionPass"), 2);
+  EXPECT_EQ(effects(report, "SwiGluFusionRule"), 2);
+  EXPECT_EQ(effects(report, "SwiGluGradFusionRule"), 2);
   for (const char *name : {"RmsNormFusionPass", "ATbeMatmulElemwiseFusionPass",
                            "TbeEltwiseFusionPass", "MatMulBiasAddFusionPass"})
     EXPECT_GT(effects(report, name), 0) << name;

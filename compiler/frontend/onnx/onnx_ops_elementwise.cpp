@@ -103,6 +103,28 @@ Status convertAdd(Converter &c) {
   return Status::ok();
 }
 
+// x * sigmoid(x), either way round: what torch's silu exports as. Silu is
+// what the SwiGLU fusions match (and autodiff's SiluGrad their backward);
+// the Sigmoid is left to dead-code elimination.
+ValueId siluOf(Converter &c, ValueId a, ValueId b) {
+  const Graph &g = c.builder().graph();
+  for (const auto &[x, s] : {std::pair{a, b}, std::pair{b, a}}) {
+    const NodeId p = g.value(s).producer;
+    if (p != kNoNode && g.node(p).op == "Sigmoid" && g.node(p).inputs[0] == x &&
+        g.type(x) == g.type(s))
+      return c.create("Silu", {x});
+  }
+  return kNoValue;
+}
+
+Status convertMul(Converter &c) {
+  KILN_ASSIGN_OR_RETURN(auto ab, operands(c));
+  const ValueId silu =
+      isFloat(c.builder().dtype(ab.first)) ? siluOf(c, ab.first, ab.second) : kNoValue;
+  c.setOutput(0, silu != kNoValue ? silu : c.create("Mul", {ab.first, ab.second}));
+  return Status::ok();
+}
+
 // Integer Div truncates toward zero (as C and ONNX Runtime do); kiln's Div
 // is float-only, so integers divide in f32, exact below 2^24.
 // 1 / sqrt(y): what torch.rsqrt exports as. Rsqrt is what the norms'
@@ -330,7 +352,7 @@ Status convertIdentity(Converter &c) {
 
 KILN_REGISTER_ONNX_OP("Add", convertAdd);
 KILN_REGISTER_ONNX_OP("Sub", binary("Sub"));
-KILN_REGISTER_ONNX_OP("Mul", binary("Mul"));
+KILN_REGISTER_ONNX_OP("Mul", convertMul);
 KILN_REGISTER_ONNX_OP("Div", convertDiv);
 KILN_REGISTER_ONNX_OP("Pow", convertPow);
 KILN_REGISTER_ONNX_OP("Neg", unary("Neg", false));

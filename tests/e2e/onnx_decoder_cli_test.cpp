@@ -21,6 +21,7 @@ TEST_F(OnnxDecoder, LogitsEqualPyTorchsAndTheArtifactRuns) {
   json report = compileReport("--target ascend910b -o " + path("m.kiln"));
   EXPECT_EQ(effects(report, "FlashAttentionFusionPass"), 2) << "one fused attention per layer";
   EXPECT_EQ(effects(report, "SwiGluFusionRule"), 2) << "torch's x * sigmoid(x), one per layer";
+  EXPECT_EQ(effects(report, "RotaryFusionRule"), 4) << "torch's rotate_half, q and k per layer";
   for (const char *name : {"MatMulBiasAddFusionPass", "RmsNormFusionPass",
                            "ATbeMatmulElemwiseFusionPass", "TbeEltwiseFusionPass"})
     EXPECT_GT(effects(report, name), 0) << name << " did not fire on the imported decoder";

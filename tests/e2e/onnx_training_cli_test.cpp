@@ -56,6 +56,8 @@ TEST_F(OnnxDecoder, TheTrainingStepCompilesToAnArtifactThatRuns) {
   EXPECT_EQ(effects(report, "FlashAttentionFusionPass"), 2);
   EXPECT_EQ(effects(report, "SwiGluFusionRule"), 2);
   EXPECT_EQ(effects(report, "SwiGluGradFusionRule"), 2);
+  EXPECT_EQ(effects(report, "RotaryFusionRule"), 4);
+  EXPECT_EQ(effects(report, "RotaryGradFusionRule"), 4);
   for (const char *name : {"RmsNormFusionPass", "ATbeMatmulElemwiseFusionPass",
                            "TbeEltwiseFusionPass", "MatMulBiasAddFusionPass"})
     EXPECT_GT(effects(report, name), 0) << name;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
+#include <utility>
 
 #include "compiler/frontend/onnx/onnx_context.h"
 #include "compiler/frontend/onnx/onnx_reader.h"
@@ -157,6 +159,45 @@ Status convertTranspose(Converter &c) {
   return Status::ok();
 }
 
+// The Slice of x that `v` is, if a Slice makes it, keeping every axis
+// whole but the last: that axis's [begin, end).
+std::optional<std::pair<int64_t, int64_t>> lastAxisSlice(const Graph &g, ValueId v, ValueId x) {
+  const NodeId p = g.value(v).producer;
+  if (p == kNoNode || g.node(p).op != "Slice" || g.node(p).inputs[0] != x)
+    return std::nullopt;
+  const Shape &shape = g.type(x).shape;
+  const std::vector<int64_t> &begin = g.node(p).attrs.getInts("begin");
+  const std::vector<int64_t> &end = g.node(p).attrs.getInts("end");
+  if (shape.empty() || begin.size() != shape.size() || end.size() != shape.size())
+    return std::nullopt;
+  for (size_t a = 0; a + 1 < shape.size(); ++a)
+    if (begin[a] != 0 || end[a] != shape[a])
+      return std::nullopt;
+  return std::pair{begin.back(), end.back()};
+}
+
+// concat(-x[..., h:], x[..., :h]) along the last axis, h half of it: what
+// torch's rotate_half (the rotary embedding) exports as. RotateHalf is what
+// the rotary fusions match; the Slices and the Neg are left to dead-code
+// elimination.
+ValueId rotateHalfOf(Converter &c, const std::vector<ValueId> &xs, int64_t axis) {
+  const Graph &g = c.builder().graph();
+  if (xs.size() != 2 || axis + 1 != static_cast<int64_t>(g.type(xs[0]).shape.size()))
+    return kNoValue;
+  const NodeId neg = g.value(xs[0]).producer;
+  const NodeId first_half = g.value(xs[1]).producer;
+  if (neg == kNoNode || g.node(neg).op != "Neg" || first_half == kNoNode)
+    return kNoValue;
+  const ValueId x = g.node(first_half).inputs.empty() ? kNoValue : g.node(first_half).inputs[0];
+  if (x == kNoValue || !isFloat(g.type(x).dtype))
+    return kNoValue;
+  const int64_t d = g.type(x).shape.back(), h = d / 2;
+  if (d % 2 != 0 || lastAxisSlice(g, g.node(neg).inputs[0], x) != std::pair{h, d} ||
+      lastAxisSlice(g, xs[1], x) != std::pair{int64_t{0}, h})
+    return kNoValue;
+  return c.create("RotateHalf", {x});
+}
+
 Status convertConcat(Converter &c) {
   std::vector<ValueId> xs;
   const int64_t rank = static_cast<int64_t>(c.type(0).shape.size());
@@ -166,6 +207,10 @@ Status convertConcat(Converter &c) {
       continue;
     KILN_ASSIGN_OR_RETURN(ValueId x, c.value(i));
     xs.push_back(x);
+  }
+  if (ValueId rotated = rotateHalfOf(c, xs, axis); rotated != kNoValue) {
+    c.setOutput(0, rotated);
+    return Status::ok();
   }
   c.setOutput(0, xs.size() == 1 ? c.create("Reshape", {xs[0]}, {{"shape", c.type(0).shape}})
                                 : c.create("Concat", xs, {{"axis", axis}}));

@@ -109,6 +109,17 @@ ValueId fusedCrossEntropy(Converter &c, const LossInputs &in) {
   ValueId labels = c.reshape(in.labels, {rows});
   const int64_t ignore = in.ignore ? in.ignore->i() : -100;
   ValueId loss = c.create("CrossEntropyLoss", {logits, labels}, {{"ignore_index", ignore}});
+  if (in.ignore) {
+    // ONNX's mean over no kept row is 0 / 0, NaN, where kiln's loss is 0 (a
+    // batch of padding does not end a training run): count / count is 1,
+    // exactly, where a row is kept, and NaN where none is.
+    const DType it = b.dtype(labels);
+    ValueId ignored = c.create("Equal", {labels, c.constantOf(double(ignore), it)}, {}, "ignored");
+    ValueId kept = c.cast(c.create("Not", {ignored}, {}, "kept"), DType::F32);
+    ValueId count = c.create("ReduceSum", {kept},
+                             {{"axes", std::vector<int64_t>{0}}, {"keepdims", false}}, "kept_rows");
+    loss = c.create("Mul", {loss, c.create("Div", {count, count}, {}, "any_kept")}, {}, "mean");
+  }
   return c.cast(loss, b.dtype(in.scores));
 }
 

@@ -116,6 +116,35 @@ TEST(OnnxLoss, SoftmaxCrossEntropyIsDifferentiable) {
   checkLossGradient({"SoftmaxCrossEntropyLoss", "none", false, true});
 }
 
+// ONNX's mean over the kept rows is 0 / 0 where every label is ignore_index:
+// NaN, on the interpreter and compiled, fused (SoftmaxCrossEntropyLoss's
+// plain mean) or not (NegativeLogLikelihoodLoss).
+TEST(OnnxLoss, AMeanOverNoKeptRowIsNaN) {
+  for (const char *op : {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"}) {
+    OnnxTestModel m(13);
+    m.input("scores", kFloat, {3, 4});
+    m.input("labels", kInt64, {3});
+    auto &n = m.node(op, {"scores", "labels"}, {"loss"});
+    OnnxTestModel::attr(n, "ignore_index", int64_t{2});
+    m.output("loss");
+    auto model = m.import();
+    ASSERT_TRUE(model) << model.message();
+    ops::TensorMap in{{"scores", testing::randomTensor({DType::F32, {3, 4}}, 5, -3, -0.1f)},
+                      {"labels", Tensor::fromInts(DType::I64, {3}, {2, 2, 2})}};
+    auto out = ops::interpret(model->graph, in);
+    ASSERT_TRUE(out) << out.message();
+    EXPECT_TRUE(std::isnan(out->at("loss").getFloat(0))) << op;
+    auto compiled = runCompiled(model->graph, in);
+    ASSERT_TRUE(compiled) << compiled.message();
+    EXPECT_TRUE(std::isnan(compiled->at("loss").getFloat(0))) << op;
+    // One kept row: its loss alone.
+    in["labels"] = Tensor::fromInts(DType::I64, {3}, {2, 1, 2});
+    out = ops::interpret(model->graph, in);
+    ASSERT_TRUE(out) << out.message();
+    EXPECT_TRUE(std::isfinite(out->at("loss").getFloat(0))) << op;
+  }
+}
+
 TEST(OnnxLoss, NegativeLogLikelihoodIsDifferentiable) {
   checkLossGradient({"NegativeLogLikelihoodLoss", "mean"});
   checkLossGradient({"NegativeLogLikelihoodLoss", "mean", true, true});

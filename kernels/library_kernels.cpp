@@ -76,23 +76,21 @@ extern "C" void kilnEmbeddingGrad(void **buffers, int64_t row_begin, int64_t row
   // where it overflows.
   takeFloatStatus();
   for (int64_t r = 0; r < rows; ++r) {
-    if (!touched[r])
-      continue;
     float *row_sum = sum + r * row;
-    if (out_dtype == DType::F32) {
-      roundF32Sums(row_sum, row, overflow);
+    if (out_dtype == DType::F32) { // the sums are the output; an untouched row is 0 already
+      if (touched[r])
+        roundF32Sums(row_sum, row, overflow);
       continue;
     }
     auto *out = static_cast<uint16_t *>(dtable) + (row_begin + r) * row;
+    if (!touched[r]) {
+      std::memset(out, 0, static_cast<size_t>(row) * sizeof(uint16_t));
+      continue;
+    }
     for (int64_t j = 0; j < row; ++j)
       out[j] = out_dtype == DType::F16 ? floatToHalf(row_sum[j], overflow)
                                        : floatToBFloat16(row_sum[j], overflow);
   }
-  if (out_dtype != DType::F32)
-    for (int64_t r = 0; r < rows; ++r)
-      if (!touched[r])
-        std::memset(static_cast<uint16_t *>(dtable) + (row_begin + r) * row, 0,
-                    static_cast<size_t>(row) * sizeof(uint16_t));
   publish(status, takeFloatStatus());
 }
 

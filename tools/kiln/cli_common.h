@@ -12,10 +12,6 @@
 #include "ir/dtype.h"
 #include "support/error.h"
 
-namespace kiln::driver {
-struct ReferenceRunRequest;
-}
-
 namespace kiln::cli {
 
 // The work of the chosen subcommand; main() runs it after parsing and exits
@@ -123,16 +119,6 @@ Expected<frontend::DecoderConfig> decoderConfigOf(const std::string &model,
 Expected<int64_t> parseSizeFlag(const std::string &flag, const std::string &value);
 void addModelArgument(CLI::App &cmd, std::string &model, ModelArgument kind,
                       const std::string &also = "");
-
-// MODEL, --weights, --inputs and --training, as kiln run takes them (the
-// debug commands that run a model).
-void addModelRunFlags(CLI::App &cmd, driver::ReferenceRunRequest &request);
-// What a model run's flags need beyond CLI11's checks: --weights unless the
-// model is ONNX (its initializers are its own; a usage error, exit 2), and
-// --loss as loss_flags.h checks it (exit 1). 0 when they hold; else the
-// exit code, the message printed.
-int checkModelRunFlags(const std::string &model, const std::string &weights, bool training,
-                       const std::string &loss);
 
 void registerGraphCommand(CLI::App &app, Action &action);
 void registerInitCommand(CLI::App &app, Action &action);

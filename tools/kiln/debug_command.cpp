@@ -6,12 +6,12 @@
 #include "compiler/driver/compile.h"
 #include "compiler/driver/kernels.h"
 #include "compiler/driver/reference_run.h"
-#include "compiler/frontend/onnx/onnx_import.h"
 #include "debug/bisect_job.h"
 #include "debug/compare_job.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 #include "tools/kiln/loss_flags.h"
+#include "tools/kiln/model_run_flags.h"
 
 namespace kiln::cli {
 namespace {
@@ -124,30 +124,6 @@ void registerBisect(CLI::App &debug, Action &action) {
 }
 
 } // namespace
-
-// MODEL, --weights, --inputs and --training, as kiln run takes them.
-void addModelRunFlags(CLI::App &cmd, driver::ReferenceRunRequest &request) {
-  addModelArgument(cmd, request.model, ModelArgument::AnyModel);
-  cmd.add_option("--weights", request.weights_path,
-                 "the parameters: a safetensors file, a sharded checkpoint's index, or the model "
-                 "folder (an ONNX model's are its initializers; given, they override them)");
-  cmd.add_option("--inputs", request.inputs_path,
-                 "safetensors with input_ids (i64 [B,S]) and optional labels")
-      ->required();
-  cmd.add_flag("--training", request.training, "forward and backward");
-  addLossFlag(cmd, request.loss);
-  addInputShapeFlag(cmd, request.input_shapes);
-}
-
-int checkModelRunFlags(const std::string &model, const std::string &weights, bool training,
-                       const std::string &loss) {
-  if (weights.empty() && !frontend::isOnnxPath(model))
-    return usage("--weights is required: " + model +
-                 " holds no weights (an ONNX model's initializers are its own)");
-  if (Status checked = checkLossFlag(model, training, loss); !checked)
-    return fail(checked.error());
-  return 0;
-}
 
 void registerDebugCommand(CLI::App &app, Action &action) {
   CLI::App *debug = app.add_subcommand(

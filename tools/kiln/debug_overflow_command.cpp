@@ -7,6 +7,7 @@
 #include "debug/overflow_job.h"
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
+#include "tools/kiln/model_run_flags.h"
 
 namespace kiln::cli {
 namespace {

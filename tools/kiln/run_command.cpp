@@ -11,6 +11,7 @@
 #include "tools/kiln/cli_common.h"
 #include "tools/kiln/job_flags.h"
 #include "tools/kiln/loss_flags.h"
+#include "tools/kiln/model_run_flags.h"
 
 namespace kiln::cli {
 namespace {

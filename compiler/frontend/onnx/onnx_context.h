@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -62,6 +63,10 @@ public:
   // the input is computed at run time.
   Expected<std::vector<int64_t>> ints(size_t i, const std::string &what) const;
   Expected<double> scalar(size_t i, const std::string &what) const;
+  // The node that makes graph value `v` when it is an `op`; null for a graph
+  // input or another op. The rewrites that give kiln's fusions their
+  // patterns (1 / sqrt(x) as Rsqrt, x * sigmoid(x) as Silu) look back so.
+  const Node *producer(ValueId v, std::string_view op);
 
   // Attributes.
   const onnx::AttributeProto *attr(const std::string &name) const;

@@ -64,6 +64,12 @@ ValueId materialize(ops::OpBuilder &b, const std::string &name, OnnxValue &v,
   return v.value;
 }
 
+const Node *Converter::producer(ValueId v, std::string_view op) {
+  const Graph &g = b_.graph();
+  const NodeId p = g.value(v).producer;
+  return p != kNoNode && g.node(p).op == op ? &g.node(p) : nullptr;
+}
+
 const Tensor *Converter::constant(size_t i) const {
   if (!has(i))
     return nullptr;

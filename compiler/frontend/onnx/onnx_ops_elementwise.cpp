@@ -48,15 +48,13 @@ ConvertFn unary(const char *op, bool float_only = true) {
 // BiasAdd on the MatMul's rows, the epilogue FixPipe applies.
 ValueId linearBias(Converter &c, ValueId x, ValueId bias) {
   const Graph &g = c.builder().graph();
-  const NodeId r = g.value(x).producer;
-  if (r == kNoNode || g.node(r).op != "Reshape")
+  const Node *reshape = c.producer(x, "Reshape");
+  if (!reshape)
     return kNoValue;
-  const ValueId rows = g.node(r).inputs[0];
-  const NodeId m = g.value(rows).producer;
+  const ValueId rows = reshape->inputs[0];
   const Shape &bs = g.type(bias).shape;
-  if (m == kNoNode || g.node(m).op != "MatMul" || bs.size() != 1 ||
-      g.type(rows).shape.size() != 2 || bs[0] != g.type(rows).shape[1] || bs[0] == 1 ||
-      g.type(x).dtype != g.type(bias).dtype)
+  if (!c.producer(rows, "MatMul") || bs.size() != 1 || g.type(rows).shape.size() != 2 ||
+      bs[0] != g.type(rows).shape[1] || bs[0] == 1 || g.type(x).dtype != g.type(bias).dtype)
     return kNoValue;
   ValueId y = c.create("BiasAdd", {rows, bias}, {}, "bias_add");
   return c.reshape(y, g.type(x).shape);
@@ -109,9 +107,8 @@ Status convertAdd(Converter &c) {
 ValueId siluOf(Converter &c, ValueId a, ValueId b) {
   const Graph &g = c.builder().graph();
   for (const auto &[x, s] : {std::pair{a, b}, std::pair{b, a}}) {
-    const NodeId p = g.value(s).producer;
-    if (p != kNoNode && g.node(p).op == "Sigmoid" && g.node(p).inputs[0] == x &&
-        g.type(x) == g.type(s))
+    const Node *sigmoid = c.producer(s, "Sigmoid");
+    if (sigmoid && sigmoid->inputs[0] == x && g.type(x) == g.type(s))
       return c.create("Silu", {x});
   }
   return kNoValue;
@@ -125,20 +122,19 @@ Status convertMul(Converter &c) {
   return Status::ok();
 }
 
-// Integer Div truncates toward zero (as C and ONNX Runtime do); kiln's Div
-// is float-only, so integers divide in f32, exact below 2^24.
 // 1 / sqrt(y): what torch.rsqrt exports as. Rsqrt is what the norms'
 // fusions match; the Sqrt is left to dead-code elimination.
 ValueId rsqrtOf(Converter &c, ValueId x) {
   const Tensor *one = c.constant(0);
-  const Graph &g = c.builder().graph();
-  const NodeId p = g.value(x).producer;
-  if (!one || one->numElements() != 1 || one->getFloat(0) != 1.0f || p == kNoNode ||
-      g.node(p).op != "Sqrt" || g.type(x).shape.size() < one->shape().size())
+  const Node *sqrt = c.producer(x, "Sqrt");
+  if (!one || one->numElements() != 1 || one->getFloat(0) != 1.0f || !sqrt ||
+      c.builder().shape(x).size() < one->shape().size())
     return kNoValue;
-  return c.create("Rsqrt", {g.node(p).inputs[0]});
+  return c.create("Rsqrt", {sqrt->inputs[0]});
 }
 
+// Integer Div truncates toward zero (as C and ONNX Runtime do); kiln's Div
+// is float-only, so integers divide in f32, exact below 2^24.
 Status convertDiv(Converter &c) {
   KILN_ASSIGN_OR_RETURN(auto ab, operands(c));
   const DType dt = c.builder().dtype(ab.first);
@@ -195,10 +191,8 @@ Status convertReciprocal(Converter &c) {
   KILN_ASSIGN_OR_RETURN(ValueId x, c.value(0));
   if (!isFloat(c.builder().dtype(x)))
     return c.unsupportedType("Reciprocal needs a float tensor");
-  const Graph &g = c.builder().graph();
-  const NodeId p = g.value(x).producer;
-  if (p != kNoNode && g.node(p).op == "Sqrt")
-    c.setOutput(0, c.create("Rsqrt", {g.node(p).inputs[0]}));
+  if (const Node *sqrt = c.producer(x, "Sqrt"))
+    c.setOutput(0, c.create("Rsqrt", {sqrt->inputs[0]}));
   else
     c.setOutput(0, c.create("Div", {c.constantOf(1, c.builder().dtype(x)), x}));
   return Status::ok();

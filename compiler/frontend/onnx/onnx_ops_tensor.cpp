@@ -161,13 +161,13 @@ Status convertTranspose(Converter &c) {
 
 // The Slice of x that `v` is, if a Slice makes it, keeping every axis
 // whole but the last: that axis's [begin, end).
-std::optional<std::pair<int64_t, int64_t>> lastAxisSlice(const Graph &g, ValueId v, ValueId x) {
-  const NodeId p = g.value(v).producer;
-  if (p == kNoNode || g.node(p).op != "Slice" || g.node(p).inputs[0] != x)
+std::optional<std::pair<int64_t, int64_t>> lastAxisSlice(Converter &c, ValueId v, ValueId x) {
+  const Node *slice = c.producer(v, "Slice");
+  if (!slice || slice->inputs[0] != x)
     return std::nullopt;
-  const Shape &shape = g.type(x).shape;
-  const std::vector<int64_t> &begin = g.node(p).attrs.getInts("begin");
-  const std::vector<int64_t> &end = g.node(p).attrs.getInts("end");
+  const Shape &shape = c.builder().shape(x);
+  const std::vector<int64_t> &begin = slice->attrs.getInts("begin");
+  const std::vector<int64_t> &end = slice->attrs.getInts("end");
   if (shape.empty() || begin.size() != shape.size() || end.size() != shape.size())
     return std::nullopt;
   for (size_t a = 0; a + 1 < shape.size(); ++a)
@@ -181,19 +181,18 @@ std::optional<std::pair<int64_t, int64_t>> lastAxisSlice(const Graph &g, ValueId
 // the rotary fusions match; the Slices and the Neg are left to dead-code
 // elimination.
 ValueId rotateHalfOf(Converter &c, const std::vector<ValueId> &xs, int64_t axis) {
-  const Graph &g = c.builder().graph();
-  if (xs.size() != 2 || axis + 1 != static_cast<int64_t>(g.type(xs[0]).shape.size()))
+  ops::OpBuilder &b = c.builder();
+  if (xs.size() != 2 || axis + 1 != static_cast<int64_t>(b.shape(xs[0]).size()))
     return kNoValue;
-  const NodeId neg = g.value(xs[0]).producer;
-  const NodeId first_half = g.value(xs[1]).producer;
-  if (neg == kNoNode || g.node(neg).op != "Neg" || first_half == kNoNode)
+  const Node *neg = c.producer(xs[0], "Neg");
+  const Node *first_half = c.producer(xs[1], "Slice");
+  if (!neg || !first_half)
     return kNoValue;
-  const ValueId x = g.node(first_half).inputs.empty() ? kNoValue : g.node(first_half).inputs[0];
-  if (x == kNoValue || !isFloat(g.type(x).dtype))
-    return kNoValue;
-  const int64_t d = g.type(x).shape.back(), h = d / 2;
-  if (d % 2 != 0 || lastAxisSlice(g, g.node(neg).inputs[0], x) != std::pair{h, d} ||
-      lastAxisSlice(g, xs[1], x) != std::pair{int64_t{0}, h})
+  const ValueId x = first_half->inputs[0];
+  const int64_t d = b.shape(x).back(), h = d / 2;
+  if (!isFloat(b.dtype(x)) || d % 2 != 0 ||
+      lastAxisSlice(c, neg->inputs[0], x) != std::pair{h, d} ||
+      lastAxisSlice(c, xs[1], x) != std::pair{int64_t{0}, h})
     return kNoValue;
   return c.create("RotateHalf", {x});
 }

@@ -19,6 +19,19 @@ double HostRoofline::percent(double flops, double bytes, double seconds) const {
   return 100.0 * best / seconds;
 }
 
+double HostRoofline::bestGemmRate(DType dtype) const {
+  return dtype == DType::BF16 && best_bf16_gemm_flops_per_s > 0 ? best_bf16_gemm_flops_per_s
+                                                                : best_f32_gemm_flops_per_s;
+}
+
+void HostRoofline::keepBest(const HostRoofline &other) {
+  gemm_flops_per_s = std::max(gemm_flops_per_s, other.gemm_flops_per_s);
+  bytes_per_s = std::max(bytes_per_s, other.bytes_per_s);
+  best_f32_gemm_flops_per_s = std::max(best_f32_gemm_flops_per_s, other.best_f32_gemm_flops_per_s);
+  best_bf16_gemm_flops_per_s =
+      std::max(best_bf16_gemm_flops_per_s, other.best_bf16_gemm_flops_per_s);
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -5,6 +5,7 @@
 // ceilings, max(FLOPs / gemm, bytes / bandwidth), over its measured time.
 #pragma once
 
+#include "ir/dtype.h"
 #include "support/thread_pool.h"
 
 namespace kiln::runtime {
@@ -21,6 +22,13 @@ struct HostRoofline {
   double best_bf16_gemm_flops_per_s = 0;
   // The kernel's best possible time over `seconds`, in percent.
   double percent(double flops, double bytes, double seconds) const;
+  // The best GEMM rate for operands of `dtype`: bf16's where the host has
+  // bf16 units, else f32's (bf16 operands are widened).
+  double bestGemmRate(DType dtype) const;
+  // Each ceiling the higher of this measurement's and `other`'s: a ceiling
+  // is the best the host reached, and one measurement taken while something
+  // else ran (a burst on a shared host) would lower every ratio against it.
+  void keepBest(const HostRoofline &other);
 };
 
 // About 0.2 s of measuring on every thread of `pool`.

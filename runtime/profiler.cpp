@@ -108,19 +108,14 @@ int Profiler::addProgram(const std::string &label, const Graph &graph,
       // Fused attention is its matmuls (the cost model counts their 2*M*N*K):
       // part of the step's GEMM work and its floor, at its operands' rate.
       info.gemm_flops = info.cost.matmul_flops;
-      info.gemm_rate = graph.type(spec.inputs[0]).dtype == DType::BF16 &&
-                               roofline_.best_bf16_gemm_flops_per_s > 0
-                           ? roofline_.best_bf16_gemm_flops_per_s
-                           : roofline_.best_f32_gemm_flops_per_s;
+      info.gemm_dtype = graph.type(spec.inputs[0]).dtype;
     }
     if (const auto &gemm = kernel.gemm; gemm && !kernel.host) {
       info.gemm_flops = 2.0 * static_cast<double>(gemm->batch) * static_cast<double>(gemm->m) *
                         static_cast<double>(gemm->n) * static_cast<double>(gemm->k);
       const bool bf16 = graph.type(spec.inputs[gemm->a_input]).dtype == DType::BF16 &&
                         graph.type(spec.inputs[gemm->b_input]).dtype == DType::BF16;
-      info.gemm_rate = bf16 && roofline_.best_bf16_gemm_flops_per_s > 0
-                           ? roofline_.best_bf16_gemm_flops_per_s
-                           : roofline_.best_f32_gemm_flops_per_s;
+      info.gemm_dtype = bf16 ? DType::BF16 : DType::F32;
     }
     program.kernels.push_back(std::move(info));
   }
@@ -231,8 +226,8 @@ std::string Profiler::stepTrace() const {
     const KernelInfo *k = info(e);
     if (k && k->gemm_flops > 0) {
       gemm_us[e.step] += e.duration_us;
-      if (k->gemm_rate > 0)
-        floor_us[e.step] += 1e6 * k->gemm_flops / k->gemm_rate;
+      if (const double rate = roofline_.bestGemmRate(k->gemm_dtype); rate > 0)
+        floor_us[e.step] += 1e6 * k->gemm_flops / rate;
     }
   }
   std::string out = "Step Id,Step Time(us),Kernel Time(us),Host Time(us),Covered(%),Copied(bytes),"

@@ -61,6 +61,11 @@ public:
   void stepTime(int64_t step, Clock::time_point start, Clock::time_point end,
                 uint64_t bytes_copied = 0, uint64_t bytes_allocated = 0);
 
+  // The host's ceilings measured again (after the run, as the files are
+  // about to be written): each file's ratios are then against the better of
+  // the two measurements (HostRoofline::keepBest).
+  void keepBestRoofline(const HostRoofline &later) { roofline_.keepBest(later); }
+
   // Writes the five files into `dir` (created if missing).
   Status write(const std::string &dir) const;
 
@@ -71,9 +76,10 @@ private:
     std::vector<std::string> members; // "name(Op)"
     executable::KernelCost cost;
     // A kernel driving a matmul, or fused attention: its matmuls' 2*M*N*K
-    // and the host's best GEMM rate for its operands' dtype (HostRoofline);
-    // 0 otherwise.
-    double gemm_flops = 0, gemm_rate = 0;
+    // (0 otherwise) and its operands' dtype, which picks the host's best
+    // GEMM rate for the step's floor (HostRoofline::bestGemmRate).
+    double gemm_flops = 0;
+    DType gemm_dtype = DType::F32;
   };
   struct Program {
     std::string label;

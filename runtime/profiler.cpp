@@ -288,6 +288,11 @@ Status createProfileDir(const std::string &dir) {
   return Status::ok();
 }
 
+Status Profiler::finish(const std::string &dir, ThreadPool &pool) {
+  keepBestRoofline(measureHostRoofline(pool));
+  return write(dir);
+}
+
 Status Profiler::write(const std::string &dir) const {
   KILN_RETURN_IF_ERROR(createProfileDir(dir));
   const std::pair<const char *, std::string> files[] = {

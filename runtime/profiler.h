@@ -68,6 +68,9 @@ public:
 
   // Writes the five files into `dir` (created if missing).
   Status write(const std::string &dir) const;
+  // What a profiled run calls as it ends: the ceilings measured again on
+  // `pool` (keepBestRoofline), then the files written.
+  Status finish(const std::string &dir, ThreadPool &pool);
 
 private:
   struct KernelInfo {

@@ -251,10 +251,8 @@ Status Trainer::run(const std::function<Status(const StepRecord &)> &on_step) {
   }
   if (trace_)
     KILN_RETURN_IF_ERROR(trace_->write(options_.trace_path));
-  if (profiler_) {
-    profiler_->keepBestRoofline(measureHostRoofline(ThreadPool::shared()));
-    KILN_RETURN_IF_ERROR(profiler_->write(options_.profile_dir));
-  }
+  if (profiler_)
+    KILN_RETURN_IF_ERROR(profiler_->finish(options_.profile_dir, ThreadPool::shared()));
   return Status::ok();
 }
 

@@ -27,8 +27,7 @@ Expected<ops::TensorMap> runKernels(const Graph &graph, codegen::CompiledKernels
   KILN_ASSIGN_OR_RETURN(ops::TensorMap outputs, executor->run(inputs, nullptr, &status));
   if (profiler) {
     profiler->stepTime(1, start, runtime::Profiler::Clock::now());
-    profiler->keepBestRoofline(runtime::measureHostRoofline(ThreadPool::shared()));
-    KILN_RETURN_IF_ERROR(profiler->write(profile_dir));
+    KILN_RETURN_IF_ERROR(profiler->finish(profile_dir, ThreadPool::shared()));
   }
   return outputs;
 }

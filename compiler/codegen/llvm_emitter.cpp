@@ -1,6 +1,6 @@
 #include "compiler/codegen/llvm_emitter.h"
 
-#include <cfloat>
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -133,6 +133,18 @@ private:
         rest = b_.CreateUDiv(rest, extent);
     }
     memo_.clear();
+    invariant_memo_.clear();
+    // What the row reads at indices of its outer axes alone (a Gather's
+    // token id, a loss's label) is loaded once, in a block ahead of its
+    // loops: left inside, it is reloaded per element, since a store to an
+    // output might alias it, and the table read it indexes becomes a gather.
+    row_outer_ = outer;
+    auto *invariants = llvm::BasicBlock::Create(ctx_, "row.invariants", fn_);
+    auto *body = llvm::BasicBlock::Create(ctx_, "row.body", fn_);
+    b_.CreateBr(invariants);
+    b_.SetInsertPoint(invariants);
+    invariant_point_ = b_.CreateBr(body);
+    b_.SetInsertPoint(body);
     for (size_t s = 0; s < program_.stages.size(); ++s) {
       const Stage &stage = program_.stages[s];
       if (!stage.materialized)
@@ -146,6 +158,7 @@ private:
     parallel_loops_ = true; // each element stored once from the inputs' (markParallelLoop)
     emitOutputs(row, outer);
     parallel_loops_ = false;
+    invariant_point_ = nullptr;
   }
 
   // A row of every stored output. Plain outputs of one shape share one loop:
@@ -303,9 +316,6 @@ private:
     return nullptr;
   }
 
-  Value *call(llvm::Intrinsic::ID id, std::vector<Value *> args) {
-    return intrinsic(b_, id, std::move(args));
-  }
   Value *fconstant(double v) { return f32Constant(b_, v); }
 
   Value *flatIndex(const Shape &shape, const std::vector<Value *> &idx) {
@@ -359,6 +369,17 @@ private:
     case ExprKind::RVar:
       return env.rvars.at(e.var);
     case ExprKind::Load: {
+      if (invariant_point_ && b_.GetInsertPoint() != invariant_point_->getIterator() &&
+          rowInvariant(e, env)) {
+        // Emitted at the row's invariant block, with a memo of its own: a
+        // value memoised inside a loop does not dominate that block.
+        llvm::IRBuilderBase::InsertPointGuard guard(b_);
+        b_.SetInsertPoint(invariant_point_);
+        std::swap(memo_, invariant_memo_);
+        Value *v = emitUncached(e, env);
+        std::swap(memo_, invariant_memo_);
+        return v;
+      }
       std::vector<Value *> idx;
       for (size_t i = 0; i < e.operands.size(); ++i)
         idx.push_back(operand(i));
@@ -390,6 +411,27 @@ private:
     return nullptr;
   }
 
+  // Whether `e` has one value over the row: constants, the row's own outer
+  // indices (not a stage's inlined indices, which may be computed) and
+  // inputs loaded at such indices.
+  bool rowInvariant(const Expr &e, const Env &env) const {
+    switch (e.kind) {
+    case ExprKind::Var:
+      return e.var < static_cast<int>(row_outer_.size()) && env.vars[e.var] == row_outer_[e.var];
+    case ExprKind::RVar:
+    case ExprKind::Reduce:
+      return false;
+    case ExprKind::Load:
+      if (!program_.isInput(e.buffer))
+        return false;
+      break;
+    default:
+      break;
+    }
+    return std::all_of(e.operands.begin(), e.operands.end(),
+                       [&](const ExprRef &x) { return rowInvariant(*x, env); });
+  }
+
   // The axis of `env` bound to the ranged innermost index, if any.
   std::optional<int> rangeAxis(const Env &env) const {
     if (!range_.index)
@@ -402,45 +444,13 @@ private:
 
   Value *emitReduce(const Expr &e, const Env &env) {
     const bool f = e.type == ScalarType::F32;
-    Value *init = nullptr;
-    switch (e.reduce) {
-    case ReduceOp::Sum:
-      init = f ? fconstant(0) : static_cast<Value *>(b_.getInt64(0));
-      break;
-    case ReduceOp::Max:
-      init = f ? fconstant(-std::numeric_limits<float>::infinity())
-               : static_cast<Value *>(b_.getInt64(INT64_MIN));
-      break;
-    case ReduceOp::Min:
-      init = f ? fconstant(std::numeric_limits<float>::infinity())
-               : static_cast<Value *>(b_.getInt64(INT64_MAX));
-      break;
-    }
+    Value *init = reductionIdentity(b_, e.reduce, f);
     if (e.extent <= 0)
       return init;
     return loop(e.extent, init, [&](Value *i, Value *acc) {
       Env inner = env;
       inner.rvars[e.var] = i;
-      Value *v = emitExpr(e.operands[0], inner);
-      switch (e.reduce) {
-      case ReduceOp::Sum: {
-        if (!f)
-          return b_.CreateAdd(acc, v);
-        // A sum may be reassociated: LLVM then keeps one partial sum per
-        // vector lane (exact order differs from the reference's, within
-        // its tolerance) and the summand's exp and log vectorise too.
-        auto *sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(acc, v));
-        sum->setHasAllowReassoc(true);
-        return static_cast<Value *>(sum);
-      }
-      // IEEE maximum and minimum: a NaN propagates, as in the reference, and
-      // LLVM vectorises the reduction without no-NaN flags.
-      case ReduceOp::Max:
-        return f ? call(llvm::Intrinsic::maximum, {acc, v}) : call(llvm::Intrinsic::smax, {acc, v});
-      case ReduceOp::Min:
-        return f ? call(llvm::Intrinsic::minimum, {acc, v}) : call(llvm::Intrinsic::smin, {acc, v});
-      }
-      return v;
+      return combineReduction(b_, e.reduce, f, acc, emitExpr(e.operands[0], inner));
     });
   }
 
@@ -465,6 +475,11 @@ private:
   bool parallel_loops_ = false;        // loops made now are marked parallel (emitOutputs)
   size_t loops_made_ = 0;
   std::map<std::pair<const Expr *, std::vector<Value *>>, Value *> memo_;
+  // The row's outer indices and the end of the block ahead of its loops,
+  // where row-invariant loads go (emitRow), with their own memo.
+  std::vector<Value *> row_outer_;
+  llvm::Instruction *invariant_point_ = nullptr;
+  std::map<std::pair<const Expr *, std::vector<Value *>>, Value *> invariant_memo_;
 };
 
 } // namespace

@@ -1,6 +1,9 @@
 // See llvm_scalar_ops.h.
 #include "compiler/codegen/llvm_scalar_ops.h"
 
+#include <cstdint>
+#include <limits>
+
 #include <llvm/IR/Intrinsics.h>
 
 #include "compiler/codegen/llvm_storage.h"
@@ -128,6 +131,43 @@ Value *emitConvert(llvm::IRBuilder<> &b, Value *x, ScalarType from, ScalarType t
   if (from == ScalarType::Bool)
     return b.CreateZExt(x, b.getInt64Ty());
   return b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b.getInt64Ty(), b.getFloatTy()}, {x});
+}
+
+Value *reductionIdentity(llvm::IRBuilder<> &b, ReduceOp op, bool f) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  switch (op) {
+  case ReduceOp::Sum:
+    return f ? f32Constant(b, 0) : b.getInt64(0);
+  case ReduceOp::Max:
+    return f ? f32Constant(b, -kInf) : b.getInt64(INT64_MIN);
+  case ReduceOp::Min:
+    return f ? f32Constant(b, kInf) : b.getInt64(INT64_MAX);
+  }
+  return nullptr;
+}
+
+Value *combineReduction(llvm::IRBuilder<> &b, ReduceOp op, bool f, Value *acc, Value *v) {
+  switch (op) {
+  case ReduceOp::Sum: {
+    if (!f)
+      return b.CreateAdd(acc, v);
+    // A sum may be reassociated: LLVM then keeps one partial sum per vector
+    // lane (exact order differs from the reference's, within its tolerance)
+    // and the summand's exp and log vectorise too.
+    auto *sum = llvm::cast<llvm::Instruction>(b.CreateFAdd(acc, v));
+    sum->setHasAllowReassoc(true);
+    return sum;
+  }
+  // IEEE maximum and minimum: a NaN propagates, as in the reference, and
+  // LLVM vectorises the reduction without no-NaN flags.
+  case ReduceOp::Max:
+    return f ? intrinsic(b, llvm::Intrinsic::maximum, {acc, v})
+             : intrinsic(b, llvm::Intrinsic::smax, {acc, v});
+  case ReduceOp::Min:
+    return f ? intrinsic(b, llvm::Intrinsic::minimum, {acc, v})
+             : intrinsic(b, llvm::Intrinsic::smin, {acc, v});
+  }
+  return v;
 }
 
 } // namespace kiln::codegen

@@ -4,7 +4,9 @@
 #include <optional>
 #include <sstream>
 
+#include "compiler/codegen/kernel_builder.h"
 #include "compiler/codegen/kernel_compiler.h"
+#include "compiler/codegen/object_compiler.h"
 #include "ir/float_status.h"
 #include "ir/tensor_compare.h"
 #include "ops/op_builder.h"
@@ -58,6 +60,25 @@ std::unique_ptr<runtime::Executor> compiledExecutor(const Graph &graph, const st
   auto executor = runtime::Executor::create(graph, std::move(*kernels));
   EXPECT_TRUE(executor.isOk()) << (executor ? "" : executor.message());
   return executor ? std::move(*executor) : nullptr;
+}
+
+std::string kernelIr(const Graph &graph) {
+  auto target = target::loadTarget("ascend910b");
+  EXPECT_TRUE(target.isOk());
+  if (!target)
+    return {};
+  auto kernels = codegen::compileKernels(graph, *target, {});
+  EXPECT_TRUE(kernels.isOk()) << kernels.message();
+  if (!kernels.isOk() || kernels->kernels.size() != 1) {
+    ADD_FAILURE() << "one kernel expected";
+    return {};
+  }
+  auto build = codegen::buildKernel(graph, kernels->kernels[0].spec);
+  EXPECT_TRUE(build.isOk()) << build.message();
+  std::string ir;
+  EXPECT_TRUE(build.isOk() &&
+              codegen::compileKernelObject(build->program, "kernel", {}, &ir).isOk());
+  return ir;
 }
 
 ops::TensorMap expectCompiledMatchesReference(const Graph &graph, const ops::TensorMap &inputs,

@@ -32,6 +32,10 @@ std::unique_ptr<runtime::Executor> compiledExecutor(const Graph &graph,
                                                     const std::string &target = "ascend910b",
                                                     OverflowMode overflow = OverflowMode::InfNan);
 
+// The optimised LLVM IR of `graph`'s one kernel (a test failure, and empty,
+// where it compiles to another number of kernels).
+std::string kernelIr(const Graph &graph);
+
 // Runs `graph` compiled and on the interpreter; returns the compiled outputs.
 ops::TensorMap expectCompiledMatchesReference(const Graph &graph, const ops::TensorMap &inputs,
                                               const CompareOptions &options = {});

@@ -80,23 +80,6 @@ TEST(RowRanges, PadsBoundsAreDecidedInEachRange) {
   EXPECT_EQ(rangedPick(*from, 1, 1, 3), std::nullopt);
 }
 
-// The IR, optimised, of `g`'s one kernel.
-std::string kernelIr(const Graph &g) {
-  auto target = target::loadTarget("ascend910b");
-  EXPECT_TRUE(target.isOk());
-  auto kernels = compileKernels(g, *target, {});
-  EXPECT_TRUE(kernels.isOk()) << kernels.message();
-  if (!kernels.isOk() || kernels->kernels.size() != 1) {
-    ADD_FAILURE() << "one kernel expected";
-    return {};
-  }
-  auto build = buildKernel(g, kernels->kernels[0].spec);
-  EXPECT_TRUE(build.isOk()) << build.message();
-  std::string ir;
-  EXPECT_TRUE(build.isOk() && compileKernelObject(build->program, "kernel", {}, &ir).isOk());
-  return ir;
-}
-
 // The rotary embedding x cos + rotate_half(x) sin as the model writes it
 // (x [B, S, N, D] in BSND, the tables [1, S, 1, D]), fused into its kernel.
 Graph rotaryGraph(DType dtype, int64_t seq, int64_t dim) {

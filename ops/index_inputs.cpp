@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/ignore_index.h"
 #include "ops/op_registry.h"
 
 namespace kiln::ops {
@@ -72,15 +73,14 @@ Status checkUse(const Node &node, const IndexRange &range, const Tensor &value,
     const int64_t pos = positions.getInt(k);
     const int64_t v = value.getInt(pos);
     const int64_t reaching = v < 0 && wrap > 0 ? v + wrap : v;
-    if ((reaching >= 0 && reaching < range.end) || (label && v == *range.ignore))
+    if ((reaching >= 0 && reaching < range.end) || (label && isIgnored(v, *range.ignore)))
       continue;
     const std::string lowest = std::to_string(wrap > 0 ? std::max(-wrap, -range.end) : 0);
     return Error("tensor '" + std::string(tensor_name) + "': " + (label ? "label " : "index ") +
                  std::to_string(v) + " at position " + std::to_string(pos) + " (" +
                  indexIn(value.shape(), pos) + ") is outside [" + lowest + ", " +
-                 std::to_string(range.end) + ")" +
-                 (label ? " and is not ignore_index " + std::to_string(*range.ignore) : "") + ", " +
-                 range.role + " of " + node.op + " node '" + node.name + "'");
+                 std::to_string(range.end) + ")" + (label ? notIgnoredClause(*range.ignore) : "") +
+                 ", " + range.role + " of " + node.op + " node '" + node.name + "'");
   }
   return Status::ok();
 }

@@ -417,7 +417,7 @@ private:
   bool rowInvariant(const Expr &e, const Env &env) const {
     switch (e.kind) {
     case ExprKind::Var:
-      return e.var < static_cast<int>(row_outer_.size()) && env.vars[e.var] == row_outer_[e.var];
+      return e.var < static_cast<int>(row_outer_.size()) && env.vars.at(e.var) == row_outer_[e.var];
     case ExprKind::RVar:
     case ExprKind::Reduce:
       return false;

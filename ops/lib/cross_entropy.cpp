@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/ignore_index.h"
 #include "ops/kernel_util.h"
 #include "ops/op_builder.h"
 #include "ops/op_registry.h"
@@ -32,13 +33,12 @@ Expected<int64_t> countKeptRows(const char *op, const KernelContext &ctx, const 
   int64_t count = 0;
   for (int64_t r = 0; r < labels.numElements(); ++r) {
     const int64_t label = labels.getInt(r);
-    if (label == ignore_index)
+    if (isIgnored(label, ignore_index))
       continue;
     if (label < 0 || label >= classes)
       return Error(std::string(op) + " node '" + ctx.node_name + "': label " +
                    std::to_string(label) + " of row " + std::to_string(r) + " is outside [0, " +
-                   std::to_string(classes) + ") and is not ignore_index " +
-                   std::to_string(ignore_index));
+                   std::to_string(classes) + ")" + notIgnoredClause(ignore_index));
     ++count;
   }
   return count;
@@ -86,7 +86,7 @@ Status crossEntropyLossKernel(const KernelContext &ctx, const std::vector<const 
   std::vector<double> row;
   for (int64_t r = 0; r < labels.numElements(); ++r) {
     const int64_t label = labels.getInt(r);
-    if (label == ignore_index)
+    if (isIgnored(label, ignore_index))
       continue;
     total += rowLogSumExp(logits, r, classes, row) - row[label];
   }
@@ -119,7 +119,7 @@ Status crossEntropyLossGradKernel(const KernelContext &ctx, const std::vector<co
   std::vector<double> row;
   for (int64_t r = 0; r < labels.numElements(); ++r) {
     const int64_t label = labels.getInt(r);
-    if (label == ignore_index)
+    if (isIgnored(label, ignore_index))
       continue; // zero, as the output arrives
     const double lse = rowLogSumExp(logits, r, classes, row);
     for (int64_t j = 0; j < classes; ++j) {

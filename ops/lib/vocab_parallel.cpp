@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/ignore_index.h"
 #include "ops/op_builder.h"
 #include "ops/op_registry.h"
 
@@ -172,14 +173,14 @@ Expected<Rows> labelColumns(const char *op, const KernelContext &ctx,
   Rows rows;
   for (int64_t r = 0; r < labels.numElements(); ++r) {
     const int64_t label = labels.getInt(r);
-    if (label == ignore) {
+    if (isIgnored(label, ignore)) {
       rows.column.push_back(-2);
       continue;
     }
     if (label < 0 || label >= vocab)
       return Error(std::string(op) + " node '" + ctx.node_name + "': label " +
                    std::to_string(label) + " of row " + std::to_string(r) + " is outside [0, " +
-                   std::to_string(vocab) + ") and is not ignore_index " + std::to_string(ignore));
+                   std::to_string(vocab) + ")" + notIgnoredClause(ignore));
     ++rows.kept;
     const int64_t local = label - start;
     rows.column.push_back(local >= 0 && local < shard ? local : -1);

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "compiler/frontend/onnx/onnx_context.h"
+#include "ops/ignore_index.h"
 
 namespace kiln::frontend::onnx_import {
 
@@ -107,7 +108,8 @@ ValueId fusedCrossEntropy(Converter &c, const LossInputs &in) {
   const int64_t rows = numElements(s) / std::max<int64_t>(s[1], 1);
   logits = c.reshape(logits, {rows, s[1]});
   ValueId labels = c.reshape(in.labels, {rows});
-  const int64_t ignore = in.ignore ? in.ignore->i() : -100;
+  // Without ONNX's ignore_index every label must be a class: none ignored.
+  const int64_t ignore = in.ignore ? in.ignore->i() : ops::kNoIgnoreIndex;
   ValueId loss = c.create("CrossEntropyLoss", {logits, labels}, {{"ignore_index", ignore}});
   if (in.ignore) {
     // ONNX's mean over no kept row is 0 / 0, NaN, where kiln's loss is 0 (a

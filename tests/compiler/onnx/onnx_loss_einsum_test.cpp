@@ -13,6 +13,7 @@
 #include "compiler/driver/kernels.h"
 #include "compiler/frontend/onnx/onnx_errors.h"
 #include "ir/tensor_compare.h"
+#include "ops/index_inputs.h"
 #include "runtime/executor.h"
 #include "tests/compiler/onnx/onnx_test_model.h"
 #include "tests/support/random.h"
@@ -150,6 +151,53 @@ TEST(OnnxLoss, AMeanOverNoKeptRowIsNaN) {
     const double want =
         std::string(op) == "NegativeLogLikelihoodLoss" ? -picked : std::log(sum) - picked;
     EXPECT_NEAR(out->at("loss").getFloat(0), want, 1e-5) << op;
+  }
+}
+
+// Without ONNX's ignore_index no label is ignored: -100 (kiln's own default)
+// is outside the classes like any other, on the interpreter and in the
+// check of the input before a compiled run; with ignore_index -100 its row
+// takes no part.
+TEST(OnnxLoss, WithoutIgnoreIndexEveryLabelIsAClass) {
+  for (bool ignore : {false, true}) {
+    SCOPED_TRACE(ignore ? "ignore_index -100" : "no ignore_index");
+    OnnxTestModel m(13);
+    m.input("scores", kFloat, {3, 4});
+    m.input("labels", kInt64, {3});
+    auto &n = m.node("SoftmaxCrossEntropyLoss", {"scores", "labels"}, {"loss"});
+    if (ignore)
+      OnnxTestModel::attr(n, "ignore_index", int64_t{-100});
+    m.output("loss");
+    auto model = m.import();
+    ASSERT_TRUE(model) << model.message();
+    const Graph &g = model->graph;
+    const Tensor labels = Tensor::fromInts(DType::I64, {3}, {0, -100, 1});
+    const ops::TensorMap in{{"scores", testing::randomTensor({DType::F32, {3, 4}}, 5, -2, 2)},
+                            {"labels", labels}};
+    auto out = ops::interpret(g, in);
+    const Status checked = ops::checkIndexInput(g, *g.findInput("labels"), labels, "labels");
+    if (!ignore) {
+      ASSERT_FALSE(out);
+      EXPECT_NE(out.message().find("label -100 of row 1 is outside [0, 4)"), std::string::npos)
+          << out.message();
+      ASSERT_FALSE(checked);
+      EXPECT_NE(checked.message().find("label -100 at position 1 ([1]) is outside [0, 4),"),
+                std::string::npos)
+          << checked.message();
+      EXPECT_EQ(checked.message().find("ignore_index"), std::string::npos) << checked.message();
+      continue;
+    }
+    ASSERT_TRUE(out) << out.message();
+    EXPECT_TRUE(checked) << checked.message();
+    const Tensor &s = in.at("scores");
+    double want = 0;
+    for (int64_t r : {0, 2}) { // the kept rows, labelled 0 and 1
+      double sum = 0;
+      for (int64_t j = 0; j < 4; ++j)
+        sum += std::exp(double(s.getFloat(4 * r + j)));
+      want += (std::log(sum) - s.getFloat(4 * r + (r == 0 ? 0 : 1))) / 2;
+    }
+    EXPECT_NEAR(out->at("loss").getFloat(0), want, 1e-5);
   }
 }
 

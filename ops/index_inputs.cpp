@@ -21,6 +21,7 @@ struct IndexRange {
   int64_t end = 0;               // values in [0, end)
   std::optional<int64_t> ignore; // also this one (a loss's ignore_index)
   std::string role;              // "the rows of the table", "the classes"
+  bool from_end = false;         // and [-end, 0), counted from the end (GatherElements)
 };
 
 std::optional<IndexRange> indexRangeOf(const Graph &graph, const Node &node, size_t operand) {
@@ -30,6 +31,12 @@ std::optional<IndexRange> indexRangeOf(const Graph &graph, const Node &node, siz
   if (node.op == "Gather" && !skips)
     return IndexRange{graph.type(node.inputs[0]).shape.at(0), std::nullopt,
                       "the rows of the table"};
+  if (node.op == "GatherElements") {
+    const Shape &x = graph.type(node.inputs[0]).shape;
+    const int64_t rank = static_cast<int64_t>(x.size()), axis = node.attrs.getInt("axis");
+    return IndexRange{x.at(axis < 0 ? axis + rank : axis), std::nullopt,
+                      "the elements along the axis", true};
+  }
   if (node.op == "EmbeddingGrad" && !skips)
     return IndexRange{node.attrs.getInt("num_rows"), std::nullopt, "the rows of the table"};
   if (node.op == "CrossEntropyLoss" || node.op == "CrossEntropyLossGrad")
@@ -72,10 +79,13 @@ Status checkUse(const Node &node, const IndexRange &range, const Tensor &value,
   for (int64_t k = 0; k < positions.numElements(); ++k) {
     const int64_t pos = positions.getInt(k);
     const int64_t v = value.getInt(pos);
-    const int64_t reaching = v < 0 && wrap > 0 ? v + wrap : v;
+    const int64_t reaching =
+        v < 0 && (wrap > 0 || range.from_end) ? v + (wrap > 0 ? wrap : range.end) : v;
     if ((reaching >= 0 && reaching < range.end) || (label && isIgnored(v, *range.ignore)))
       continue;
-    const std::string lowest = std::to_string(wrap > 0 ? std::max(-wrap, -range.end) : 0);
+    const std::string lowest = std::to_string(range.from_end ? -range.end
+                                              : wrap > 0     ? std::max(-wrap, -range.end)
+                                                             : 0);
     return Error("tensor '" + std::string(tensor_name) + "': " + (label ? "label " : "index ") +
                  std::to_string(v) + " at position " + std::to_string(pos) + " (" +
                  indexIn(value.shape(), pos) + ") is outside [" + lowest + ", " +

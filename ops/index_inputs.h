@@ -19,8 +19,9 @@ namespace kiln::ops {
 // indices (Where(x < 0, x + n, x): then [-n, 0) count from the end too) to
 // every op that reads it as indices, and checks
 // each element that reaches one against that op's range: [0, rows) for
-// Gather and EmbeddingGrad (unless skip_out_of_range), [0, classes) or
-// ignore_index for the cross-entropy losses. One pass over the elements per
+// Gather and EmbeddingGrad (unless skip_out_of_range), [-n, n) along
+// GatherElements' axis of n, [0, classes) or ignore_index for the
+// cross-entropy losses. One pass over the elements per
 // such use. An error names `tensor_name`, the first bad value, its position
 // in `value`, the valid range and the op's node. Elements no index op reads
 // (a label the loss's shift drops) are not checked, as the reference does not.

@@ -81,6 +81,25 @@ TEST(IndexInputs, AnImportsWrapCountsNegativeIndicesFromTheEnd) {
   }
 }
 
+// GatherElements counts a negative index from the end of its axis, as ONNX
+// does; the compiled kernel clamps what lies outside [-n, n), the reference
+// refuses it, and so does the check before either runs.
+TEST(IndexInputs, GatherElementsTakesIndicesFromTheEndOfItsAxis) {
+  Graph g;
+  const ValueId x = g.addInput("x", {DType::F32, {2, 6}}, InputRole::Data);
+  const ValueId idx = g.addInput("idx", {DType::I64, {2, 2}}, InputRole::Data);
+  OpBuilder b(g);
+  g.addOutput("y", b.create("GatherElements", "pick", {x, idx}, {{"axis", int64_t{-1}}}));
+  ASSERT_TRUE(b.status()) << b.status().message();
+  const GraphInput &in = *g.findInput("idx");
+  EXPECT_TRUE(checkIndexInput(g, in, Tensor::fromInts(DType::I64, {2, 2}, {0, 5, -1, -6}), "idx"));
+  Status bad = checkIndexInput(g, in, Tensor::fromInts(DType::I64, {2, 2}, {0, 5, 6, 1}), "idx");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.message(), "tensor 'idx': index 6 at position 2 ([1, 0]) is outside [-6, 6), the "
+                           "elements along the axis of GatherElements node 'pick'");
+  EXPECT_FALSE(checkIndexInput(g, in, Tensor::fromInts(DType::I64, {2, 2}, {0, -7, 1, 1}), "idx"));
+}
+
 TEST(IndexInputs, LabelsMayBeIgnoreIndex) {
   Graph g;
   const ValueId labels = g.addInput("labels", {DType::I32, {3}}, InputRole::Data);

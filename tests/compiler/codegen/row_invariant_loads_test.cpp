@@ -42,13 +42,22 @@ TEST(RowInvariantLoads, RowsShorterThanAVectorAndOddWidthsKeepTheirValues) {
     }
 }
 
-// Indices an inlined stage computes (a transposed table read at the token
-// id) are not the row's own: what they index is read inside the loop.
+// A table computed in the Gather's own kernel (t * t, one group: an
+// inlined stage) is read at the token id, an index the kernel computes: the
+// stage's row axis there is the id, not the kernel's row, so its load stays
+// inside. Taken for the row's own, it would read the kernel's row of the
+// table, and the values would differ.
 TEST(RowInvariantLoads, AComputedIndexIntoAnInlinedStageKeepsItsValues) {
   for (DType d : {DType::F32, DType::BF16}) {
-    const Graph g = gatherGraph(d, DType::I64, 64, [](ops::OpBuilder &b, ValueId t) {
-      return b.create("Transpose", "t_t", {t}, {{"perm", std::vector<int64_t>{1, 0}}});
+    Graph g = gatherGraph(d, DType::I64, 64, [](ops::OpBuilder &b, ValueId t) {
+      return b.create("Mul", "scale", {t, t});
     });
+    const GroupId group =
+        g.addGroup(FusionGroup{"fused.gather", "eltwise", "test", Intermediates::Storage});
+    for (NodeId n = 0; n < static_cast<NodeId>(g.numNodes()); ++n)
+      g.node(n).group = group;
+    ASSERT_TRUE(g.compact());
+    ASSERT_FALSE(kernelIr(g).empty()) << "one kernel: the product inlined into the Gather";
     expectCompiledMatchesReference(g, randomInputs(g, 7, -2, 2, 64));
   }
 }
